@@ -1,0 +1,90 @@
+"""``ebb group create|list|commit|delete``."""
+
+from __future__ import annotations
+
+import argparse
+
+from console.cli.parser import non_negative_int
+from console.cli.render import emit_json, instant, table
+from engine.broker import Broker
+from engine.clock import parse_instant
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    group = commands.add_parser("group", help="consumer groups and their positions")
+    sub = group.add_subparsers(dest="group_command", required=True, metavar="ACTION")
+
+    create = sub.add_parser("create", help="create a group on a topic")
+    create.add_argument("topic")
+    create.add_argument("group")
+    create.add_argument(
+        "--kind", choices=("subscriber", "reader"), default="subscriber",
+        help="subscriber: holds data back under consumption=protect; reader: never does [default: subscriber]",
+    )
+    create.add_argument("--from", dest="start", choices=("earliest", "latest"), default="earliest")
+    create.set_defaults(run=run_create)
+
+    listing = sub.add_parser("list", help="groups of a topic with positions and lag")
+    listing.add_argument("topic")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(run=run_list)
+
+    commit = sub.add_parser("commit", help="set a group's position on a partition")
+    commit.add_argument("topic")
+    commit.add_argument("group")
+    commit.add_argument("--partition", type=non_negative_int, required=True)
+    commit.add_argument("--offset", type=non_negative_int, required=True, help="the next offset the group will read")
+    commit.add_argument("--at", help="commit time: ISO 8601 or epoch ms [default: now]")
+    commit.set_defaults(run=run_commit)
+
+    delete = sub.add_parser("delete", help="delete a group")
+    delete.add_argument("topic")
+    delete.add_argument("group")
+    delete.set_defaults(run=run_delete)
+
+
+def run_create(broker: Broker, args: argparse.Namespace) -> int:
+    created = broker.create_group(args.topic, args.group, args.kind, args.start)
+    positions = " ".join(f"{p}:{pos}" for p, (pos, _) in sorted(created.positions.items()))
+    print(f"created {args.kind} group {args.group} on {args.topic} from {args.start} (positions {positions})")
+    return 0
+
+
+def run_list(broker: Broker, args: argparse.Namespace) -> int:
+    ends = {r.partition: r.next_offset for r in broker.catalog.partitions(broker.catalog.topic(args.topic).name)}
+    groups = broker.catalog.groups(args.topic)
+    if args.json:
+        emit_json(
+            [
+                {
+                    "name": g.name, "kind": g.kind,
+                    "positions": {str(p): pos for p, (pos, _) in sorted(g.positions.items())},
+                    "lag": {str(p): ends[p] - pos for p, (pos, _) in sorted(g.positions.items())},
+                    "committed_at": {str(p): at for p, (_, at) in sorted(g.positions.items())},
+                }
+                for g in groups
+            ]
+        )
+    elif not groups:
+        print(f"topic {args.topic} has no groups")
+    else:
+        rows = [
+            (g.name, g.kind, p, pos, ends[p] - pos, instant(at))
+            for g in groups
+            for p, (pos, at) in sorted(g.positions.items())
+        ]
+        print(table(("GROUP", "KIND", "PARTITION", "POSITION", "LAG", "LAST COMMIT"), rows))
+    return 0
+
+
+def run_commit(broker: Broker, args: argparse.Namespace) -> int:
+    at = parse_instant(args.at) if args.at is not None else None
+    broker.commit(args.topic, args.group, args.partition, args.offset, at)
+    print(f"group {args.group} on {args.topic}/{args.partition} now at offset {args.offset}")
+    return 0
+
+
+def run_delete(broker: Broker, args: argparse.Namespace) -> int:
+    broker.delete_group(args.topic, args.group)
+    print(f"deleted group {args.group} of {args.topic}")
+    return 0

@@ -1,0 +1,136 @@
+"""``ebb produce`` and ``ebb consume``."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import sys
+from typing import Iterator
+
+from console.cli.parser import non_negative_int, positive_int
+from console.cli.render import emit_json
+from engine.broker import Broker
+from engine.clock import parse_instant
+from engine.errors import InvalidInput
+from engine.policy.units import parse_duration, parse_size
+from engine.store.batch import NewRecord
+from engine.store.partition import AppendResult
+
+#: Largest value ``--size`` may ask for; a segment must still hold one record.
+MAX_GENERATED_SIZE = 64 << 20
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    produce = commands.add_parser(
+        "produce", help="append records: --count N --size B generated ones, else one per line of stdin"
+    )
+    produce.add_argument("topic")
+    produce.add_argument("--partition", type=non_negative_int, help="default: by key hash, else round-robin")
+    produce.add_argument("--key", help="key of every record")
+    produce.add_argument("--timestamp", help="record timestamp: ISO 8601 or epoch ms [default: now]")
+    produce.add_argument(
+        "--timestamp-step", metavar="DURATION",
+        help="with --timestamp: add this much to each next record's timestamp (backfill a time range)",
+    )
+    produce.add_argument("--count", type=non_negative_int, help="generate this many records")
+    produce.add_argument("--size", help="bytes per generated record value (with --count) [default: 100]")
+    produce.add_argument("--json", action="store_true", help="print one JSON line per acknowledged batch")
+    produce.set_defaults(run=run_produce)
+
+    consume = commands.add_parser("consume", help="read records as a group and commit its positions")
+    consume.add_argument("topic")
+    consume.add_argument("--group", required=True)
+    consume.add_argument("--partition", type=non_negative_int)
+    consume.add_argument("--max", type=positive_int, default=100, help="at most this many records [default: 100]")
+    consume.add_argument("--no-commit", action="store_true", help="read without moving the group's positions")
+    consume.add_argument("--json", action="store_true", help="one JSON object per record")
+    consume.set_defaults(run=run_consume)
+
+
+def generated_value(index: int, size: int) -> bytes:
+    """Value ``index`` of a generated run: its zero-padded index repeated, so that a
+    reader can check every byte of it."""
+    unit = b"%015d|" % index
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+def _records(args: argparse.Namespace) -> Iterator[NewRecord]:
+    key = args.key.encode() if args.key is not None else None
+    timestamp = parse_instant(args.timestamp) if args.timestamp is not None else None
+    step = 0
+    if args.timestamp_step is not None:
+        if timestamp is None:
+            raise InvalidInput("--timestamp-step needs --timestamp (the first record's time)")
+        step = parse_duration(args.timestamp_step) or 0
+
+    def stamp(i: int) -> int | None:
+        return None if timestamp is None else timestamp + i * step
+
+    if args.count is not None:
+        value_size = parse_size(args.size) if args.size is not None else 100
+        if value_size is None or value_size > MAX_GENERATED_SIZE:
+            raise InvalidInput(f"invalid --size {args.size!r}: use 0 to {MAX_GENERATED_SIZE} bytes")
+        for i in range(args.count):
+            yield NewRecord(generated_value(i, value_size), key, stamp(i))
+        return
+    if args.size is not None:
+        raise InvalidInput("--size goes with --count (records from stdin take their size from each line)")
+    for i, line in enumerate(sys.stdin.buffer):
+        yield NewRecord(line.rstrip(b"\r\n"), key, stamp(i))
+
+
+def run_produce(broker: Broker, args: argparse.Namespace) -> int:
+    # Resolve everything that can be refused before the first record is written.
+    broker.policy(args.topic)
+    records = _records(args)
+    totals: dict[int, list[int]] = {}
+
+    def ack(partition: int, result: AppendResult) -> None:
+        first, last = totals.setdefault(partition, [result.base_offset, result.next_offset])
+        totals[partition] = [min(first, result.base_offset), max(last, result.next_offset)]
+        if args.json:
+            emit_json(
+                {"partition": partition, "base_offset": result.base_offset, "next_offset": result.next_offset,
+                 "count": result.next_offset - result.base_offset}
+            )
+
+    first = next(records, None)
+    if first is None:
+        raise InvalidInput("no records to produce (empty stdin and no --count)")
+    broker.produce(args.topic, _chain(first, records), args.partition, on_ack=ack)
+    if not args.json:
+        count = sum(last - first for first, last in totals.values())
+        spans = ", ".join(f"partition {p} offsets {a}..{b - 1}" for p, (a, b) in sorted(totals.items()))
+        print(f"produced {count} record(s) to {args.topic}: {spans}")
+    return 0
+
+
+def _chain(first: NewRecord, rest: Iterator[NewRecord]) -> Iterator[NewRecord]:
+    yield first
+    yield from rest
+
+
+def _text(data: bytes | None) -> dict[str, str | None]:
+    if data is None:
+        return {"": None}
+    try:
+        return {"": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"_base64": base64.b64encode(data).decode("ascii")}
+
+
+def run_consume(broker: Broker, args: argparse.Namespace) -> int:
+    consumed = broker.consume(
+        args.topic, args.group, partition=args.partition, max_records=args.max, commit=not args.no_commit
+    )
+    for item in consumed:
+        record = item.record
+        if args.json:
+            payload: dict[str, object] = {"partition": item.partition, "offset": record.offset, "timestamp": record.timestamp}
+            payload.update({"key" + k: v for k, v in _text(record.key).items()})
+            payload.update({"value" + k: v for k, v in _text(record.value).items()})
+            emit_json(payload)
+        else:
+            sys.stdout.write(record.value.decode("utf-8", "replace") + "\n")
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,133 @@
+"""``ebb topic create|alter|list|describe|delete``."""
+
+from __future__ import annotations
+
+import argparse
+
+from console.cli.parser import positive_int
+from console.cli.policy_flags import add_policy_flags, policy_changes
+from console.cli.render import emit_json, instant, size, table
+from engine.broker import Broker, TopicDescription
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    topic = commands.add_parser("topic", help="create, alter, list, describe and delete topics")
+    sub = topic.add_subparsers(dest="topic_command", required=True, metavar="ACTION")
+
+    create = sub.add_parser("create", help="create a topic")
+    create.add_argument("name")
+    create.add_argument("--partitions", type=positive_int, default=1)
+    create.add_argument("--json", action="store_true", help="print the effective policy as JSON")
+    add_policy_flags(create)
+    create.set_defaults(run=run_create)
+
+    alter = sub.add_parser("alter", help="change a topic's policy (journaled)")
+    alter.add_argument("name")
+    alter.add_argument("--json", action="store_true")
+    add_policy_flags(alter, allow_reset=True)
+    alter.set_defaults(run=run_alter)
+
+    listing = sub.add_parser("list", help="list topics")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(run=run_list)
+
+    describe = sub.add_parser("describe", help="effective policy with sources, partitions, segments, groups")
+    describe.add_argument("name")
+    describe.add_argument("--json", action="store_true")
+    describe.set_defaults(run=run_describe)
+
+    delete = sub.add_parser("delete", help="delete a topic and all its data")
+    delete.add_argument("name")
+    delete.set_defaults(run=run_delete)
+
+
+def run_create(broker: Broker, args: argparse.Namespace) -> int:
+    policy = broker.create_topic(args.name, args.partitions, policy_changes(args))
+    if args.json:
+        emit_json({"name": args.name, "partitions": args.partitions, "policy": policy.to_json()})
+    else:
+        overrides = policy.overrides()
+        shown = ", ".join(f"{k}={v}" for k, v in overrides.items()) or "engine defaults"
+        print(f"created topic {args.name} with {args.partitions} partition(s); policy: {shown}")
+    return 0
+
+
+def run_alter(broker: Broker, args: argparse.Namespace) -> int:
+    changes = broker.alter_topic(args.name, policy_changes(args))
+    if args.json:
+        emit_json({"name": args.name, "changes": [{"field": f, "old": o, "new": n} for f, o, n in changes]})
+    elif not changes:
+        print(f"topic {args.name}: nothing changed")
+    else:
+        for field, old, new in changes:
+            print(f"topic {args.name}: {field} {old or '(default)'} -> {new or '(default)'}")
+    return 0
+
+
+def run_list(broker: Broker, args: argparse.Namespace) -> int:
+    rows = []
+    for topic in broker.catalog.topics():
+        described = broker.describe(topic.name)
+        segments = sum(len(p.segments) for p in described.partitions)
+        total = sum(p.size_bytes for p in described.partitions)
+        rows.append((topic.name, topic.partitions, segments, total, described.policy.entry("retention_time").text))
+    if args.json:
+        emit_json(
+            [
+                {"name": n, "partitions": p, "segments": s, "size_bytes": b, "retention_time": r}
+                for n, p, s, b, r in rows
+            ]
+        )
+    elif not rows:
+        print("no topics yet; create one with `ebb topic create NAME`")
+    else:
+        print(table(("TOPIC", "PARTITIONS", "SEGMENTS", "SIZE", "RETENTION"), [(n, p, s, size(b), r) for n, p, s, b, r in rows]))
+    return 0
+
+
+def run_describe(broker: Broker, args: argparse.Namespace) -> int:
+    described = broker.describe(args.name)
+    if args.json:
+        emit_json(described.to_json())
+    else:
+        print(render_description(described))
+    return 0
+
+
+def render_description(d: TopicDescription) -> str:
+    out = [f"topic {d.name}: {len(d.partitions)} partition(s)", "", "policy:"]
+    out.append(
+        table(
+            ("FIELD", "VALUE", "NORMALIZED", "SOURCE"),
+            [(e.field, e.text, e.normalized, e.source) for e in d.policy.entries()],
+        )
+    )
+    for p in d.partitions:
+        out += [
+            "",
+            f"partition {p.row.partition}: offsets [{p.row.log_start_offset}, {p.row.next_offset}), "
+            f"{size(p.size_bytes)} in {len(p.segments)} segment(s)",
+            table(
+                ("BASE", "NEXT", "SIZE", "FIRST TIMESTAMP", "MAX TIMESTAMP", "STATE"),
+                [
+                    (s.base_offset, s.next_offset, s.size_bytes, instant(s.first_timestamp), instant(s.max_timestamp),
+                     "sealed" if s.sealed else "active")
+                    for s in p.segments
+                ],
+            ),
+        ]
+    out += ["", "groups:" if d.groups else "groups: none"]
+    if d.groups:
+        out.append(
+            table(
+                ("GROUP", "KIND", "POSITIONS"),
+                [(g.name, g.kind, " ".join(f"{p}:{pos}" for p, (pos, _) in sorted(g.positions.items()))) for g in d.groups],
+            )
+        )
+    return "\n".join(out)
+
+
+def run_delete(broker: Broker, args: argparse.Namespace) -> int:
+    broker.delete_topic(args.name)
+    print(f"deleted topic {args.name}")
+    return 0

@@ -1,0 +1,357 @@
+"""The engine as a library: topics, policies, appends, reads and groups over one data
+directory. The CLI and the console are thin layers over this class.
+
+Ordering rules that keep the catalog and the files in step:
+
+- topic creation writes the directories first, then the catalog rows; a directory
+  without rows is a leftover of a crashed create or delete and is cleared on the
+  next create of that name;
+- an append is durable in its segment file before the catalog records it, both under
+  the partition lock; a writer that finds the files ahead of the catalog (a producer
+  killed between the two) brings the catalog up to the files.
+"""
+
+from __future__ import annotations
+
+import shutil
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+from engine.catalog.catalog import Catalog, GroupKind, GroupRow, PartitionRow, StartFrom
+from engine.clock import now_ms
+from engine.config import Config, load_config
+from engine.datadir import DataDir
+from engine.errors import InvalidInput, NotFound
+from engine.names import check_group_name, check_topic_name
+from engine.policy.effective import EffectivePolicy, merge_overrides, resolve
+from engine.store.batch import NewRecord, Record
+from engine.store.partition import (
+    MAX_BATCH_RECORDS,
+    AppendResult,
+    PartitionWriter,
+    create_partition,
+    offset_for_time,
+    read_records,
+)
+from engine.store.segment import SegmentInfo
+
+MAX_PARTITIONS = 10_000
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    row: PartitionRow
+    segments: list[SegmentInfo]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size_bytes for s in self.segments)
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    policy: EffectivePolicy
+    partitions: list[PartitionView]
+    groups: list[GroupRow]
+
+    def to_json(self) -> dict:
+        """The ``topic describe --json`` contract of SPEC §7."""
+        return {
+            "name": self.name,
+            "partitions": [
+                {
+                    "partition": p.row.partition,
+                    "log_start_offset": p.row.log_start_offset,
+                    "next_offset": p.row.next_offset,
+                    "size_bytes": p.size_bytes,
+                    "segments": [
+                        {
+                            "base_offset": s.base_offset,
+                            "next_offset": s.next_offset,
+                            "size_bytes": s.size_bytes,
+                            "first_timestamp": s.first_timestamp,
+                            "max_timestamp": s.max_timestamp,
+                            "sealed": s.sealed,
+                        }
+                        for s in p.segments
+                    ],
+                }
+                for p in self.partitions
+            ],
+            "policy": self.policy.to_json(),
+            "groups": [
+                {
+                    "name": g.name,
+                    "kind": g.kind,
+                    "positions": {str(p): pos for p, (pos, _at) in sorted(g.positions.items())},
+                    "committed_at": {str(p): at for p, (_pos, at) in sorted(g.positions.items())},
+                }
+                for g in self.groups
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class Consumed:
+    partition: int
+    record: Record
+
+
+class Broker:
+    """One data directory, opened by one process (several may open the same one)."""
+
+    def __init__(self, root: Path, config_path: Path | None = None, *, clock: Callable[[], int] = now_ms) -> None:
+        self.data = DataDir(root)
+        self.data.ensure()
+        self.config_path = config_path or self.data.config_path
+        self.config: Config = load_config(self.config_path)
+        self.catalog = Catalog.open(self.data.catalog_path)
+        self.clock = clock
+        self.durable = True
+        self._writers: dict[tuple[str, int], PartitionWriter] = {}
+
+    def close(self) -> None:
+        for writer in self._writers.values():
+            writer.close()
+        self._writers.clear()
+        self.catalog.close()
+
+    def __enter__(self) -> "Broker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def reload_config(self) -> None:
+        self.config = load_config(self.config_path)
+
+    # -- topics and policies ------------------------------------------------------
+
+    def policy(self, topic: str, overrides: Mapping[str, str] | None = None) -> EffectivePolicy:
+        """A topic's effective policy (or what it would be with other ``overrides``)."""
+        if overrides is None:
+            self.catalog.topic(topic)
+            overrides = self.catalog.overrides(topic)
+        return resolve(overrides, self.config.policy_defaults)
+
+    def create_topic(self, name: str, partitions: int = 1, policy: Mapping[str, str] | None = None, *, actor: str = "cli") -> EffectivePolicy:
+        check_topic_name(name)
+        if not 1 <= partitions <= MAX_PARTITIONS:
+            raise InvalidInput(f"invalid partition count {partitions}: use 1 to {MAX_PARTITIONS}")
+        overrides = merge_overrides({}, policy or {})
+        effective = resolve(overrides, self.config.policy_defaults)
+        # The write transaction serializes concurrent creates of one name across
+        # processes, so the leftover check below never removes a live topic.
+        with self.catalog.write():
+            self.catalog.add_topic(name, partitions, overrides, self.clock())
+            self.catalog.replace_overrides(name, overrides, actor=actor, now_ms=self.clock())
+            topic_dir = self.data.topic_dir(name)
+            if topic_dir.exists():
+                # Rows absent, files present: a create or delete that crashed.
+                shutil.rmtree(topic_dir)
+            for p in range(partitions):
+                create_partition(self.data.partition_dir(name, p))
+        return effective
+
+    def alter_topic(self, name: str, changes: Mapping[str, str | None], *, actor: str = "cli") -> list[tuple[str, str | None, str | None]]:
+        """Apply policy changes (None resets a field); returns (field, old, new) per change."""
+        with self.catalog.write():
+            current = self.catalog.overrides(self.catalog.topic(name).name)
+            merged = merge_overrides(current, changes)
+            resolve(merged, self.config.policy_defaults)
+            return self.catalog.replace_overrides(name, merged, actor=actor, now_ms=self.clock())
+
+    def delete_topic(self, name: str) -> None:
+        topic = self.catalog.topic(name)
+        writers = [self._writer(name, p) for p in range(topic.partitions)]
+        locked = []
+        try:
+            for p, writer in enumerate(writers):
+                writer.locked(self.catalog.partition(name, p).log_start_offset).__enter__()
+                locked.append(writer)
+            with self.catalog.write():
+                self.catalog.remove_topic(name)
+            shutil.rmtree(self.data.topic_dir(name), ignore_errors=True)
+        finally:
+            for writer in locked:
+                writer.__exit__(None, None, None)
+            for p in range(topic.partitions):
+                self._writers.pop((name, p), None)
+            for writer in writers:
+                writer.close()
+
+    def describe(self, name: str) -> TopicDescription:
+        self.catalog.topic(name)
+        return TopicDescription(
+            name,
+            self.policy(name),
+            [PartitionView(row, self.catalog.segments(name, row.partition)) for row in self.catalog.partitions(name)],
+            self.catalog.groups(name),
+        )
+
+    # -- appending --------------------------------------------------------------------
+
+    def _writer(self, topic: str, partition: int) -> PartitionWriter:
+        key = (topic, partition)
+        if key not in self._writers:
+            self.catalog.partition(topic, partition)
+            self._writers[key] = PartitionWriter(self.data.partition_dir(topic, partition), durable=self.durable)
+        return self._writers[key]
+
+    def choose_partition(self, topic: str, key: bytes | None, sequence: int) -> int:
+        """Keyed records go by key hash (stable); others round-robin by ``sequence``."""
+        count = self.catalog.topic(topic).partitions
+        if key is not None:
+            return zlib.crc32(key) % count
+        return sequence % count
+
+    def append(self, topic: str, partition: int, records: Sequence[NewRecord]) -> AppendResult:
+        """Append to one partition; returns once the records are durable and cataloged."""
+        policy = self.policy(topic)
+        row = self.catalog.partition(topic, partition)
+        writer = self._writer(topic, partition)
+        with writer.locked(row.log_start_offset):
+            if writer.reloaded:
+                self._reconcile(topic, partition, writer)
+            result = writer.append(
+                records,
+                now_ms=self.clock(),
+                segment_size=policy["segment_size"],
+                segment_roll_ms=policy["segment_roll"],
+            )
+            with self.catalog.write():
+                self.catalog.update_segments(topic, partition, result.changed, result.next_offset)
+        return result
+
+    def produce(
+        self,
+        topic: str,
+        records: Iterable[NewRecord],
+        partition: int | None = None,
+        *,
+        on_ack: Callable[[int, AppendResult], None] | None = None,
+    ) -> list[tuple[int, AppendResult]]:
+        """Append records, choosing partitions when none is given, in appends of at
+        most one batch each; returns (partition, result) per append, in order, and
+        calls ``on_ack`` as each append becomes durable."""
+        count = self.catalog.topic(topic).partitions
+        if partition is not None and not 0 <= partition < count:
+            raise NotFound(f"topic {topic!r} has no partition {partition} (it has partitions 0..{count - 1})")
+        pending: dict[int, list[NewRecord]] = {}
+        results: list[tuple[int, AppendResult]] = []
+        sequence = 0
+        for record in records:
+            p = partition if partition is not None else self.choose_partition(topic, record.key, sequence // MAX_BATCH_RECORDS)
+            sequence += 1
+            chunk = pending.setdefault(p, [])
+            chunk.append(record)
+            if len(chunk) >= MAX_BATCH_RECORDS:
+                results.append((p, self.append(topic, p, chunk)))
+                pending[p] = []
+                if on_ack:
+                    on_ack(*results[-1])
+        for p, chunk in pending.items():
+            if chunk:
+                results.append((p, self.append(topic, p, chunk)))
+                if on_ack:
+                    on_ack(*results[-1])
+        return results
+
+    def _reconcile(self, topic: str, partition: int, writer: PartitionWriter) -> None:
+        with self.catalog.write():
+            self.catalog.reconcile_segments(topic, partition, writer.segments())
+
+    def recover(self, topic: str) -> None:
+        """Take each partition's lock once: repairs torn tails and brings the catalog up
+        to the files (what a killed producer may have left behind)."""
+        for row in self.catalog.partitions(topic):
+            writer = self._writer(topic, row.partition)
+            with writer.locked(row.log_start_offset):
+                self._reconcile(topic, row.partition, writer)
+
+    # -- reading ----------------------------------------------------------------------
+
+    def read(self, topic: str, partition: int, offset: int, max_records: int) -> list[Record]:
+        """Records from ``offset`` on (never below the log start), without a group."""
+        row = self.catalog.partition(topic, partition)
+        start = max(offset, row.log_start_offset)
+        return [
+            r
+            for r in read_records(self.data.partition_dir(topic, partition), start, max_records)
+            if r.offset >= row.log_start_offset
+        ]
+
+    def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
+        self.catalog.partition(topic, partition)
+        return offset_for_time(self.data.partition_dir(topic, partition), timestamp)
+
+    # -- groups -------------------------------------------------------------------------
+
+    def create_group(self, topic: str, name: str, kind: GroupKind = "subscriber", start_from: StartFrom = "earliest") -> GroupRow:
+        check_group_name(name)
+        if kind not in ("subscriber", "reader"):
+            raise InvalidInput(f"invalid group kind {kind!r}: use subscriber or reader")
+        if start_from not in ("earliest", "latest"):
+            raise InvalidInput(f"invalid start {start_from!r}: use earliest or latest")
+        with self.catalog.write():
+            rows = self.catalog.partitions(self.catalog.topic(topic).name)
+            positions = {
+                r.partition: (r.log_start_offset if start_from == "earliest" else r.next_offset) for r in rows
+            }
+            self.catalog.add_group(topic, name, kind, start_from, positions, self.clock())
+        return self.catalog.group(topic, name)
+
+    def delete_group(self, topic: str, name: str) -> None:
+        with self.catalog.write():
+            self.catalog.remove_group(topic, name)
+
+    def commit(self, topic: str, group: str, partition: int, offset: int, at_ms: int | None = None) -> None:
+        """Set a group's position (the next offset it will read) on one partition."""
+        with self.catalog.write():
+            self.catalog.group(topic, group)
+            row = self.catalog.partition(topic, partition)
+            if not 0 <= offset <= row.next_offset:
+                raise InvalidInput(
+                    f"invalid offset {offset} for {topic}/{partition}: use 0 to {row.next_offset} (the log end)"
+                )
+            self.catalog.set_position(topic, group, partition, offset, self.clock() if at_ms is None else at_ms)
+
+    def consume(
+        self, topic: str, group: str, *, partition: int | None = None, max_records: int = 100, commit: bool = True
+    ) -> list[Consumed]:
+        """Read from a group's positions and (unless ``commit=False``) advance them.
+
+        A group that does not exist yet is created as a ``reader`` from ``earliest``:
+        a reader never holds data back, so consuming can never block retention by
+        accident (create a ``subscriber`` on purpose with ``group create``)."""
+        check_group_name(group)
+        try:
+            state = self.catalog.group(topic, group)
+        except NotFound:
+            self.catalog.topic(topic)
+            state = self.create_group(topic, group, "reader", "earliest")
+        rows = self.catalog.partitions(topic)
+        wanted = [r for r in rows if partition is None or r.partition == partition]
+        if partition is not None and not wanted:
+            self.catalog.partition(topic, partition)
+        out: list[Consumed] = []
+        moved: dict[int, int] = {}
+        for row in wanted:
+            if len(out) >= max_records:
+                break
+            position = state.positions.get(row.partition, (row.log_start_offset, 0))[0]
+            records = self.read(topic, row.partition, position, max_records - len(out))
+            out.extend(Consumed(row.partition, r) for r in records)
+            if records:
+                moved[row.partition] = records[-1].offset + 1
+            elif position < row.log_start_offset:
+                moved[row.partition] = row.log_start_offset
+        if commit and moved:
+            now = self.clock()
+            with self.catalog.write():
+                for p, position in moved.items():
+                    self.catalog.set_position(topic, group, p, position, now)
+        return out

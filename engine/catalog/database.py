@@ -1,0 +1,58 @@
+"""The SQLite connection the catalog and the journal are written through.
+
+One connection per process and thread that owns it: WAL so that readers never block
+the writer, ``synchronous=FULL`` so that a committed transaction survives a power
+loss, a busy timeout so that concurrent writers queue instead of failing, and
+``BEGIN IMMEDIATE`` so that a write transaction takes the write lock up front (a
+deferred one could fail half-way on upgrade).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import sqlite_utils
+
+from engine.errors import StoreError
+
+BUSY_TIMEOUT_MS = 30_000
+
+
+def connect(path: Path) -> sqlite_utils.Database:
+    """Open (creating if needed, readable by its owner only) the database at ``path``."""
+    if not path.exists():
+        # Create the file with owner-only permissions before SQLite opens it.
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except sqlite3.Error as error:
+        raise StoreError(f"cannot open the catalog {path}: {error}") from None
+    return sqlite_utils.Database(conn)
+
+
+@contextmanager
+def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """A ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back on error.
+
+    sqlite-utils' own ``atomic()`` blocks inside it become savepoints."""
+    conn = db.conn
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as error:
+        raise StoreError(f"the catalog is busy ({error}); another process holds it, try again") from None
+    try:
+        yield db
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    else:
+        conn.execute("COMMIT")

@@ -1,0 +1,36 @@
+"""Errors that reach an operator.
+
+Every error the engine raises on purpose is an :class:`EbbError`. Its message is one
+line that a newcomer can act on; the CLI prints it as is on stderr and exits non-zero.
+Anything else that escapes is a bug.
+"""
+
+from __future__ import annotations
+
+
+class EbbError(Exception):
+    """An operator-facing error: ``str(error)`` is one clear line."""
+
+
+class InvalidInput(EbbError):
+    """A value, name or argument given by the operator is not acceptable."""
+
+
+class InvalidPolicy(InvalidInput):
+    """A policy value or combination of values breaks a rule of SPEC §3."""
+
+
+class InvalidName(InvalidInput):
+    """A topic or group name that could not safely become a path."""
+
+
+class NotFound(EbbError):
+    """A topic, partition or group that does not exist."""
+
+
+class AlreadyExists(EbbError):
+    """A topic or group that exists already."""
+
+
+class StoreError(EbbError):
+    """The segment store could not do what was asked (I/O, corruption, lock)."""

@@ -1,0 +1,91 @@
+"""Per-segment indexes: offset -> file position and timestamp -> offset.
+
+Both hold one entry per batch and are only hints: they are rebuilt from the segment
+whenever they are missing, short or point past the data, so they are written without
+an fsync of their own until the segment is sealed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.store.batch import BatchHeader
+
+_ENTRY = struct.Struct("<qq")
+
+
+def _load(path: Path) -> list[tuple[int, int]]:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    whole = len(data) - len(data) % _ENTRY.size
+    return [tuple(e) for e in _ENTRY.iter_unpack(data[:whole])]  # type: ignore[misc]
+
+
+@dataclass
+class SegmentIndex:
+    """The offset index (batch base offset, position) and the time index
+    (largest timestamp so far, batch base offset) of one segment."""
+
+    offset_path: Path
+    time_path: Path
+    offsets: list[tuple[int, int]] = field(default_factory=list)
+    times: list[tuple[int, int]] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, offset_path: Path, time_path: Path) -> "SegmentIndex":
+        return cls(offset_path, time_path, _load(offset_path), _load(time_path))
+
+    @classmethod
+    def build(cls, offset_path: Path, time_path: Path, headers: list[BatchHeader]) -> "SegmentIndex":
+        index = cls(offset_path, time_path)
+        for header in headers:
+            index.add(header)
+        return index
+
+    def add(self, header: BatchHeader) -> None:
+        self.offsets.append((header.base_offset, header.position))
+        if not self.times or header.max_timestamp > self.times[-1][0]:
+            self.times.append((header.max_timestamp, header.base_offset))
+
+    def position_for(self, offset: int) -> int:
+        """File position of the batch that holds ``offset`` (or the last one before it)."""
+        i = bisect.bisect_right(self.offsets, (offset, 1 << 62)) - 1
+        return self.offsets[i][1] if i >= 0 else 0
+
+    def offset_for_time(self, timestamp: int) -> int | None:
+        """Base offset of the first batch holding a record at or after ``timestamp``."""
+        i = bisect.bisect_left(self.times, (timestamp, -1))
+        return self.times[i][1] if i < len(self.times) else None
+
+    def write(self, *, sync: bool) -> None:
+        """Rewrite both files whole (after a rebuild, or when sealing)."""
+        for path, entries in ((self.offset_path, self.offsets), (self.time_path, self.times)):
+            tmp = path.with_name(path.name + ".tmp")
+            with open(tmp, "wb") as f:
+                f.write(b"".join(_ENTRY.pack(*e) for e in entries))
+                if sync:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.replace(tmp, path)
+
+    def append_entries(self, headers: list[BatchHeader]) -> None:
+        """Append the entries of freshly written batches to both files."""
+        new_offsets: list[bytes] = []
+        new_times: list[bytes] = []
+        for header in headers:
+            had_times = len(self.times)
+            self.add(header)
+            new_offsets.append(_ENTRY.pack(header.base_offset, header.position))
+            if len(self.times) > had_times:
+                new_times.append(_ENTRY.pack(*self.times[-1]))
+        with open(self.offset_path, "ab") as f:
+            f.write(b"".join(new_offsets))
+        if new_times:
+            with open(self.time_path, "ab") as f:
+                f.write(b"".join(new_times))

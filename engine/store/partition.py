@@ -1,0 +1,324 @@
+"""One partition's directory of segments: reads for anyone, appends for one writer.
+
+Readers never take a lock: they see every batch that is whole and checksummed, and
+stop at a torn tail that a writer is still producing. Writers take the partition's
+file lock for each append, so several processes can append to one partition in turn;
+on taking the lock a writer re-reads what others appended and repairs what a killed
+writer left behind.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from engine.errors import InvalidInput, StoreError
+from engine.store.batch import HEADER_SIZE, MAX_BATCH_BYTES, NewRecord, Record, encode_batch, record_size, scan
+from engine.store.lock import FileLock
+from engine.store.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIXES,
+    LOG_SUFFIX,
+    Segment,
+    SegmentInfo,
+    fsync_dir,
+    remove_files,
+)
+
+#: Records per batch: the unit of checksumming and of one index entry.
+MAX_BATCH_RECORDS = 1000
+LOCK_FILE = ".lock"
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Offsets given to the appended records and the segments whose extent changed."""
+
+    base_offset: int
+    next_offset: int
+    batches: int
+    changed: tuple[SegmentInfo, ...]
+
+
+def _bases(directory: Path, suffix: str) -> list[int]:
+    bases = []
+    for name in os.listdir(directory):
+        if name.endswith(suffix) and name[: -len(suffix)].isdigit():
+            bases.append(int(name[: -len(suffix)]))
+    return sorted(bases)
+
+
+def live_bases(directory: Path) -> list[int]:
+    """Base offsets of the segments present, oldest first (the last one is active)."""
+    try:
+        return _bases(directory, LOG_SUFFIX)
+    except FileNotFoundError:
+        raise StoreError(f"partition directory {directory} is missing") from None
+
+
+def segment_infos(directory: Path) -> list[SegmentInfo]:
+    """A read-only view of every segment, without taking the lock."""
+    bases = live_bases(directory)
+    return [
+        Segment.open(directory, base, sealed=i < len(bases) - 1, repair=False).info(sealed=i < len(bases) - 1)
+        for i, base in enumerate(bases)
+    ]
+
+
+def read_records(directory: Path, offset: int, max_records: int) -> list[Record]:
+    """Up to ``max_records`` records from ``offset`` on, across segments."""
+    bases = live_bases(directory)
+    first = max(bisect.bisect_right(bases, offset) - 1, 0)
+    records: list[Record] = []
+    for i in range(first, len(bases)):
+        try:
+            segment = Segment.open(directory, bases[i], sealed=i < len(bases) - 1, repair=False)
+        except StoreError:
+            # Deleted by a prune between the listing and the open: the data is below
+            # the log start now, and the next segment continues.
+            continue
+        records.extend(segment.read(max(offset, segment.base_offset), max_records - len(records)))
+        if len(records) >= max_records:
+            break
+    return records
+
+
+def offset_for_time(directory: Path, timestamp: int) -> int | None:
+    """The first offset whose record timestamp is >= ``timestamp``, or None if none is."""
+    bases = live_bases(directory)
+    for i, base in enumerate(bases):
+        segment = Segment.open(directory, base, sealed=i < len(bases) - 1, repair=False)
+        if segment.max_timestamp is not None and segment.max_timestamp >= timestamp:
+            found = segment.offset_for_time(timestamp)
+            if found is not None:
+                return found
+    return None
+
+
+def create_partition(directory: Path) -> None:
+    """Create an empty partition: its directory and a first, active segment at offset 0."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=False)
+    Segment.create(directory, 0)
+    fsync_dir(directory.parent)
+
+
+class PartitionWriter:
+    """The appending side of a partition, used as ``with writer.locked(log_start):``.
+
+    The object lives as long as its producer and caches the open segments between
+    appends; every ``locked`` block first checks whether another process changed the
+    directory since, and re-reads it if so.
+    """
+
+    def __init__(self, directory: Path, *, durable: bool = True, lock_timeout: float | None = 30.0) -> None:
+        self.directory = directory
+        #: With ``durable=False`` appends return before their data is on disk (unsafe:
+        #: a power loss may lose acknowledged records; a process crash does not).
+        self.durable = durable
+        self.lock_timeout = lock_timeout
+        self._lock = FileLock(directory / LOCK_FILE, what=f"partition {directory}")
+        self._segments: list[Segment] = []
+        self._fd: int | None = None
+        #: Set when an fsync failed: what the kernel holds is then unknown, and the
+        #: writer must re-read the files instead of trusting its own state.
+        self._unsure = False
+        #: True when the last ``locked`` block had to re-read the files (first use,
+        #: another writer, a crash): the catalog may then lag behind them.
+        self.reloaded = False
+
+    # -- locking and recovery ---------------------------------------------------
+
+    def locked(self, log_start_offset: int) -> "PartitionWriter":
+        self._log_start = log_start_offset
+        return self
+
+    def __enter__(self) -> "PartitionWriter":
+        self._lock.acquire(self.lock_timeout)
+        try:
+            self._refresh(self._log_start)
+        except BaseException:
+            self._lock.release()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    def close(self) -> None:
+        self._close_fd()
+        self._segments = []
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _refresh(self, log_start: int) -> None:
+        """Bring the cached view up to date with the files, repairing what a crashed
+        writer or an interrupted deletion left."""
+        self._recover_deletions(log_start)
+        bases = live_bases(self.directory)
+        if not bases:
+            raise StoreError(f"partition {self.directory} has no segments")
+        cached = [s.base_offset for s in self._segments]
+        if not self._unsure and cached == bases and self._active_size_on_disk() == self._segments[-1].size:
+            self.reloaded = False
+            return
+        sealed = {s.base_offset: s for s in self._segments[:-1]} if not self._unsure else {}
+        self._close_fd()
+        self._segments = [
+            sealed.get(base) or Segment.open(self.directory, base, sealed=i < len(bases) - 1, repair=True)
+            for i, base in enumerate(bases)
+        ]
+        self._unsure = False
+        self.reloaded = True
+
+    def _active_size_on_disk(self) -> int:
+        try:
+            return self._segments[-1].log_path.stat().st_size
+        except (FileNotFoundError, IndexError):
+            return -1
+
+    def _recover_deletions(self, log_start: int) -> None:
+        """Finish deletions that a crash interrupted, or roll them back when the log
+        start was not moved past the segment (then its data must stay)."""
+        doomed = _bases(self.directory, DELETED_SUFFIX)
+        live = live_bases(self.directory)
+        for base in doomed:
+            later = [b for b in live if b > base]
+            if later and later[0] <= log_start:
+                remove_files(self.directory, base)
+            else:
+                stem = f"{base:020d}"
+                os.replace(self.directory / (stem + DELETED_SUFFIX), self.directory / (stem + LOG_SUFFIX))
+                fsync_dir(self.directory)
+                live = live_bases(self.directory)
+        # Sealed segments wholly below the log start: the deletion was decided but
+        # its rename never happened.
+        for i, base in enumerate(live[:-1]):
+            if live[i + 1] <= log_start:
+                Segment(self.directory, base).delete()
+        for suffix in INDEX_SUFFIXES:
+            for base in _bases(self.directory, suffix):
+                if not (self.directory / f"{base:020d}{LOG_SUFFIX}").exists():
+                    remove_files(self.directory, base)
+
+    # -- reading the writer's view --------------------------------------------------
+
+    def segments(self) -> list[SegmentInfo]:
+        last = len(self._segments) - 1
+        return [s.info(sealed=i < last) for i, s in enumerate(self._segments)]
+
+    @property
+    def next_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    # -- appending ------------------------------------------------------------------
+
+    def append(
+        self,
+        records: Sequence[NewRecord],
+        *,
+        now_ms: int,
+        segment_size: int,
+        segment_roll_ms: int | None = None,
+    ) -> AppendResult:
+        """Append records in checksummed batches, rolling the active segment when a
+        batch would push it past ``segment_size`` or its first record is
+        ``segment_roll_ms`` older than the incoming one (Kafka's rule). Returns once
+        every batch is on disk (one fsync for the whole call: group commit)."""
+        if not self._lock.held:
+            raise RuntimeError("append outside a locked() block")
+        if not records:
+            raise InvalidInput("nothing to append: no records given")
+        limit = min(segment_size, MAX_BATCH_BYTES)
+        sizes = [record_size(r) for r in records]
+        for i, size in enumerate(sizes):
+            if HEADER_SIZE + size > limit:
+                raise InvalidInput(
+                    f"record {i} is {size} bytes with its framing; it does not fit a segment of "
+                    f"{segment_size} bytes (raise segment_size or send smaller records)"
+                )
+        timestamps = [now_ms if r.timestamp is None else r.timestamp for r in records]
+        base_offset = self.next_offset
+        changed: dict[int, Segment] = {}
+        batches = 0
+        try:
+            i = 0
+            while i < len(records):
+                active = self._segments[-1]
+                if (
+                    segment_roll_ms is not None
+                    and active.first_timestamp is not None
+                    and timestamps[i] - active.first_timestamp >= segment_roll_ms
+                ):
+                    changed[active.base_offset] = active
+                    self._roll()
+                    continue
+                room = min(limit, segment_size - active.size)
+                end, size = i, HEADER_SIZE
+                while end < len(records) and end - i < MAX_BATCH_RECORDS and size + sizes[end] <= room:
+                    size += sizes[end]
+                    end += 1
+                if end == i:
+                    changed[active.base_offset] = active
+                    self._roll()
+                    continue
+                data = encode_batch(active.next_offset, records[i:end], timestamps[i:end])
+                headers = list(scan(data))
+                active.write(self._active_fd(), data, headers)
+                changed[active.base_offset] = active
+                batches += 1
+                i = end
+            self._sync()
+        except OSError as error:
+            self._unsure = True
+            raise StoreError(f"append to {self.directory} failed: {error.strerror or error}") from None
+        last = len(self._segments) - 1
+        infos = tuple(
+            s.info(sealed=i < last) for i, s in enumerate(self._segments) if s.base_offset in changed or i == last
+        )
+        return AppendResult(base_offset, self.next_offset, batches, infos)
+
+    def roll(self) -> SegmentInfo | None:
+        """Seal the active segment if it holds data; return what was sealed."""
+        active = self._segments[-1]
+        if active.size == 0:
+            return None
+        try:
+            self._roll()
+        except OSError as error:
+            self._unsure = True
+            raise StoreError(f"roll of {self.directory} failed: {error.strerror or error}") from None
+        return active.info(sealed=True)
+
+    def _active_fd(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self._segments[-1].log_path, os.O_WRONLY)
+        return self._fd
+
+    def _sync(self) -> None:
+        if self.durable and self._fd is not None:
+            os.fsync(self._fd)
+
+    def _roll(self) -> None:
+        active = self._segments[-1]
+        self._sync()
+        active.seal()
+        self._close_fd()
+        self._segments.append(Segment.create(self.directory, active.next_offset))
+
+    # -- deleting ---------------------------------------------------------------------
+
+    def delete_segment(self, base_offset: int) -> None:
+        """Delete a sealed segment. The caller has already made the new log start
+        durable, so that a crash half-way is finished by recovery, not undone."""
+        for i, segment in enumerate(self._segments[:-1]):
+            if segment.base_offset == base_offset:
+                segment.delete()
+                del self._segments[i]
+                return
+        raise StoreError(f"segment {base_offset} of {self.directory} is not a sealed segment")

@@ -1,0 +1,247 @@
+"""One segment: a log file of batches plus its two indexes.
+
+File names carry the base offset, zero-padded so that a directory listing sorts in
+offset order: ``00000000000000001234.log``, ``.index``, ``.timeindex``. A segment being
+deleted is first renamed to ``.log.deleted`` so that recovery can tell an interrupted
+deletion from live data.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterator
+
+from engine.errors import StoreError
+from engine.store.batch import (
+    HEADER_SIZE,
+    BatchHeader,
+    Record,
+    decode_records,
+    peek_header,
+    read_header,
+    scan,
+)
+from engine.store.index import SegmentIndex
+
+LOG_SUFFIX = ".log"
+DELETED_SUFFIX = ".log.deleted"
+INDEX_SUFFIXES = (".index", ".timeindex")
+
+
+def segment_stem(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make renames, creations and unlinks in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """What the catalog and the planner know of a segment."""
+
+    base_offset: int
+    next_offset: int
+    size_bytes: int
+    first_timestamp: int | None
+    max_timestamp: int | None
+    sealed: bool
+
+
+class Segment:
+    """A segment's files and the extent of its valid data."""
+
+    def __init__(self, directory: Path, base_offset: int) -> None:
+        stem = segment_stem(base_offset)
+        self.directory = directory
+        self.base_offset = base_offset
+        self.log_path = directory / (stem + LOG_SUFFIX)
+        self.index = SegmentIndex(directory / (stem + ".index"), directory / (stem + ".timeindex"))
+        self.size = 0
+        self.next_offset = base_offset
+        self.first_timestamp: int | None = None
+        self.max_timestamp: int | None = None
+        #: Bytes cut from a torn tail when the segment was last opened for repair.
+        self.cut_bytes = 0
+
+    # -- opening and recovery -------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int) -> "Segment":
+        segment = cls(directory, base_offset)
+        fd = os.open(segment.log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        segment.index.write(sync=False)
+        fsync_dir(directory)
+        return segment
+
+    @classmethod
+    def open(cls, directory: Path, base_offset: int, *, sealed: bool, repair: bool) -> "Segment":
+        """Open a segment, validating its tail; with ``repair`` (only under the partition
+        lock) cut a torn tail and rewrite stale indexes, else keep fixes in memory."""
+        segment = cls(directory, base_offset)
+        segment._recover(sealed=sealed, repair=repair)
+        return segment
+
+    def _recover(self, *, sealed: bool, repair: bool) -> None:
+        try:
+            file_size = self.log_path.stat().st_size
+        except FileNotFoundError:
+            raise StoreError(f"segment file {self.log_path} is missing") from None
+        loaded = SegmentIndex.load(self.index.offset_path, self.index.time_path)
+        entries = [e for e in loaded.offsets if e[1] < file_size]
+        if sealed and entries and self._trust_sealed(entries[-1][1], file_size):
+            self.index = loaded
+            self.size = file_size
+            self._finish_metadata()
+            return
+        # Re-scan from the last indexed batch: it and everything after it is checked.
+        start = entries[-1][1] if entries else 0
+        with open(self.log_path, "rb") as f:
+            f.seek(start)
+            tail = f.read()
+        headers = [replace(h, position=h.position + start) for h in scan(tail)]
+        known = entries[:-1] if entries else []
+        self.index = SegmentIndex(self.index.offset_path, self.index.time_path)
+        self.index.offsets = list(known)
+        self.index.times = [t for t in loaded.times if known and t[1] <= known[-1][0]]
+        for header in headers:
+            self.index.add(header)
+        self.size = headers[-1].position + headers[-1].size if headers else start
+        if not headers and start:
+            # The last indexed batch itself is bad: re-scan the whole file.
+            self.index = SegmentIndex(self.index.offset_path, self.index.time_path)
+            with open(self.log_path, "rb") as f:
+                data = f.read()
+            whole = list(scan(data))
+            for header in whole:
+                self.index.add(header)
+            self.size = whole[-1].position + whole[-1].size if whole else 0
+        self.cut_bytes = file_size - self.size
+        if repair:
+            if self.cut_bytes:
+                with open(self.log_path, "r+b") as f:
+                    f.truncate(self.size)
+                    f.flush()
+                    os.fsync(f.fileno())
+            if self.index.offsets != loaded.offsets or self.index.times != loaded.times:
+                self.index.write(sync=sealed)
+        self._finish_metadata()
+
+    def _trust_sealed(self, last_position: int, file_size: int) -> bool:
+        """A sealed segment whose last indexed batch ends exactly at the end of the file
+        was fsynced whole when sealed; its data is checked by ``verify``, not on open."""
+        with open(self.log_path, "rb") as f:
+            f.seek(last_position)
+            head = f.read(HEADER_SIZE)
+        header = peek_header(head, 0)
+        return header is not None and last_position + header.size == file_size
+
+    def _finish_metadata(self) -> None:
+        if not self.index.offsets:
+            self.next_offset = self.base_offset
+            self.first_timestamp = self.max_timestamp = None
+            return
+        with open(self.log_path, "rb") as f:
+            first = f.read(HEADER_SIZE)
+            f.seek(self.index.offsets[-1][1])
+            last = f.read(HEADER_SIZE)
+        first_header = peek_header(first, 0)
+        last_header = peek_header(last, 0)
+        if first_header is None or last_header is None:
+            raise StoreError(f"segment {self.log_path} changed while it was being opened")
+        self.first_timestamp = first_header.first_timestamp
+        self.next_offset = last_header.next_offset
+        self.max_timestamp = self.index.times[-1][0]
+
+    # -- writing ----------------------------------------------------------------
+
+    def write(self, fd: int, data: bytes, headers: list[BatchHeader]) -> None:
+        """Write encoded batches at the end of the valid data (no fsync: the caller
+        decides when a group of batches is committed)."""
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.pwrite(fd, view[written:], self.size + written)
+        self.size += len(data)
+        if self.first_timestamp is None:
+            self.first_timestamp = headers[0].first_timestamp
+        self.next_offset = headers[-1].next_offset
+        self.index.append_entries(headers)
+        self.max_timestamp = self.index.times[-1][0]
+
+    def seal(self) -> None:
+        """Make the segment and its indexes durable; it takes no more appends."""
+        with open(self.log_path, "r+b") as f:
+            os.fsync(f.fileno())
+        self.index.write(sync=True)
+
+    # -- reading ----------------------------------------------------------------
+
+    def info(self, *, sealed: bool) -> SegmentInfo:
+        return SegmentInfo(
+            self.base_offset, self.next_offset, self.size, self.first_timestamp, self.max_timestamp, sealed
+        )
+
+    def read(self, offset: int, max_records: int) -> Iterator[Record]:
+        """Records from ``offset`` on, at most ``max_records``, from valid batches only."""
+        position = self.index.position_for(offset)
+        with open(self.log_path, "rb") as f:
+            f.seek(position)
+            data = f.read(max(self.size - position, 0))
+        produced = 0
+        cursor = 0
+        while cursor < len(data) and produced < max_records:
+            header = read_header(data, cursor)
+            if header is None:
+                raise StoreError(
+                    f"corrupt batch in {self.log_path} at byte {position + cursor}: checksum or framing mismatch"
+                )
+            if header.next_offset > offset:
+                for record in decode_records(data, header):
+                    if record.offset >= offset:
+                        yield record
+                        produced += 1
+                        if produced >= max_records:
+                            return
+            cursor += header.size
+
+    def offset_for_time(self, timestamp: int) -> int | None:
+        """First offset in this segment whose record timestamp is >= ``timestamp``."""
+        base = self.index.offset_for_time(timestamp)
+        if base is None:
+            return None
+        for record in self.read(base, 1 << 62):
+            if record.timestamp >= timestamp:
+                return record.offset
+        return None
+
+    # -- deletion ---------------------------------------------------------------
+
+    def delete(self) -> None:
+        """Remove the segment: rename out of the way durably, then unlink.
+
+        A crash after the rename leaves ``.log.deleted``, which recovery completes
+        (or rolls back when the log start does not cover the segment)."""
+        doomed = self.directory / (segment_stem(self.base_offset) + DELETED_SUFFIX)
+        os.replace(self.log_path, doomed)
+        fsync_dir(self.directory)
+        remove_files(self.directory, self.base_offset)
+
+
+def remove_files(directory: Path, base_offset: int) -> None:
+    """Unlink whatever is left of a segment being deleted, then make it durable."""
+    stem = segment_stem(base_offset)
+    for suffix in (DELETED_SUFFIX, *INDEX_SUFFIXES):
+        try:
+            os.unlink(directory / (stem + suffix))
+        except FileNotFoundError:
+            pass
+    fsync_dir(directory)
