@@ -1,0 +1,188 @@
+"""The TOML config file (SPEC §7): policy defaults, prune interval, Spark, console.
+
+The file defaults to ``ebb.toml`` in the data directory and may be missing (all
+defaults then). Anything it holds is checked strictly: a typo in a key would
+otherwise silently leave a default in force, which for a retention engine means
+keeping or deleting data the operator did not intend to.
+
+Layout::
+
+    [policy]
+    retention_time = "7d"
+    [engine]
+    prune_interval = "1m"
+    [spark]
+    master = "local[*]"            # or: remote = "sc://host:15002"
+    [spark.conf]
+    "spark.sql.shuffle.partitions" = "4"
+    [console]
+    theme = "ebbtide-dark"
+    refresh = "2s"
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.errors import InvalidInput, InvalidPolicy
+from engine.policy.effective import resolve
+from engine.policy.fields import FIELDS
+from engine.policy.units import InvalidValue, parse_duration, shown
+
+CONFIG_FILE_NAME = "ebb.toml"
+
+_KEYS: dict[str, tuple[str, ...]] = {
+    "policy": tuple(FIELDS),
+    "engine": ("prune_interval",),
+    "spark": ("master", "remote", "conf"),
+    "console": ("theme", "refresh"),
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings of one data directory; every field has the default of SPEC §5, §7, §8."""
+
+    policy_defaults: dict[str, str] = field(default_factory=dict)
+    """Engine policy defaults as configured texts; fields left out keep SPEC §3's."""
+    prune_interval_ms: int = 60_000
+    spark_master: str = "local[*]"
+    spark_remote: str | None = None
+    """A Spark Connect URL (``sc://host:port``); when set, it replaces the master."""
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    console_theme: str = "ebbtide-dark"
+    console_refresh_ms: int = 2000
+
+
+DEFAULT_CONFIG = Config()
+
+
+def load_config(path: Path) -> Config:
+    """The config in ``path``; defaults if the file does not exist.
+
+    Raises :class:`~engine.errors.InvalidInput` naming the file (and the key, for a
+    bad value) if the file cannot be read, is not valid TOML, has an unknown table
+    or key, or holds a value that breaks its rule.
+    """
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return DEFAULT_CONFIG
+    except OSError as error:
+        raise InvalidInput(f"config file {path}: cannot read it ({error.strerror})") from None
+    try:
+        document = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InvalidInput(f"config file {path}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as error:
+        raise InvalidInput(f"config file {path}: {error}") from None
+    try:
+        return _config_from(document)
+    except InvalidInput as error:
+        raise InvalidInput(f"config file {path}: {error}") from None
+
+
+def _config_from(document: Mapping[str, Any]) -> Config:
+    """Check and convert a parsed document; messages start with the table name."""
+    _refuse_unknown(document, _KEYS, "at the top level", hint_policy=True)
+    tables = {name: _table(document, name) for name in _KEYS}
+    for name, table in tables.items():
+        _refuse_unknown(table, _KEYS[name], f"in [{name}]")
+
+    policy_defaults = {key: _text("policy", key, value) for key, value in tables["policy"].items()}
+    try:
+        resolve({}, policy_defaults)
+    except InvalidPolicy as error:
+        raise InvalidInput(f"[policy] {error}") from None
+
+    spark = tables["spark"]
+    if "remote" in spark and "master" in spark:
+        raise InvalidInput(
+            "[spark] set either master or remote, not both (remote is a Spark Connect "
+            "server, which has its own master)"
+        )
+    remote = spark.get("remote")
+    if remote is not None and (not isinstance(remote, str) or not remote.startswith("sc://")):
+        raise InvalidInput(
+            f"[spark] remote must be a Spark Connect URL like 'sc://host:15002', got {remote!r}"
+        )
+    conf = _table(spark, "conf", "spark.conf")
+
+    return Config(
+        policy_defaults=policy_defaults,
+        prune_interval_ms=_interval(
+            tables["engine"], "engine", "prune_interval", DEFAULT_CONFIG.prune_interval_ms
+        ),
+        spark_master=_name(spark, "spark", "master", DEFAULT_CONFIG.spark_master),
+        spark_remote=remote,
+        spark_conf={key: _text("spark.conf", key, value) for key, value in conf.items()},
+        console_theme=_name(tables["console"], "console", "theme", DEFAULT_CONFIG.console_theme),
+        console_refresh_ms=_interval(
+            tables["console"], "console", "refresh", DEFAULT_CONFIG.console_refresh_ms
+        ),
+    )
+
+
+def _refuse_unknown(
+    table: Mapping[str, Any], known: Iterable[str], where: str, hint_policy: bool = False
+) -> None:
+    """Refuse a key that is not in ``known``, suggesting the closest valid one."""
+    known = tuple(known)
+    for key in table:
+        if key in known:
+            continue
+        if hint_policy and key in FIELDS:
+            hint = "policy fields go under [policy]"
+        else:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"valid: {', '.join(known)}"
+        raise InvalidInput(f"unknown key {shown(key)} {where} ({hint})")
+
+
+def _table(document: Mapping[str, Any], key: str, label: str | None = None) -> Mapping[str, Any]:
+    """The sub-table ``key`` of ``document``, empty if absent."""
+    value = document.get(key, {})
+    if not isinstance(value, dict):
+        raise InvalidInput(f"[{label or key}] must be a table, got {value!r}")
+    return value
+
+
+def _text(table: str, key: str, value: Any) -> str:
+    """A TOML string, number or boolean as the text the parsers read."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise InvalidInput(f"[{table}] {key} must be a string, number or boolean, got {value!r}")
+
+
+def _name(table: Mapping[str, Any], label: str, key: str, default: str) -> str:
+    """A non-empty string setting."""
+    value = table.get(key, default)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"[{label}] {key} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _interval(table: Mapping[str, Any], label: str, key: str, default_ms: int) -> int:
+    """A finite duration > 0, in ms (Go duration strings, or any duration of SPEC §3)."""
+    if key not in table:
+        return default_ms
+    text = _text(label, key, table[key])
+    try:
+        interval = parse_duration(text)
+    except InvalidValue as error:
+        raise InvalidInput(
+            f"[{label}] invalid value for {key}: {shown(error.text)} ({error.reason})"
+        ) from None
+    if interval is None or interval <= 0:
+        raise InvalidInput(
+            f"[{label}] invalid value for {key}: {shown(text)} (must be a finite duration "
+            "above 0, e.g. 1m or 30s)"
+        )
+    return interval
