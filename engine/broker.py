@@ -110,7 +110,6 @@ class Broker:
         self.config: Config = load_config(self.config_path)
         self.catalog = Catalog.open(self.data.catalog_path)
         self.clock = clock
-        self.durable = True
         self._writers: dict[tuple[str, int], PartitionWriter] = {}
 
     def close(self) -> None:
@@ -146,7 +145,7 @@ class Broker:
         # The write transaction serializes concurrent creates of one name across
         # processes, so the leftover check below never removes a live topic.
         with self.catalog.write():
-            self.catalog.add_topic(name, partitions, overrides, self.clock())
+            self.catalog.add_topic(name, partitions, self.clock())
             self.catalog.replace_overrides(name, overrides, actor=actor, now_ms=self.clock())
             topic_dir = self.data.topic_dir(name)
             if topic_dir.exists():
@@ -198,7 +197,7 @@ class Broker:
         key = (topic, partition)
         if key not in self._writers:
             self.catalog.partition(topic, partition)
-            self._writers[key] = PartitionWriter(self.data.partition_dir(topic, partition), durable=self.durable)
+            self._writers[key] = PartitionWriter(self.data.partition_dir(topic, partition), durable=self.config.fsync)
         return self._writers[key]
 
     def choose_partition(self, topic: str, key: bytes | None, sequence: int) -> int:

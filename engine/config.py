@@ -11,6 +11,7 @@ Layout::
     retention_time = "7d"
     [engine]
     prune_interval = "1m"
+    fsync = "batch"                # "never" is UNSAFE: see Config.fsync
     [spark]
     master = "local[*]"            # or: remote = "sc://host:15002"
     [spark.conf]
@@ -38,7 +39,7 @@ CONFIG_FILE_NAME = "ebb.toml"
 
 _KEYS: dict[str, tuple[str, ...]] = {
     "policy": tuple(FIELDS),
-    "engine": ("prune_interval",),
+    "engine": ("prune_interval", "fsync"),
     "spark": ("master", "remote", "conf"),
     "console": ("theme", "refresh"),
 }
@@ -51,6 +52,10 @@ class Config:
     policy_defaults: dict[str, str] = field(default_factory=dict)
     """Engine policy defaults as configured texts; fields left out keep SPEC §3's."""
     prune_interval_ms: int = 60_000
+    fsync: bool = True
+    """Whether an append returns only after an fsync of its batches (``fsync = "batch"``).
+    ``fsync = "never"`` is UNSAFE: a power loss or kernel crash may lose acknowledged
+    records (a killed process does not); it exists for benchmarks and scratch data."""
     spark_master: str = "local[*]"
     spark_remote: str | None = None
     """A Spark Connect URL (``sc://host:port``); when set, it replaces the master."""
@@ -113,8 +118,13 @@ def _config_from(document: Mapping[str, Any]) -> Config:
         )
     conf = _table(spark, "conf", "spark.conf")
 
+    fsync = tables["engine"].get("fsync", "batch")
+    if fsync not in ("batch", "never"):
+        raise InvalidInput(f"[engine] fsync must be \"batch\" or \"never\" (unsafe), got {fsync!r}")
+
     return Config(
         policy_defaults=policy_defaults,
+        fsync=fsync == "batch",
         prune_interval_ms=_interval(
             tables["engine"], "engine", "prune_interval", DEFAULT_CONFIG.prune_interval_ms
         ),

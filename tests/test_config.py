@@ -160,3 +160,13 @@ def test_config_defaults_change_the_default_values(tmp_path: Path) -> None:
     assert policy.entry("max_deletes_per_cycle").value == 4
     assert policy.entry("segment_size").source == "topic"
     assert policy.entry("granularity").text == "segment"  # not in the file: SPEC default
+
+
+def test_fsync_switch_defaults_to_batch_and_refuses_unknown_values(tmp_path: Path) -> None:
+    path = tmp_path / "ebb.toml"
+    assert load_config(path).fsync is True
+    path.write_text('[engine]\nfsync = "never"\n')
+    assert load_config(path).fsync is False
+    path.write_text('[engine]\nfsync = "sometimes"\n')
+    with pytest.raises(InvalidInput, match="fsync must be"):
+        load_config(path)

@@ -94,12 +94,12 @@ class Catalog:
     def has_topic(self, name: str) -> bool:
         return self._one("SELECT 1 FROM topics WHERE name = ?", (name,)) is not None
 
-    def add_topic(self, name: str, partitions: int, overrides: Mapping[str, str], now_ms: int) -> None:
-        """Insert a topic with its partitions (each with one empty active segment)."""
+    def add_topic(self, name: str, partitions: int, now_ms: int) -> None:
+        """Insert a topic with its partitions (each with one empty active segment);
+        its policy overrides go through :meth:`replace_overrides`, which journals them."""
         if self.has_topic(name):
             raise AlreadyExists(f"topic {name!r} already exists")
         self.db["topics"].insert({"name": name, "partitions": partitions, "created_at": now_ms})
-        self.db["policies"].insert_all([{"topic": name, "field": f, "value": v} for f, v in overrides.items()])
         self.db["partitions"].insert_all(
             [{"topic": name, "partition": p, "log_start_offset": 0, "next_offset": 0} for p in range(partitions)]
         )

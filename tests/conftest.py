@@ -1,0 +1,74 @@
+"""Shared fixtures: a fresh data directory, a broker on it, and the CLI run in-process
+or as a real subprocess (for kills and for checking what reaches the terminal)."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from console.cli.main import main
+from engine.broker import Broker
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def broker(data_dir: Path) -> Iterator[Broker]:
+    with Broker(data_dir) as b:
+        yield b
+
+
+@pytest.fixture
+def ebb(data_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    """Run ``ebb --data-dir DATA ARGS...`` in-process; stdin may be given as text."""
+
+    def run(*args: str, stdin: str = "") -> CliResult:
+        out, err = io.StringIO(), io.StringIO()
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                code = main(["--data-dir", str(data_dir), *args])
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else 1
+        return CliResult(code, out.getvalue(), err.getvalue())
+
+    return run
+
+
+def ebb_command(data_dir: Path, *args: str) -> list[str]:
+    """The argv of a real ``ebb`` subprocess on ``data_dir``."""
+    return [sys.executable, "-m", "console.cli.main", "--data-dir", str(data_dir), *args]
+
+
+@pytest.fixture
+def ebb_process(data_dir: Path):
+    """Run ``ebb`` as a subprocess and wait for it."""
+
+    def run(*args: str, stdin: bytes = b"", timeout: float = 120) -> CliResult:
+        done = subprocess.run(
+            ebb_command(data_dir, *args), input=stdin, capture_output=True, timeout=timeout, cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        return CliResult(done.returncode, done.stdout.decode(), done.stderr.decode())
+
+    return run
