@@ -180,3 +180,32 @@ def test_one_fsync_per_append_and_none_when_durability_is_relaxed(part: Path, mo
     assert calls == []
     relaxed.close()
     assert len(read_records(part, 0, 10_000)) == 2510
+
+
+def test_recovery_never_truncates_a_sealed_segment(part: Path) -> None:
+    from engine.errors import StoreError
+
+    append(part, [NewRecord(b"v" * 100, None, i) for i in range(20)])
+    append(part, [NewRecord(b"w" * 100, None, i) for i in range(20, 40)])
+    writer = PartitionWriter(part)
+    with writer.locked(0):
+        writer.roll()
+        writer.append([NewRecord(b"z", None, 50)], now_ms=0, segment_size=MiB)
+    writer.close()
+    sealed = segment_infos(part)[0]
+    assert sealed.sealed and sealed.next_offset == 40
+    log = part / f"{sealed.base_offset:020d}.log"
+    data = bytearray(log.read_bytes())
+    last_batch = list(scan(bytes(data)))[-1]
+    assert last_batch.position > 0
+    data[last_batch.position + 1] ^= 0xFF  # break the framing of its last batch
+    log.write_bytes(bytes(data))
+    writer = PartitionWriter(part)
+    with writer.locked(0):
+        pass
+    writer.close()
+    assert log.stat().st_size == len(data)
+    with pytest.raises(StoreError, match=f"{log.name} at byte {last_batch.position}"):
+        read_records(part, last_batch.base_offset, 1)
+    assert [r.offset for r in read_records(part, 0, 2)] == [0, 1]
+    assert [r.offset for r in read_records(part, 40, 5)] == [40]

@@ -124,6 +124,11 @@ class Segment:
             for header in whole:
                 self.index.add(header)
             self.size = whole[-1].position + whole[-1].size if whole else 0
+        if sealed:
+            # A sealed segment was fsynced whole before its successor existed, so an
+            # invalid tail here is corruption, not a torn write: keep every byte, so
+            # that reading those offsets fails with the place instead of skipping them.
+            self.size = file_size
         self.cut_bytes = file_size - self.size
         if repair:
             if self.cut_bytes:
