@@ -30,6 +30,7 @@ from engine.store.batch import NewRecord, Record
 from engine.store.partition import (
     MAX_BATCH_RECORDS,
     AppendResult,
+    OffsetGap,
     PartitionWriter,
     create_partition,
     offset_for_time,
@@ -277,11 +278,16 @@ class Broker:
         """Records from ``offset`` on (never below the log start), without a group."""
         row = self.catalog.partition(topic, partition)
         start = max(offset, row.log_start_offset)
-        return [
-            r
-            for r in read_records(self.data.partition_dir(topic, partition), start, max_records)
-            if r.offset >= row.log_start_offset
-        ]
+        try:
+            records = read_records(self.data.partition_dir(topic, partition), start, max_records)
+        except OffsetGap as gap:
+            # A prune may have moved the log start past ``start`` since it was read;
+            # then the gap is legitimate and reading resumes at the new log start.
+            moved = self.catalog.partition(topic, partition).log_start_offset
+            if moved <= gap.first_missing:
+                raise
+            return self.read(topic, partition, moved, max_records)
+        return [r for r in records if r.offset >= row.log_start_offset]
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
         self.catalog.partition(topic, partition)

@@ -24,6 +24,7 @@ from engine.store.segment import (
     LOG_SUFFIX,
     Segment,
     SegmentInfo,
+    SegmentMissing,
     fsync_dir,
     remove_files,
 )
@@ -59,28 +60,57 @@ def live_bases(directory: Path) -> list[int]:
         raise StoreError(f"partition directory {directory} is missing") from None
 
 
-def segment_infos(directory: Path) -> list[SegmentInfo]:
-    """A read-only view of every segment, without taking the lock."""
-    bases = live_bases(directory)
-    return [
-        Segment.open(directory, base, sealed=i < len(bases) - 1, repair=False).info(sealed=i < len(bases) - 1)
+class OffsetGap(StoreError):
+    """Offsets a reader needed are in no segment: deleted by a prune since the reader
+    looked at the log start, or a deletion interrupted by a crash (then the next
+    writer restores them). Never skipped silently."""
+
+    def __init__(self, directory: Path, first_missing: int, next_present: int) -> None:
+        super().__init__(f"offsets {first_missing} to {next_present - 1} of {directory} are not in any segment")
+        self.first_missing = first_missing
+        self.next_present = next_present
+
+
+def open_segments(directory: Path, bases: list[int], *, repair: bool, cached: dict[int, Segment] | None = None) -> list[Segment]:
+    """Open the segments at ``bases`` (oldest first, the last one active).
+
+    Segments are contiguous by construction, so a sealed segment ends where its
+    successor begins, even when a damaged tail hides its last records."""
+    cached = cached or {}
+    last = len(bases) - 1
+    segments = [
+        cached.get(base) or Segment.open(directory, base, sealed=i < last, repair=repair)
         for i, base in enumerate(bases)
     ]
+    for segment, successor in zip(segments, bases[1:]):
+        segment.next_offset = successor
+    return segments
+
+
+def segment_infos(directory: Path) -> list[SegmentInfo]:
+    """A read-only view of every segment, without taking the lock."""
+    segments = open_segments(directory, live_bases(directory), repair=False)
+    return [s.info(sealed=i < len(segments) - 1) for i, s in enumerate(segments)]
 
 
 def read_records(directory: Path, offset: int, max_records: int) -> list[Record]:
-    """Up to ``max_records`` records from ``offset`` on, across segments."""
+    """Up to ``max_records`` records from ``offset`` on, across segments; raises
+    :class:`OffsetGap` rather than skip offsets that are in no segment."""
     bases = live_bases(directory)
     first = max(bisect.bisect_right(bases, offset) - 1, 0)
     records: list[Record] = []
+    expected = offset
     for i in range(first, len(bases)):
+        if bases[i] > expected:
+            raise OffsetGap(directory, expected, bases[i])
         try:
             segment = Segment.open(directory, bases[i], sealed=i < len(bases) - 1, repair=False)
-        except StoreError:
-            # Deleted by a prune between the listing and the open: the data is below
-            # the log start now, and the next segment continues.
-            continue
-        records.extend(segment.read(max(offset, segment.base_offset), max_records - len(records)))
+        except SegmentMissing:
+            continue  # deleted since the listing: the gap check above catches what follows
+        # The segment's own extent, not its successor's base: a successor further on
+        # than this segment's end is exactly the gap that must not be skipped.
+        records.extend(segment.read(expected, max_records - len(records)))
+        expected = max(expected, segment.next_offset)
         if len(records) >= max_records:
             break
     return records
@@ -169,10 +199,7 @@ class PartitionWriter:
             return
         sealed = {s.base_offset: s for s in self._segments[:-1]} if not self._unsure else {}
         self._close_fd()
-        self._segments = [
-            sealed.get(base) or Segment.open(self.directory, base, sealed=i < len(bases) - 1, repair=True)
-            for i, base in enumerate(bases)
-        ]
+        self._segments = open_segments(self.directory, bases, repair=True, cached=sealed)
         self._unsure = False
         self.reloaded = True
 

@@ -30,6 +30,10 @@ DELETED_SUFFIX = ".log.deleted"
 INDEX_SUFFIXES = (".index", ".timeindex")
 
 
+class SegmentMissing(StoreError):
+    """The segment's file is gone (deleted by a prune, or being deleted)."""
+
+
 def segment_stem(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
@@ -84,52 +88,41 @@ class Segment:
 
     @classmethod
     def open(cls, directory: Path, base_offset: int, *, sealed: bool, repair: bool) -> "Segment":
-        """Open a segment, validating its tail; with ``repair`` (only under the partition
-        lock) cut a torn tail and rewrite stale indexes, else keep fixes in memory."""
+        """Open a segment, validating its indexes and tail; with ``repair`` (only under
+        the partition lock) cut a torn tail of the active segment and rewrite stale
+        indexes, else keep the fixes in memory."""
         segment = cls(directory, base_offset)
         segment._recover(sealed=sealed, repair=repair)
         return segment
 
     def _recover(self, *, sealed: bool, repair: bool) -> None:
         try:
-            file_size = self.log_path.stat().st_size
+            fd = os.open(self.log_path, os.O_RDONLY)
         except FileNotFoundError:
-            raise StoreError(f"segment file {self.log_path} is missing") from None
-        loaded = SegmentIndex.load(self.index.offset_path, self.index.time_path)
-        entries = [e for e in loaded.offsets if e[1] < file_size]
-        if sealed and entries and self._trust_sealed(entries[-1][1], file_size):
-            self.index = loaded
-            self.size = file_size
-            self._finish_metadata()
-            return
-        # Re-scan from the last indexed batch: it and everything after it is checked.
-        start = entries[-1][1] if entries else 0
-        with open(self.log_path, "rb") as f:
-            f.seek(start)
-            tail = f.read()
-        headers = [replace(h, position=h.position + start) for h in scan(tail)]
-        known = entries[:-1] if entries else []
-        self.index = SegmentIndex(self.index.offset_path, self.index.time_path)
-        self.index.offsets = list(known)
-        self.index.times = [t for t in loaded.times if known and t[1] <= known[-1][0]]
-        for header in headers:
-            self.index.add(header)
-        self.size = headers[-1].position + headers[-1].size if headers else start
-        if not headers and start:
-            # The last indexed batch itself is bad: re-scan the whole file.
-            self.index = SegmentIndex(self.index.offset_path, self.index.time_path)
-            with open(self.log_path, "rb") as f:
-                data = f.read()
-            whole = list(scan(data))
-            for header in whole:
-                self.index.add(header)
-            self.size = whole[-1].position + whole[-1].size if whole else 0
-        if sealed:
-            # A sealed segment was fsynced whole before its successor existed, so an
-            # invalid tail here is corruption, not a torn write: keep every byte, so
-            # that reading those offsets fails with the place instead of skipping them.
-            self.size = file_size
+            raise SegmentMissing(f"segment file {self.log_path} is missing") from None
+        try:
+            file_size = os.fstat(fd).st_size
+            loaded = SegmentIndex.load(self.index.offset_path, self.index.time_path)
+            headers = _chained_headers(fd, loaded.offsets, file_size)
+            if headers and not sealed and read_header(os.pread(fd, headers[-1].size, headers[-1].position), 0) is None:
+                # The newest batch of the active segment may be a torn write.
+                headers.pop()
+            start = headers[-1].position + headers[-1].size if headers else 0
+            tail = os.pread(fd, file_size - start, start) if file_size > start else b""
+            headers += [replace(h, position=h.position + start) for h in scan(tail)]
+        finally:
+            os.close(fd)
+        self.index = SegmentIndex.build(self.index.offset_path, self.index.time_path, headers)
+        valid_end = headers[-1].position + headers[-1].size if headers else 0
+        # A sealed segment was fsynced whole before its successor existed, so an
+        # invalid tail there is corruption, not a torn write: keep every byte, so that
+        # reading those offsets fails with the place instead of skipping them.
+        self.size = file_size if sealed else valid_end
         self.cut_bytes = file_size - self.size
+        if headers:
+            self.first_timestamp = headers[0].first_timestamp if headers[0].position == 0 else None
+            self.next_offset = headers[-1].next_offset
+            self.max_timestamp = self.index.times[-1][0]
         if repair:
             if self.cut_bytes:
                 with open(self.log_path, "r+b") as f:
@@ -138,39 +131,14 @@ class Segment:
                     os.fsync(f.fileno())
             if self.index.offsets != loaded.offsets or self.index.times != loaded.times:
                 self.index.write(sync=sealed)
-        self._finish_metadata()
-
-    def _trust_sealed(self, last_position: int, file_size: int) -> bool:
-        """A sealed segment whose last indexed batch ends exactly at the end of the file
-        was fsynced whole when sealed; its data is checked by ``verify``, not on open."""
-        with open(self.log_path, "rb") as f:
-            f.seek(last_position)
-            head = f.read(HEADER_SIZE)
-        header = peek_header(head, 0)
-        return header is not None and last_position + header.size == file_size
-
-    def _finish_metadata(self) -> None:
-        if not self.index.offsets:
-            self.next_offset = self.base_offset
-            self.first_timestamp = self.max_timestamp = None
-            return
-        with open(self.log_path, "rb") as f:
-            first = f.read(HEADER_SIZE)
-            f.seek(self.index.offsets[-1][1])
-            last = f.read(HEADER_SIZE)
-        first_header = peek_header(first, 0)
-        last_header = peek_header(last, 0)
-        if first_header is None or last_header is None:
-            raise StoreError(f"segment {self.log_path} changed while it was being opened")
-        self.first_timestamp = first_header.first_timestamp
-        self.next_offset = last_header.next_offset
-        self.max_timestamp = self.index.times[-1][0]
 
     # -- writing ----------------------------------------------------------------
 
     def write(self, fd: int, data: bytes, headers: list[BatchHeader]) -> None:
         """Write encoded batches at the end of the valid data (no fsync: the caller
-        decides when a group of batches is committed)."""
+        decides when a group of batches is committed). ``headers`` are positioned in
+        ``data``; the index gets their positions in the file."""
+        headers = [replace(h, position=h.position + self.size) for h in headers]
         view = memoryview(data)
         written = 0
         while written < len(view):
@@ -239,6 +207,24 @@ class Segment:
         os.replace(self.log_path, doomed)
         fsync_dir(self.directory)
         remove_files(self.directory, self.base_offset)
+
+
+def _chained_headers(fd: int, entries: list[tuple[int, int]], file_size: int) -> list[BatchHeader]:
+    """The prefix of the offset index that the file confirms: each entry's batch header
+    has the entry's base offset and starts where the previous batch ended."""
+    headers: list[BatchHeader] = []
+    expected_position = 0
+    for base, position in entries:
+        if position != expected_position:
+            break
+        header = peek_header(os.pread(fd, HEADER_SIZE, position), 0)
+        if header is None or header.base_offset != base or position + header.size > file_size:
+            break
+        if headers and header.base_offset != headers[-1].next_offset:
+            break
+        headers.append(replace(header, position=position))
+        expected_position = position + header.size
+    return headers
 
 
 def remove_files(directory: Path, base_offset: int) -> None:
