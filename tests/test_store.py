@@ -38,9 +38,9 @@ def append(directory: Path, records: list[NewRecord], *, segment_size: int = MiB
 
 def test_batch_round_trip_and_checksum() -> None:
     records = [NewRecord(b"v1", b"k1", 5), NewRecord(b"", None, 7), NewRecord(b"\x00" * 10, b"", 6)]
-    data = encode_batch(42, records, [5, 7, 6])
+    data, encoded = encode_batch(42, records, [5, 7, 6])
     header = read_header(data, 0)
-    assert header is not None
+    assert header is not None and header == encoded
     assert (header.base_offset, header.count, header.first_timestamp, header.max_timestamp) == (42, 3, 5, 7)
     assert header.size == len(data)
     corrupted = bytearray(data)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from engine.errors import InvalidInput, StoreError
-from engine.store.batch import HEADER_SIZE, MAX_BATCH_BYTES, NewRecord, Record, encode_batch, record_size, scan
+from engine.store.batch import HEADER_SIZE, MAX_BATCH_BYTES, NewRecord, Record, encode_batch, record_size
 from engine.store.lock import FileLock
 from engine.store.segment import (
     DELETED_SUFFIX,
@@ -27,6 +27,7 @@ from engine.store.segment import (
     SegmentMissing,
     fsync_dir,
     remove_files,
+    segment_stem,
 )
 
 #: Records per batch: the unit of checksumming and of one index entry.
@@ -44,20 +45,26 @@ class AppendResult:
     changed: tuple[SegmentInfo, ...]
 
 
-def _bases(directory: Path, suffix: str) -> list[int]:
-    bases = []
-    for name in os.listdir(directory):
-        if name.endswith(suffix) and name[: -len(suffix)].isdigit():
-            bases.append(int(name[: -len(suffix)]))
-    return sorted(bases)
+def _listdir(directory: Path) -> list[str]:
+    try:
+        return os.listdir(directory)
+    except FileNotFoundError:
+        raise StoreError(f"partition directory {directory} is missing") from None
+
+
+def _bases(names: list[str], suffix: str) -> list[int]:
+    return sorted(int(n[: -len(suffix)]) for n in names if n.endswith(suffix) and n[: -len(suffix)].isdigit())
+
+
+def _below_log_start(bases: list[int], log_start: int) -> bool:
+    """Whether a sealed segment lies wholly below the log start (its successor starts
+    at or before it)."""
+    return len(bases) > 1 and bases[1] <= log_start
 
 
 def live_bases(directory: Path) -> list[int]:
     """Base offsets of the segments present, oldest first (the last one is active)."""
-    try:
-        return _bases(directory, LOG_SUFFIX)
-    except FileNotFoundError:
-        raise StoreError(f"partition directory {directory} is missing") from None
+    return _bases(_listdir(directory), LOG_SUFFIX)
 
 
 class OffsetGap(StoreError):
@@ -188,15 +195,21 @@ class PartitionWriter:
 
     def _refresh(self, log_start: int) -> None:
         """Bring the cached view up to date with the files, repairing what a crashed
-        writer or an interrupted deletion left."""
-        self._recover_deletions(log_start)
-        bases = live_bases(self.directory)
+        writer or an interrupted deletion left. One directory listing in the common
+        case: it runs before every append."""
+        names = _listdir(self.directory)
+        bases = _bases(names, LOG_SUFFIX)
+        if any(name.endswith(DELETED_SUFFIX) for name in names) or _below_log_start(bases, log_start):
+            self._recover_deletions(names, log_start)
+            names = _listdir(self.directory)
+            bases = _bases(names, LOG_SUFFIX)
         if not bases:
             raise StoreError(f"partition {self.directory} has no segments")
         cached = [s.base_offset for s in self._segments]
         if not self._unsure and cached == bases and self._active_size_on_disk() == self._segments[-1].size:
             self.reloaded = False
             return
+        self._remove_orphan_indexes(names, bases)
         sealed = {s.base_offset: s for s in self._segments[:-1]} if not self._unsure else {}
         self._close_fd()
         self._segments = open_segments(self.directory, bases, repair=True, cached=sealed)
@@ -209,28 +222,30 @@ class PartitionWriter:
         except (FileNotFoundError, IndexError):
             return -1
 
-    def _recover_deletions(self, log_start: int) -> None:
+    def _recover_deletions(self, names: list[str], log_start: int) -> None:
         """Finish deletions that a crash interrupted, or roll them back when the log
         start was not moved past the segment (then its data must stay)."""
-        doomed = _bases(self.directory, DELETED_SUFFIX)
-        live = live_bases(self.directory)
-        for base in doomed:
+        live = _bases(names, LOG_SUFFIX)
+        for base in _bases(names, DELETED_SUFFIX):
             later = [b for b in live if b > base]
             if later and later[0] <= log_start:
                 remove_files(self.directory, base)
             else:
-                stem = f"{base:020d}"
+                stem = segment_stem(base)
                 os.replace(self.directory / (stem + DELETED_SUFFIX), self.directory / (stem + LOG_SUFFIX))
                 fsync_dir(self.directory)
-                live = live_bases(self.directory)
+                live = sorted([*live, base])
         # Sealed segments wholly below the log start: the deletion was decided but
         # its rename never happened.
         for i, base in enumerate(live[:-1]):
             if live[i + 1] <= log_start:
                 Segment(self.directory, base).delete()
+
+    def _remove_orphan_indexes(self, names: list[str], bases: list[int]) -> None:
+        live = set(bases)
         for suffix in INDEX_SUFFIXES:
-            for base in _bases(self.directory, suffix):
-                if not (self.directory / f"{base:020d}{LOG_SUFFIX}").exists():
+            for base in _bases(names, suffix):
+                if base not in live:
                     remove_files(self.directory, base)
 
     # -- reading the writer's view --------------------------------------------------
@@ -294,9 +309,8 @@ class PartitionWriter:
                     changed[active.base_offset] = active
                     self._roll()
                     continue
-                data = encode_batch(active.next_offset, records[i:end], timestamps[i:end])
-                headers = list(scan(data))
-                active.write(self._active_fd(), data, headers)
+                data, header = encode_batch(active.next_offset, records[i:end], timestamps[i:end])
+                active.write(self._active_fd(), data, [header])
                 changed[active.base_offset] = active
                 batches += 1
                 i = end

@@ -134,7 +134,7 @@ class Segment:
 
     # -- writing ----------------------------------------------------------------
 
-    def write(self, fd: int, data: bytes, headers: list[BatchHeader]) -> None:
+    def write(self, fd: int, data: bytes | bytearray, headers: list[BatchHeader]) -> None:
         """Write encoded batches at the end of the valid data (no fsync: the caller
         decides when a group of batches is committed). ``headers`` are positioned in
         ``data``; the index gets their positions in the file."""
