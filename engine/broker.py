@@ -107,6 +107,9 @@ class Broker:
     def __init__(self, root: Path, config_path: Path | None = None, *, clock: Callable[[], int] = now_ms) -> None:
         self.data = DataDir(root)
         self.data.ensure()
+        if config_path is not None and not config_path.is_file():
+            # The default file may be absent (all defaults); a file named on purpose may not.
+            raise InvalidInput(f"config file {config_path} does not exist")
         self.config_path = config_path or self.data.config_path
         self.config: Config = load_config(self.config_path)
         self.catalog = Catalog.open(self.data.catalog_path)

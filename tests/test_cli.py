@@ -178,6 +178,7 @@ BAD_INPUTS = [
     (("group", "commit", "t", "g0", "--partition", "0", "--offset", "999"), "invalid offset"),
     (("group", "commit", "t", "ghost", "--partition", "0", "--offset", "0"), "does not exist"),
     (("topic", "frobnicate"), "invalid choice"),
+    (("--config", "/nonexistent/ebb.toml", "topic", "list"), "does not exist"),
 ]
 
 

@@ -12,7 +12,7 @@ from console.cli.render import emit_json
 from engine.broker import Broker
 from engine.clock import parse_instant
 from engine.errors import InvalidInput
-from engine.policy.units import parse_duration, parse_size
+from engine.policy.units import describe_size, parse_duration, parse_size
 from engine.store.batch import NewRecord
 from engine.store.partition import AppendResult
 
@@ -69,7 +69,7 @@ def _records(args: argparse.Namespace) -> Iterator[NewRecord]:
     if args.count is not None:
         value_size = parse_size(args.size) if args.size is not None else 100
         if value_size is None or value_size > MAX_GENERATED_SIZE:
-            raise InvalidInput(f"invalid --size {args.size!r}: use 0 to {MAX_GENERATED_SIZE} bytes")
+            raise InvalidInput(f"invalid --size {args.size!r}: use 0 to {describe_size(MAX_GENERATED_SIZE)}")
         for i in range(args.count):
             yield NewRecord(generated_value(i, value_size), key, stamp(i))
         return
