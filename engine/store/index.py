@@ -74,18 +74,12 @@ class SegmentIndex:
                     os.fsync(f.fileno())
             os.replace(tmp, path)
 
-    def append_entries(self, headers: list[BatchHeader]) -> None:
-        """Append the entries of freshly written batches to both files."""
-        new_offsets: list[bytes] = []
-        new_times: list[bytes] = []
-        for header in headers:
-            had_times = len(self.times)
-            self.add(header)
-            new_offsets.append(_ENTRY.pack(header.base_offset, header.position))
-            if len(self.times) > had_times:
-                new_times.append(_ENTRY.pack(*self.times[-1]))
+    def append_entry(self, header: BatchHeader) -> None:
+        """Record a freshly written batch, in memory and at the end of both files."""
+        had_times = len(self.times)
+        self.add(header)
         with open(self.offset_path, "ab") as f:
-            f.write(b"".join(new_offsets))
-        if new_times:
+            f.write(_ENTRY.pack(header.base_offset, header.position))
+        if len(self.times) > had_times:
             with open(self.time_path, "ab") as f:
-                f.write(b"".join(new_times))
+                f.write(_ENTRY.pack(*self.times[-1]))

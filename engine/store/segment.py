@@ -134,20 +134,20 @@ class Segment:
 
     # -- writing ----------------------------------------------------------------
 
-    def write(self, fd: int, data: bytes | bytearray, headers: list[BatchHeader]) -> None:
-        """Write encoded batches at the end of the valid data (no fsync: the caller
-        decides when a group of batches is committed). ``headers`` are positioned in
-        ``data``; the index gets their positions in the file."""
-        headers = [replace(h, position=h.position + self.size) for h in headers]
+    def write(self, fd: int, data: bytes | bytearray, header: BatchHeader) -> None:
+        """Write one encoded batch at the end of the valid data (no fsync: the caller
+        decides when a group of batches is committed). ``header`` is positioned in
+        ``data``; the index gets its position in the file."""
+        header = replace(header, position=self.size)
         view = memoryview(data)
         written = 0
         while written < len(view):
             written += os.pwrite(fd, view[written:], self.size + written)
         self.size += len(data)
         if self.first_timestamp is None:
-            self.first_timestamp = headers[0].first_timestamp
-        self.next_offset = headers[-1].next_offset
-        self.index.append_entries(headers)
+            self.first_timestamp = header.first_timestamp
+        self.next_offset = header.next_offset
+        self.index.append_entry(header)
         self.max_timestamp = self.index.times[-1][0]
 
     def seal(self) -> None:
