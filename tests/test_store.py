@@ -212,3 +212,19 @@ def test_recovery_never_truncates_a_sealed_segment(part: Path) -> None:
         read_records(part, last_batch.base_offset, 1)
     assert [r.offset for r in read_records(part, 0, 2)] == [0, 1]
     assert [r.offset for r in read_records(part, 40, 5)] == [40]
+
+
+def test_read_by_time_tolerates_a_segment_deleted_after_the_listing(part: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.store.partition as partition_module
+
+    writer = PartitionWriter(part)
+    with writer.locked(0):
+        writer.append([NewRecord(b"a", None, 100)], now_ms=0, segment_size=MiB)
+        writer.roll()
+        writer.append([NewRecord(b"b", None, 200)], now_ms=0, segment_size=MiB)
+    writer.close()
+    listed = partition_module.live_bases(part)
+    # A prune removes the old segment between the reader's listing and its open.
+    (part / f"{0:020d}.log").unlink()
+    monkeypatch.setattr(partition_module, "live_bases", lambda directory: listed)
+    assert offset_for_time(part, 50) == 1

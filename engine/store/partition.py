@@ -128,7 +128,10 @@ def offset_for_time(directory: Path, timestamp: int) -> int | None:
     """The first offset whose record timestamp is >= ``timestamp``, or None if none is."""
     bases = live_bases(directory)
     for i, base in enumerate(bases):
-        segment = Segment.open(directory, base, sealed=i < len(bases) - 1, repair=False)
+        try:
+            segment = Segment.open(directory, base, sealed=i < len(bases) - 1, repair=False)
+        except SegmentMissing:
+            continue  # deleted by a prune since the listing: its records are gone
         if segment.max_timestamp is not None and segment.max_timestamp >= timestamp:
             found = segment.offset_for_time(timestamp)
             if found is not None:
@@ -312,7 +315,7 @@ class PartitionWriter:
                     self._roll()
                     continue
                 data, header = encode_batch(active.next_offset, records[i:end], timestamps[i:end])
-                active.write(self._active_fd(), data, [header])
+                active.write(self._active_fd(), data, header)
                 changed[active.base_offset] = active
                 batches += 1
                 i = end
