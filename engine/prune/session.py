@@ -1,0 +1,527 @@
+"""The one Spark session of a process: built off the caller's thread, silent, reused.
+
+A :class:`SparkEngine` builds its session in a daemon worker thread, so the console
+stays responsive during the 5-7 s cold start, and keeps it for every prune cycle.
+Two modes:
+
+* local (``local[*]``, ``local[N]``, ``spark://...``): this process launches the
+  gateway JVM itself, with the JVM's stdout and stderr sent to ``spark.log``. That is
+  the only way to keep the JVM's ``WARNING: Using incubator modules`` line (and any
+  Python worker output) off the terminal (docs/SPARK_NOTES.md, "Local session, silent").
+  Spark's own logging goes to the same file through a log4j2 config written next to it.
+* Spark Connect (``sc://host:port``): a gRPC client of a server run elsewhere.
+
+pyspark is imported lazily: importing this module costs nothing until a session is
+built (the Connect client alone takes about 0.6 s to import).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import sys
+import threading
+import time
+import traceback
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlparse
+
+from engine.errors import PlanCancelled, SparkUnavailable
+
+if TYPE_CHECKING:
+    # Connect sessions are a different class; pyspark itself presents them under this
+    # name, and so do we.
+    from pyspark.sql import SparkSession
+
+T = TypeVar("T")
+
+LOG_NAME = "spark.log"
+LOG4J2_NAME = "log4j2.properties"
+
+#: log4j2 config: everything from WARN up into one file, named by ``-Dspark.logfile``.
+LOG4J2_PROPERTIES = """\
+status = error
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = ${sys:spark.logfile}
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.parquet.name = org.apache.parquet.CorruptStatistics
+logger.parquet.level = error
+"""
+
+#: Defaults for a local session (measured in docs/SPARK_NOTES.md); the config file's
+#: ``spark`` table is applied on top.
+LOCAL_DEFAULTS: dict[str, str] = {
+    "spark.app.name": "ebbtide",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.driver.memory": "1g",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+
+#: The subset a Connect client may set: runtime SQL settings of its server session.
+CONNECT_DEFAULTS: dict[str, str] = {k: v for k, v in LOCAL_DEFAULTS.items() if k.startswith("spark.sql.")}
+
+_LOCAL_MASTER = re.compile(r"^(local(\[[^\]]+\])?|local-cluster\[[^\]]+\]|spark://\S+)$")
+_CONNECT_PROBE_SECONDS = 5.0
+_CANCEL_REPEAT_SECONDS = 0.2
+_GATEWAY_EXIT_SECONDS = 10.0
+
+# One local SparkContext per process is a hard Spark limit; this is who holds it.
+_local_owner_lock = threading.Lock()
+_local_owner: SparkEngine | None = None
+
+# Python-side loggers of pyspark and py4j that would write to stderr: pyspark's query
+# context loggers come with their own stderr handler and log every failed query.
+_PYTHON_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger", "pyspark.sql.connect.logging", "py4j")
+_python_log_handler: logging.Handler | None = None
+_python_log_lock = threading.Lock()
+
+
+def spark_home() -> Path:
+    """The pyspark package directory: the Spark distribution the wheel ships."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def write_log4j2_config(log_dir: Path) -> Path:
+    """Write the log4j2 config into ``log_dir`` (created owner-only) and return its path."""
+    log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = log_dir / LOG4J2_NAME
+    path.write_text(LOG4J2_PROPERTIES)
+    return path
+
+
+def route_python_logs(log_file: Path) -> None:
+    """Send pyspark's and py4j's Python loggers to ``log_file`` instead of stderr."""
+    global _python_log_handler
+    from pyspark.logger import PySparkLogger
+
+    handler = logging.FileHandler(log_file, encoding="utf-8", delay=True)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%y/%m/%d %H:%M:%S"))
+    with _python_log_lock:
+        previous, _python_log_handler = _python_log_handler, handler
+        for name in _PYTHON_LOGGERS:
+            logger = logging.getLogger(name) if name == "py4j" else PySparkLogger.getLogger(name)
+            for old in list(logger.handlers):
+                if old is previous or type(old) is logging.StreamHandler:
+                    logger.removeHandler(old)
+            # pyspark's addHandler would swap our formatter for its JSON one
+            logging.Logger.addHandler(logger, handler)
+            logger.propagate = False
+    if previous is not None:
+        previous.close()
+
+
+def java_log_options(log_dir: Path) -> str:
+    """``-D`` options that point a Spark JVM's log4j2 at ``log_dir/spark.log``."""
+    config = write_log4j2_config(log_dir)
+    # Quoted because Spark splits extraJavaOptions on whitespace and the data
+    # directory may contain spaces.
+    return f'"-Dlog4j2.configurationFile={config.as_uri()}" "-Dspark.logfile={log_dir / LOG_NAME}"'
+
+
+@dataclass
+class _Run:
+    """A plan running under a tag."""
+
+    finished: threading.Event
+    cancelled: bool = False
+    canceller: threading.Thread | None = None
+    #: Connect only: the server reports stages running for the current operation
+    job_running: bool = False
+
+
+class SparkEngine:
+    """The process's Spark session, local or Connect; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        master: str = "local[*]",
+        remote: str | None = None,
+        conf: Mapping[str, str] | None = None,
+        log_dir: Path,
+    ) -> None:
+        self._master = master
+        self._remote = remote
+        self._conf = {str(k): str(v) for k, v in (conf or {}).items()}
+        self._log_dir = Path(log_dir)
+        self._lock = threading.Lock()
+        self._state = "stopped"
+        self._error: str | None = None
+        self._spark: Any = None  # classic or Connect SparkSession
+        self._gateway: Any = None  # local mode: the py4j gateway whose JVM we own
+        self._thread: threading.Thread | None = None
+        self._done = threading.Event()
+        self._runs: dict[str, _Run] = {}
+        self._thread_run = threading.local()  # .plan: the _Run of the calling thread
+
+    # -- status -----------------------------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        """``"stopped"``, ``"starting"``, ``"ready"`` or ``"failed"``."""
+        return self._state
+
+    @property
+    def error(self) -> str | None:
+        """One-line reason when :attr:`state` is ``"failed"``."""
+        return self._error
+
+    @property
+    def description(self) -> str:
+        """Where plans run: the master or the Connect URL."""
+        return self._remote or self._master
+
+    @property
+    def log_file(self) -> Path:
+        """Where Spark, the JVM and this engine write their diagnostics."""
+        return self._log_dir / LOG_NAME
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Begin building the session in a daemon thread and return at once.
+
+        Does nothing unless stopped: a failed engine stays failed (with its error)
+        until :meth:`stop`, so callers do not retry a broken setup in a loop.
+        """
+        with self._lock:
+            if self._state != "stopped":
+                return
+            self._state, self._error = "starting", None
+            self._done = threading.Event()
+            self._thread = threading.Thread(target=self._build, name="ebb-spark-start", daemon=True)
+            self._thread.start()
+
+    def session(self, timeout: float | None = None) -> SparkSession:
+        """The session, starting it if needed and waiting up to ``timeout`` seconds."""
+        self.start()
+        done = self._done
+        if not done.wait(timeout):
+            raise SparkUnavailable(f"Spark ({self.description}) is not ready after {timeout:g} s")
+        with self._lock:
+            if self._state == "ready":
+                return self._spark
+            raise SparkUnavailable(self._error or f"Spark ({self.description}) was stopped")
+
+    def stop(self) -> None:
+        """Stop the session; in local mode also end the gateway JVM. Idempotent."""
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            # Let a start in progress finish, so that no half-built JVM is left behind.
+            thread.join()
+        with self._lock:
+            spark, gateway = self._spark, self._gateway
+            # A plan still running dies with the session: report it as cancelled.
+            for running in self._runs.values():
+                running.cancelled = True
+            self._spark = self._gateway = self._thread = None
+            self._state, self._error = "stopped", None
+        try:
+            if spark is not None:
+                # pyspark reports a JVM that died first with warnings.warn (stderr)
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    spark.stop()
+                for warning in caught:
+                    self._note(f"while stopping Spark: {warning.message}")
+        except Exception:  # noqa: BLE001 - stopping must not fail; the JVM is ended below
+            self._note("error while stopping the Spark session", exc_info=True)
+        finally:
+            if gateway is not None:
+                self._shutdown_gateway(gateway)
+            self._release_local()
+
+    # -- plans ------------------------------------------------------------------------
+
+    def functions(self) -> ModuleType:
+        """The functions module for this engine's session type.
+
+        ``pyspark.sql.functions`` picks classic or Connect from a process-wide
+        environment variable, which is wrong in a process holding both kinds of
+        session; the mode of this engine decides instead.
+        """
+        if self._remote:
+            import pyspark.sql.connect.functions as connect_functions
+
+            return connect_functions
+        import pyspark.sql.functions as classic_functions
+
+        return classic_functions
+
+    def window(self) -> type:
+        """The ``Window`` class for this engine's session type (see :meth:`functions`)."""
+        if self._remote:
+            from pyspark.sql.connect.window import Window as ConnectWindow
+
+            return ConnectWindow
+        from pyspark.sql.window import Window
+
+        return Window
+
+    def run(self, job: Callable[[SparkSession], T], tag: str) -> T:
+        """Run ``job(session)`` on this thread with Spark jobs tagged ``tag``.
+
+        Raises :class:`PlanCancelled` if :meth:`cancel` was called for ``tag`` while
+        it ran, even if the job got to finish: its result is stale by then.
+        """
+        spark = self.session()
+        plan = _Run(threading.Event())
+        with self._lock:
+            if tag in self._runs:
+                raise ValueError(f"a plan tagged {tag!r} is already running")
+            self._runs[tag] = plan
+        self._thread_run.plan = plan
+        try:
+            # Tags belong to the calling thread: attach here, clear in finally, since
+            # threads of a pool are reused and would keep them.
+            if self._remote:
+                spark.addTag(tag)
+            else:
+                spark.sparkContext.addJobTag(tag)
+            try:
+                self._raise_if_cancelled(plan, tag)
+                result = job(spark)
+            except PlanCancelled:
+                raise
+            except Exception:
+                self._raise_if_cancelled(plan, tag)
+                raise
+            self._raise_if_cancelled(plan, tag)
+            return result
+        finally:
+            with self._lock:
+                plan.finished.set()
+                canceller = plan.canceller
+            if canceller is not None:
+                # Its last cancel must not land on the next plan run under this tag.
+                canceller.join()
+            try:
+                if self._remote:
+                    spark.clearTags()
+                else:
+                    spark.sparkContext.clearJobTags()
+            except Exception:  # noqa: BLE001 - the session was stopped under us
+                self._note("could not clear Spark job tags", exc_info=True)
+            with self._lock:
+                del self._runs[tag]
+            self._thread_run.plan = None
+
+    def cancel(self, tag: str) -> None:
+        """Cancel the plan running under ``tag``, from any thread; no-op if none is.
+
+        Spark only cancels jobs already submitted, and a plan may submit its next job
+        just after; so the cancel is repeated until the plan's :meth:`run` returns.
+        """
+        with self._lock:
+            plan, spark = self._runs.get(tag), self._spark
+            if plan is None or spark is None or plan.cancelled or plan.finished.is_set():
+                return
+            plan.cancelled = True
+            plan.canceller = threading.Thread(
+                target=self._keep_cancelling, args=(spark, tag, plan), name="ebb-spark-cancel", daemon=True
+            )
+            plan.canceller.start()
+
+    # -- internals --------------------------------------------------------------------
+
+    def _raise_if_cancelled(self, plan: _Run, tag: str) -> None:
+        with self._lock:
+            cancelled = plan.cancelled
+        if cancelled:
+            raise PlanCancelled(f"plan {tag} was cancelled") from None
+
+    def _keep_cancelling(self, spark: Any, tag: str, plan: _Run) -> None:
+        while not plan.finished.is_set():
+            # Connect: an operation interrupted while the server is still planning it
+            # is reported cancelled to us, yet the Spark job it submits a moment later
+            # runs on, orphaned, holding the server's cores (measured). So interrupt
+            # only while the server reports a stage running; the first report comes
+            # about 2 s into a job, so cancelling a Connect plan takes that long.
+            if self._remote and not plan.job_running:
+                plan.finished.wait(_CANCEL_REPEAT_SECONDS / 4)
+                continue
+            try:
+                if self._remote:
+                    spark.interruptTag(tag)
+                else:
+                    spark.sparkContext.cancelJobsWithTag(tag)
+            except Exception:  # noqa: BLE001 - session stopping: run() reports the cancel anyway
+                self._note(f"could not cancel Spark jobs tagged {tag}", exc_info=True)
+                return
+            plan.finished.wait(_CANCEL_REPEAT_SECONDS)
+
+    def _on_connect_progress(self, stages: Any = None, done: bool = False, **_: Any) -> None:
+        """Progress handler of a Connect session: runs on the thread of the operation."""
+        plan: _Run | None = getattr(self._thread_run, "plan", None)
+        if plan is not None:
+            # A stage still running, not just listed: between the jobs of one query
+            # the server is planning again, which is when an interrupt orphans a job.
+            plan.job_running = not done and any(not stage.done for stage in stages or ())
+
+    def _build(self) -> None:
+        try:
+            self._log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            route_python_logs(self.log_file)
+            spark = self._build_connect() if self._remote else self._build_local()
+        except Exception as exc:  # noqa: BLE001 - any failure is the engine's state, not a crash
+            self._release_local()
+            reason = f"cannot start Spark ({self.description}): {_one_line(exc)}"
+            self._note(reason, exc_info=True)
+            with self._lock:
+                self._state, self._error = "failed", reason
+        else:
+            with self._lock:
+                self._spark, self._state = spark, "ready"
+        finally:
+            self._done.set()
+
+    def _build_local(self) -> Any:
+        global _local_owner
+        if not _LOCAL_MASTER.match(self._master):
+            raise ValueError(f"invalid master {self._master!r}: expected local[N], local[*] or spark://HOST:PORT")
+        from pyspark import SparkConf, SparkContext
+        from pyspark.java_gateway import launch_gateway
+        from pyspark.sql import SparkSession
+
+        with _local_owner_lock:
+            if _local_owner is not None or SparkContext._gateway is not None:
+                raise RuntimeError("a local Spark session already runs in this process (one per process)")
+            _local_owner = self
+
+        # Workers would otherwise run whatever `python3` is on PATH (without pyarrow);
+        # an inherited SPARK_HOME would win over the Spark bundled in the wheel.
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+        os.environ["SPARK_HOME"] = str(spark_home())
+
+        conf = SparkConf(loadDefaults=False)
+        conf.setMaster(self._master)
+        options = {**LOCAL_DEFAULTS, **self._conf}
+        # Extra JVM options from the config file are added to ours, not put in their
+        # place: ours are what keeps Spark's logging off the terminal.
+        java_options = java_log_options(self._log_dir)
+        if self._conf.get("spark.driver.extraJavaOptions"):
+            java_options += " " + self._conf["spark.driver.extraJavaOptions"]
+        options["spark.driver.extraJavaOptions"] = java_options
+        conf.setAll(options.items())
+
+        with open(self.log_file, "ab") as log:
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
+        self._gateway = gateway
+        try:
+            context = SparkContext(conf=conf, gateway=gateway)
+            return SparkSession(context)
+        except Exception:
+            self._gateway = None
+            self._shutdown_gateway(gateway)
+            raise
+
+    def _build_connect(self) -> Any:
+        assert self._remote is not None
+        url = urlparse(self._remote)
+        if url.scheme != "sc" or not url.hostname:
+            raise ValueError(f"invalid Spark Connect URL {self._remote!r}: expected sc://HOST:PORT")
+        # The client retries an unreachable server for about ten minutes; a plain TCP
+        # connect gives a quick, clear answer instead.
+        host, port = url.hostname, url.port or 15002
+        try:
+            socket.create_connection((host, port), timeout=_CONNECT_PROBE_SECONDS).close()
+        except OSError as error:
+            raise ConnectionError(f"no Spark Connect server at {host}:{port} ({error.strerror or error})") from None
+
+        # gRPC's C core logs to stderr; keep it quiet unless the operator asked otherwise.
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+        # The Connect client's own progress bar (stdout) is off unless this is "1".
+        os.environ["SPARK_CONNECT_PROGRESS_BAR_ENABLED"] = "0"
+        # The Connect builder itself, not pyspark.sql.SparkSession.builder: the generic
+        # one flags the whole process as Connect, which breaks a local session in it.
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        spark = ConnectSession.builder.remote(self._remote).create()
+        spark.registerProgressHandler(self._on_connect_progress)
+        try:
+            client = spark.client
+            policies = client.get_retry_policies()
+            client.set_retry_policies([DefaultPolicy(max_retries=2, max_backoff=1000)])
+            try:
+                _ = spark.version  # first round trip: fails fast if the server is not Spark
+                for key, value in {**CONNECT_DEFAULTS, **self._conf}.items():
+                    try:
+                        spark.conf.set(key, value)
+                    except Exception as exc:  # noqa: BLE001 - the server says why; it goes to the log
+                        # Static settings (driver memory...) belong to the server.
+                        self._note(f"Spark Connect server kept its own {key}: {_one_line(exc)}")
+            finally:
+                client.set_retry_policies(policies)
+        except Exception:
+            spark.stop()
+            raise
+        return spark
+
+    def _shutdown_gateway(self, gateway: Any) -> None:
+        """End the gateway JVM: ``spark.stop()`` alone leaves it (~400 MB) running."""
+        from pyspark import SparkContext
+
+        try:
+            gateway.shutdown()
+        except Exception:  # noqa: BLE001 - the JVM is ended through its stdin anyway
+            self._note("error while shutting the Spark gateway down", exc_info=True)
+        proc = getattr(gateway, "proc", None)
+        if proc is not None:
+            try:
+                proc.stdin.close()  # the JVM exits when its stdin closes
+                proc.wait(_GATEWAY_EXIT_SECONDS)
+            except Exception:  # noqa: BLE001 - no clean exit: no JVM may be left either way
+                proc.kill()
+                proc.wait()
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+
+    def _release_local(self) -> None:
+        global _local_owner
+        with _local_owner_lock:
+            if _local_owner is self:
+                _local_owner = None
+
+    def _note(self, message: str, *, exc_info: bool = False) -> None:
+        """Append a line (and the current traceback) to the log file, never the terminal."""
+        try:
+            self._log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with open(self.log_file, "a", encoding="utf-8") as log:
+                log.write(f"{time.strftime('%y/%m/%d %H:%M:%S')} ebbtide: {message}\n")
+                if exc_info:
+                    log.write(traceback.format_exc())
+        except OSError:
+            pass
+
+
+def _one_line(exc: BaseException) -> str:
+    """The first meaningful line of an error: Spark's messages carry JVM stack traces."""
+    for line in str(exc).splitlines():
+        line = line.strip()
+        if line:
+            return line[:300]
+    return type(exc).__name__
