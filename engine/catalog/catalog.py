@@ -13,7 +13,7 @@ from typing import Iterable, Literal, Mapping
 
 import sqlite_utils
 
-from engine.catalog.database import connect, write_transaction
+from engine.catalog.database import connect, read_transaction, write_transaction
 from engine.catalog.schema import ensure_schema
 from engine.errors import AlreadyExists, NotFound
 from engine.store.segment import SegmentInfo
@@ -75,6 +75,10 @@ class Catalog:
     def write(self):  # type: ignore[no-untyped-def]
         """``with catalog.write():`` — one atomic write transaction."""
         return write_transaction(self.db)
+
+    def read(self):  # type: ignore[no-untyped-def]
+        """``with catalog.read():`` — queries inside see one consistent state."""
+        return read_transaction(self.db)
 
     def _one(self, sql: str, params: tuple = ()) -> Mapping | None:
         rows = list(self.db.query(sql, params))

@@ -56,3 +56,14 @@ def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Databa
         raise
     else:
         conn.execute("COMMIT")
+
+
+@contextmanager
+def read_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """A deferred read transaction: every query inside sees the same committed state
+    (WAL gives a snapshot), while writers go on."""
+    db.conn.execute("BEGIN")
+    try:
+        yield db
+    finally:
+        db.conn.execute("COMMIT")

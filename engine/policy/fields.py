@@ -170,6 +170,21 @@ def field_named(name: str) -> PolicyField:
     return field
 
 
+def exact_text(name: str, value: Value) -> str:
+    """A parsed value of field ``name`` as a text that parses back to exactly it:
+    ``1234ms``, ``5678`` (bytes or a count), ``infinite``, ``on``/``off``, a choice."""
+    kind = field_named(name).kind
+    if kind == "enum":
+        return str(value)
+    if kind == "bool":
+        return "on" if value else "off"
+    if value is None:
+        return "infinite"
+    if kind == "duration":
+        return f"{value}ms"
+    return str(value)
+
+
 def parse_field(name: str, text: str) -> Value:
     """The value of ``text`` for the field ``name``."""
     return field_named(name).parse(text)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterator
 
 from engine.errors import StoreError
+from engine.faults import fault_point
 from engine.store.batch import (
     HEADER_SIZE,
     BatchHeader,
@@ -196,6 +197,31 @@ class Segment:
                 return record.offset
         return None
 
+    def first_at_or_after(self, offset: int, timestamp: int) -> int | None:
+        """First offset >= ``offset`` in this segment whose record timestamp is >=
+        ``timestamp`` (a record-level time cut). Batch headers carry their max
+        timestamp, so batches wholly older are skipped without being decoded; the time
+        index skips the batches before the first one that can hold such a record."""
+        first_candidate = self.index.offset_for_time(timestamp)
+        if first_candidate is None:
+            return None
+        position = self.index.position_for(max(offset, first_candidate))
+        with open(self.log_path, "rb") as f:
+            while position < self.size:
+                prefix = os.pread(f.fileno(), HEADER_SIZE, position)
+                header = peek_header(prefix, 0)
+                if header is None:
+                    raise StoreError(f"corrupt batch in {self.log_path} at byte {position}: framing mismatch")
+                if header.next_offset > offset and header.max_timestamp >= timestamp:
+                    data = os.pread(f.fileno(), header.size, position)
+                    if read_header(data, 0) is None:
+                        raise StoreError(f"corrupt batch in {self.log_path} at byte {position}: checksum mismatch")
+                    for record in decode_records(data, replace(header, position=0)):
+                        if record.offset >= offset and record.timestamp >= timestamp:
+                            return record.offset
+                position += header.size
+        return None
+
     # -- deletion ---------------------------------------------------------------
 
     def delete(self) -> None:
@@ -206,6 +232,7 @@ class Segment:
         doomed = self.directory / (segment_stem(self.base_offset) + DELETED_SUFFIX)
         os.replace(self.log_path, doomed)
         fsync_dir(self.directory)
+        fault_point("after_segment_renamed")
         remove_files(self.directory, self.base_offset)
 
 
