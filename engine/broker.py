@@ -14,16 +14,19 @@ Ordering rules that keep the catalog and the files in step:
 from __future__ import annotations
 
 import shutil
+import time
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from engine.catalog.catalog import Catalog, GroupKind, GroupRow, PartitionRow, StartFrom
 from engine.clock import now_ms
 from engine.config import Config, load_config
 from engine.datadir import DataDir
-from engine.errors import InvalidInput, NotFound
+from engine.errors import InvalidInput, NotFound, QuotaExceeded
+from engine.journal.state import EngineState
 from engine.names import check_group_name, check_topic_name
 from engine.policy.effective import EffectivePolicy, merge_overrides, resolve
 from engine.store.batch import NewRecord, Record
@@ -39,6 +42,11 @@ from engine.store.partition import (
 from engine.store.segment import SegmentInfo
 
 MAX_PARTITIONS = 10_000
+
+#: how often a held append (backlog_policy = producer_request_hold) looks again
+QUOTA_POLL_SECONDS = 0.1
+#: the backlog policies under which a topic over quota stops its producers
+PRODUCER_POLICIES = ("producer_request_hold", "producer_exception")
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,19 @@ class TopicDescription:
         }
 
 
+def _acknowledged(results: Sequence[tuple[int, AppendResult]]) -> str:
+    """What a produce acknowledged before it stopped, for its error message."""
+    if not results:
+        return "no record was written"
+    spans: dict[int, list[int]] = {}
+    for p, r in results:
+        first, last = spans.setdefault(p, [r.base_offset, r.next_offset])
+        spans[p] = [min(first, r.base_offset), max(last, r.next_offset)]
+    count = sum(b - a for a, b in spans.values())
+    where = ", ".join(f"partition {p} offsets {a}..{b - 1}" for p, (a, b) in sorted(spans.items()))
+    return f"{count} record(s) before it were acknowledged ({where}), the rest were not written"
+
+
 @dataclass(frozen=True)
 class Consumed:
     partition: int
@@ -115,6 +136,7 @@ class Broker:
         self.catalog = Catalog.open(self.data.catalog_path)
         self.clock = clock
         self._writers: dict[tuple[str, int], PartitionWriter] = {}
+        self._state: EngineState | None = None
 
     def close(self) -> None:
         for writer in self._writers.values():
@@ -212,8 +234,13 @@ class Broker:
         return sequence % count
 
     def append(self, topic: str, partition: int, records: Sequence[NewRecord]) -> AppendResult:
-        """Append to one partition; returns once the records are durable and cataloged."""
-        policy = self.policy(topic)
+        """Append to one partition; returns once the records are durable and cataloged.
+
+        Raises :class:`QuotaExceeded` while the topic is over its backlog quota under a
+        producer policy (SPEC §4): at once with ``producer_exception``; with
+        ``producer_request_hold`` after waiting up to ``[engine]
+        producer_hold_timeout`` for a prune cycle to clear the quota."""
+        policy = self._quota_gate(topic, self.policy(topic))
         row = self.catalog.partition(topic, partition)
         writer = self._writer(topic, partition)
         with writer.locked(row.log_start_offset):
@@ -229,6 +256,57 @@ class Broker:
                 self.catalog.update_segments(topic, partition, result.changed, result.next_offset)
         return result
 
+    def _quota_gate(self, topic: str, policy: EffectivePolicy) -> EffectivePolicy:
+        """Let an append through, hold it, or refuse it by the topic's quota state;
+        returns the policy to append with (re-read if the append was held).
+
+        The quota state is written by the prune cycle (engine/journal/state.py). A
+        topic without a finite backlog quota under a producer policy is never stopped
+        (a state left by an earlier policy is stale), so the common path costs no
+        query; otherwise one primary-key read of ``topic_state``."""
+        if not self._stops_producers(policy):
+            return policy
+        state = self._engine_state()
+        if not state.quota_state(topic).exceeded:
+            return policy
+        timeout = self.config.producer_hold_timeout_ms
+        if policy["backlog_policy"] == "producer_exception" or timeout == 0:
+            raise self._over_quota(topic, policy["backlog_policy"], "appends are refused until it clears")
+        deadline = None if timeout is None else time.monotonic() + timeout / 1000
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise self._over_quota(
+                    topic, "producer_request_hold", f"held {timeout / 1000:g} s and it did not clear"
+                )
+            time.sleep(QUOTA_POLL_SECONDS if left is None else min(QUOTA_POLL_SECONDS, left))
+            # The policy may change while held (another backlog policy, the quota
+            # removed): the gate follows it.
+            policy = self.policy(topic)
+            if not self._stops_producers(policy) or not state.quota_state(topic).exceeded:
+                return policy
+            if policy["backlog_policy"] == "producer_exception":
+                raise self._over_quota(topic, "producer_exception", "appends are refused until it clears")
+
+    @staticmethod
+    def _stops_producers(policy: EffectivePolicy) -> bool:
+        return policy["backlog_policy"] in PRODUCER_POLICIES and (
+            policy["backlog_size"] is not None or policy["backlog_age"] is not None
+        )
+
+    def _engine_state(self) -> EngineState:
+        if self._state is None:
+            self._state = EngineState(self.catalog)
+        return self._state
+
+    @staticmethod
+    def _over_quota(topic: str, backlog_policy: str, what: str) -> QuotaExceeded:
+        return QuotaExceeded(
+            f"topic {topic} is over its backlog quota (backlog_policy={backlog_policy}): {what}; "
+            f"a subscriber group must catch up (see `ebb group list {topic}`) and a prune cycle "
+            "clear the quota"
+        )
+
     def produce(
         self,
         topic: str,
@@ -239,12 +317,24 @@ class Broker:
     ) -> list[tuple[int, AppendResult]]:
         """Append records, choosing partitions when none is given, in appends of at
         most one batch each; returns (partition, result) per append, in order, and
-        calls ``on_ack`` as each append becomes durable."""
+        calls ``on_ack`` as each append becomes durable.
+
+        A :class:`QuotaExceeded` stops producing; its message says which records
+        were acknowledged (durable) before it and that the rest were not written."""
         count = self.catalog.topic(topic).partitions
         if partition is not None and not 0 <= partition < count:
             raise NotFound(f"topic {topic!r} has no partition {partition} (it has partitions 0..{count - 1})")
         pending: dict[int, list[NewRecord]] = {}
         results: list[tuple[int, AppendResult]] = []
+
+        def append(p: int, chunk: list[NewRecord]) -> None:
+            try:
+                results.append((p, self.append(topic, p, chunk)))
+            except QuotaExceeded as error:
+                raise QuotaExceeded(f"{error}; {_acknowledged(results)}") from None
+            if on_ack:
+                on_ack(*results[-1])
+
         sequence = 0
         for record in records:
             p = partition if partition is not None else self.choose_partition(topic, record.key, sequence // MAX_BATCH_RECORDS)
@@ -252,20 +342,25 @@ class Broker:
             chunk = pending.setdefault(p, [])
             chunk.append(record)
             if len(chunk) >= MAX_BATCH_RECORDS:
-                results.append((p, self.append(topic, p, chunk)))
+                append(p, chunk)
                 pending[p] = []
-                if on_ack:
-                    on_ack(*results[-1])
         for p, chunk in pending.items():
             if chunk:
-                results.append((p, self.append(topic, p, chunk)))
-                if on_ack:
-                    on_ack(*results[-1])
+                append(p, chunk)
         return results
 
     def _reconcile(self, topic: str, partition: int, writer: PartitionWriter) -> None:
         with self.catalog.write():
             self.catalog.reconcile_segments(topic, partition, writer.segments())
+
+    @contextmanager
+    def locked_partition(self, topic: str, partition: int) -> Iterator[PartitionWriter]:
+        """A partition's writer under its lock, its files repaired and the catalog's
+        segments made exactly the files' (what pruning re-checks its plan against)."""
+        writer = self._writer(topic, partition)
+        with writer.locked(self.catalog.partition(topic, partition).log_start_offset):
+            self._reconcile(topic, partition, writer)
+            yield writer
 
     def recover(self, topic: str) -> None:
         """Take each partition's lock once: repairs torn tails and brings the catalog up

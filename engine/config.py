@@ -12,6 +12,8 @@ Layout::
     [engine]
     prune_interval = "1m"
     fsync = "batch"                # "never" is UNSAFE: see Config.fsync
+    journal_retention = "90d"      # or "infinite"
+    producer_hold_timeout = "30s"  # producer_request_hold: how long an append waits
     [spark]
     master = "local[*]"            # or: remote = "sc://host:15002"
     [spark.conf]
@@ -33,13 +35,13 @@ from typing import Any
 from engine.errors import InvalidInput, InvalidPolicy
 from engine.policy.effective import resolve
 from engine.policy.fields import FIELDS
-from engine.policy.units import InvalidValue, parse_duration, shown
+from engine.policy.units import MS_PER_DAY, InvalidValue, parse_duration, shown
 
 CONFIG_FILE_NAME = "ebb.toml"
 
 _KEYS: dict[str, tuple[str, ...]] = {
     "policy": tuple(FIELDS),
-    "engine": ("prune_interval", "fsync"),
+    "engine": ("prune_interval", "fsync", "journal_retention", "producer_hold_timeout"),
     "spark": ("master", "remote", "conf"),
     "console": ("theme", "refresh"),
 }
@@ -62,6 +64,13 @@ class Config:
     spark_conf: dict[str, str] = field(default_factory=dict)
     console_theme: str = "ebbtide-dark"
     console_refresh_ms: int = 2000
+    journal_retention_ms: int | None = 90 * MS_PER_DAY
+    """How long journal rows (cycles, actions, policy changes) are kept; None keeps
+    them forever. Zero is refused: it would erase each cycle's record as it is written."""
+    producer_hold_timeout_ms: int | None = 30_000
+    """With ``backlog_policy = producer_request_hold``, how long an append waits for
+    its topic's backlog quota to clear before it fails (Pulsar's sendTimeout, 30 s).
+    0 fails at once; None (``infinite``) waits as long as it takes."""
 
 
 DEFAULT_CONFIG = Config()
@@ -135,6 +144,12 @@ def _config_from(document: Mapping[str, Any]) -> Config:
         console_refresh_ms=_interval(
             tables["console"], "console", "refresh", DEFAULT_CONFIG.console_refresh_ms
         ),
+        journal_retention_ms=_retention(
+            tables["engine"], "engine", "journal_retention", DEFAULT_CONFIG.journal_retention_ms
+        ),
+        producer_hold_timeout_ms=_timeout(
+            tables["engine"], "engine", "producer_hold_timeout", DEFAULT_CONFIG.producer_hold_timeout_ms
+        ),
     )
 
 
@@ -179,20 +194,45 @@ def _name(table: Mapping[str, Any], label: str, key: str, default: str) -> str:
     return value
 
 
+def _retention(table: Mapping[str, Any], label: str, key: str, default_ms: int | None) -> int | None:
+    """A duration > 0 in ms, or None for ``infinite`` (keep forever)."""
+    if key not in table:
+        return default_ms
+    text, retention = _duration(table, label, key)
+    if retention is not None and retention <= 0:
+        raise InvalidInput(
+            f"[{label}] invalid value for {key}: {shown(text)} (must be above 0, e.g. 90d, "
+            "or infinite to keep it forever)"
+        )
+    return retention
+
+
+def _timeout(table: Mapping[str, Any], label: str, key: str, default_ms: int | None) -> int | None:
+    """A duration >= 0 in ms (0: at once), or None for ``infinite`` (wait for ever)."""
+    if key not in table:
+        return default_ms
+    return _duration(table, label, key)[1]
+
+
 def _interval(table: Mapping[str, Any], label: str, key: str, default_ms: int) -> int:
     """A finite duration > 0, in ms (Go duration strings, or any duration of SPEC §3)."""
     if key not in table:
         return default_ms
-    text = _text(label, key, table[key])
-    try:
-        interval = parse_duration(text)
-    except InvalidValue as error:
-        raise InvalidInput(
-            f"[{label}] invalid value for {key}: {shown(error.text)} ({error.reason})"
-        ) from None
+    text, interval = _duration(table, label, key)
     if interval is None or interval <= 0:
         raise InvalidInput(
             f"[{label}] invalid value for {key}: {shown(text)} (must be a finite duration "
             "above 0, e.g. 1m or 30s)"
         )
     return interval
+
+
+def _duration(table: Mapping[str, Any], label: str, key: str) -> tuple[str, int | None]:
+    """The text of ``table[key]`` and its duration in ms (None: infinite)."""
+    text = _text(label, key, table[key])
+    try:
+        return text, parse_duration(text)
+    except InvalidValue as error:
+        raise InvalidInput(
+            f"[{label}] invalid value for {key}: {shown(error.text)} ({error.reason})"
+        ) from None

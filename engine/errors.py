@@ -34,3 +34,17 @@ class AlreadyExists(EbbError):
 
 class StoreError(EbbError):
     """The segment store could not do what was asked (I/O, corruption, lock)."""
+
+
+class SparkUnavailable(EbbError):
+    """The Spark session could not be started, or is not ready in time."""
+
+
+class PlanCancelled(EbbError):
+    """A prune plan running on Spark was cancelled before it finished."""
+
+
+class QuotaExceeded(EbbError):
+    """An append refused because its topic is over a backlog quota whose policy is
+    ``producer_exception`` (at once) or ``producer_request_hold`` (after the hold
+    timed out) (SPEC §4)."""

@@ -1,0 +1,366 @@
+"""The journal (SPEC §6): every prune cycle and every action the engine takes.
+
+Rows are appended and never edited, with one exception that the executor's crash
+safety needs: an action recorded as ``planned`` before it is carried out later gets
+its final status (``applied``, ``rolled_back`` or ``skipped``), once. The only
+deletion is the journal's own retention.
+
+Actions of a prune cycle carry its id; a manual operation (truncate, purge, hold,
+pause...) is journaled with ``cycle`` null unless it runs as a cycle of its own.
+Timestamps are epoch milliseconds; ``details`` is a JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from engine.catalog.catalog import Catalog
+from engine.errors import NotFound
+from engine.journal.schema import ensure_journal_schema, write_or_join
+
+CycleStatus = Literal["running", "done", "failed", "interrupted", "dry_run", "paused"]
+ActionStatus = Literal["planned", "applied", "rolled_back", "skipped"]
+
+#: every kind of action; a new kind of operation adds its name here
+ACTION_KINDS = frozenset(
+    {
+        # a prune cycle's changes
+        "delete_segment",
+        "move_log_start",
+        "group_expired",
+        "ttl_advance",
+        "backlog_eviction",
+        "reader_moved",
+        "subscriber_overrun",
+        "roll",
+        "quota_exceeded",
+        "quota_cleared",
+        # what a cycle did not do
+        "skipped",
+        "topic_failed",
+        # manual operations
+        "manual_move",
+        "hold",
+        "release",
+        "pause",
+        "resume",
+        "purge",
+        "truncate",
+    }
+)
+
+#: stable field names of the exports (SPEC §7: fields may be added, never renamed)
+CYCLE_FIELDS = (
+    "id",
+    "trigger",
+    "actor",
+    "scope",
+    "now",
+    "started",
+    "finished",
+    "status",
+    "planned",
+    "applied",
+    "bytes_freed",
+    "spark_master",
+    "duration_ms",
+    "error",
+)
+ACTION_FIELDS = (
+    "id",
+    "cycle",
+    "time",
+    "settled",
+    "trigger",
+    "actor",
+    "action",
+    "topic",
+    "partition",
+    "segment",
+    "start_offset",
+    "end_offset",
+    "messages",
+    "bytes",
+    "reason",
+    "details",
+    "status",
+)
+POLICY_CHANGE_FIELDS = ("id", "time", "actor", "topic", "field", "old", "new")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One action to journal; who, when and in which cycle are given on append."""
+
+    action: str
+    topic: str | None = None
+    partition: int | None = None
+    segment: int | None = None
+    start_offset: int | None = None
+    end_offset: int | None = None
+    messages: int | None = None
+    bytes: int | None = None
+    reason: str | None = None
+    details: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class RetentionResult:
+    """Rows removed by one pass of the journal's retention."""
+
+    cycles: int
+    actions: int
+    policy_changes: int
+
+
+def _json(value: Mapping[str, Any] | None) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _cycle_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    out = {f: row[f] for f in CYCLE_FIELDS}
+    out["scope"] = json.loads(row["scope"])
+    return out
+
+
+def _action_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    out = {f: row[f] for f in ACTION_FIELDS}
+    out["details"] = None if row["details"] is None else json.loads(row["details"])
+    return out
+
+
+def _limit(limit: int | None) -> int:
+    """A LIMIT parameter; None means all rows (SQLite reads -1 so)."""
+    return -1 if limit is None else limit
+
+
+class _Where:
+    """A WHERE clause built from optional filters, every value a parameter."""
+
+    def __init__(self) -> None:
+        self.terms: list[str] = []
+        self.params: list[Any] = []
+
+    def add(self, term: str, value: Any) -> None:
+        if value is not None:
+            self.terms.append(term)
+            self.params.append(value)
+
+    def sql(self) -> str:
+        return f" WHERE {' AND '.join(self.terms)}" if self.terms else ""
+
+
+class Journal:
+    """The journal of one data directory, on its catalog's connection (so that a
+    journal row commits in the same transaction as the change it records)."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.db = catalog.db
+        ensure_journal_schema(self.db)
+
+    # -- appending ------------------------------------------------------------------
+
+    def start_cycle(
+        self,
+        *,
+        trigger: str,
+        actor: str,
+        scope: Sequence[str] | Literal["all"],
+        now: int,
+        started: int,
+        spark_master: str | None,
+        status: CycleStatus = "running",
+    ) -> int:
+        """Record a cycle; returns its id."""
+        with write_or_join(self.db):
+            cursor = self.db.conn.execute(
+                "INSERT INTO cycles (trigger, actor, scope, now, started, status, spark_master) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    trigger,
+                    actor,
+                    json.dumps(scope if scope == "all" else list(scope)),
+                    now,
+                    started,
+                    status,
+                    spark_master,
+                ),
+            )
+            return int(cursor.lastrowid)
+
+    def finish_cycle(
+        self,
+        cycle_id: int,
+        *,
+        status: CycleStatus,
+        finished: int,
+        planned: int,
+        applied: int,
+        bytes_freed: int,
+        error: str | None = None,
+    ) -> None:
+        with write_or_join(self.db):
+            self.db.conn.execute(
+                "UPDATE cycles SET status = ?, finished = ?, planned = ?, applied = ?, bytes_freed = ?, "
+                "duration_ms = ? - started, error = ? WHERE id = ?",
+                (status, finished, planned, applied, bytes_freed, finished, error, cycle_id),
+            )
+
+    def append(
+        self,
+        entries: Iterable[Entry],
+        *,
+        time: int,
+        trigger: str,
+        actor: str,
+        status: ActionStatus,
+        cycle: int | None = None,
+    ) -> list[int]:
+        """Append actions; returns their ids in order."""
+        ids = []
+        with write_or_join(self.db):
+            for e in entries:
+                if e.action not in ACTION_KINDS:
+                    raise ValueError(f"unknown journal action {e.action!r}")
+                cursor = self.db.conn.execute(
+                    "INSERT INTO actions (cycle, time, settled, trigger, actor, action, topic, partition, segment, "
+                    "start_offset, end_offset, messages, bytes, reason, details, status) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        cycle,
+                        time,
+                        None if status == "planned" else time,
+                        trigger,
+                        actor,
+                        e.action,
+                        e.topic,
+                        e.partition,
+                        e.segment,
+                        e.start_offset,
+                        e.end_offset,
+                        e.messages,
+                        e.bytes,
+                        e.reason,
+                        _json(e.details),
+                        status,
+                    ),
+                )
+                ids.append(int(cursor.lastrowid))
+        return ids
+
+    def settle(
+        self, ids: Iterable[int], status: ActionStatus, *, time: int, details: Mapping[str, Any] | None = None
+    ) -> None:
+        """Give planned actions their final status, merging ``details`` into theirs.
+        Actions already settled are left as they are: a status is final."""
+        if status == "planned":
+            raise ValueError("settle gives a final status, not 'planned'")
+        with write_or_join(self.db):
+            self.db.conn.executemany(
+                "UPDATE actions SET status = ?, settled = ?, "
+                "details = CASE WHEN ? IS NULL THEN details ELSE json_patch(COALESCE(details, '{}'), ?) END "
+                "WHERE id = ? AND status = 'planned'",
+                [(status, time, _json(details), _json(details), i) for i in ids],
+            )
+
+    # -- reading --------------------------------------------------------------------
+
+    def cycle(self, cycle_id: int) -> dict[str, Any]:
+        rows = list(self.db.query("SELECT * FROM cycles WHERE id = ?", (cycle_id,)))
+        if not rows:
+            raise NotFound(f"cycle {cycle_id} is not in the journal (see `ebb log`)")
+        return _cycle_row(rows[0])
+
+    def cycles(
+        self, *, since: int | None = None, status: str | None = None, limit: int | None = 100
+    ) -> list[dict[str, Any]]:
+        """Cycles started at or after ``since``, newest first."""
+        where = _Where()
+        where.add("started >= ?", since)
+        where.add("status = ?", status)
+        return [
+            _cycle_row(r)
+            for r in self.db.query(
+                f"SELECT * FROM cycles{where.sql()} ORDER BY started DESC, id DESC LIMIT ?",
+                (*where.params, _limit(limit)),
+            )
+        ]
+
+    def actions(
+        self,
+        *,
+        since: int | None = None,
+        topic: str | None = None,
+        action: str | None = None,
+        cycle: int | None = None,
+        status: str | None = None,
+        limit: int | None = 1000,
+    ) -> list[dict[str, Any]]:
+        """Actions recorded at or after ``since`` that match every filter given,
+        newest first."""
+        where = _Where()
+        where.add("time >= ?", since)
+        where.add("topic = ?", topic)
+        where.add("action = ?", action)
+        where.add("cycle = ?", cycle)
+        where.add("status = ?", status)
+        return [
+            _action_row(r)
+            for r in self.db.query(
+                f"SELECT * FROM actions{where.sql()} ORDER BY time DESC, id DESC LIMIT ?",
+                (*where.params, _limit(limit)),
+            )
+        ]
+
+    def policy_changes(
+        self, *, since: int | None = None, topic: str | None = None, limit: int | None = 1000
+    ) -> list[dict[str, Any]]:
+        """Policy changes (written by the catalog) at or after ``since``, newest first."""
+        where = _Where()
+        where.add("time >= ?", since)
+        where.add("topic = ?", topic)
+        return [
+            {f: r[f] for f in POLICY_CHANGE_FIELDS}
+            for r in self.db.query(
+                f"SELECT * FROM policy_changes{where.sql()} ORDER BY time DESC, id DESC LIMIT ?",
+                (*where.params, _limit(limit)),
+            )
+        ]
+
+    def policy_version(self, topic: str) -> int:
+        """Id of the topic's latest policy change, 0 if none (as the snapshot has it)."""
+        row = self.db.conn.execute(
+            "SELECT COALESCE(MAX(id), 0) FROM policy_changes WHERE topic = ?", (topic,)
+        ).fetchone()
+        return int(row[0])
+
+    # -- retention --------------------------------------------------------------------
+
+    def apply_retention(self, *, now: int, retention_ms: int | None) -> RetentionResult:
+        """Delete journal rows older than ``retention_ms`` (None: keep everything).
+
+        Kept whatever their age: a cycle still ``running`` and its actions (recovery
+        needs them), and each topic's latest policy change, whose id is the topic's
+        policy version: deleting it could let a new change reuse the id and make a
+        stale plan look current."""
+        if retention_ms is None:
+            return RetentionResult(0, 0, 0)
+        cutoff = now - retention_ms
+        with write_or_join(self.db):
+            actions = self.db.conn.execute(
+                "DELETE FROM actions WHERE time < ? AND (cycle IS NULL OR cycle NOT IN "
+                "(SELECT id FROM cycles WHERE status = 'running'))",
+                (cutoff,),
+            ).rowcount
+            cycles = self.db.conn.execute(
+                "DELETE FROM cycles WHERE started < ? AND status != 'running'", (cutoff,)
+            ).rowcount
+            changes = self.db.conn.execute(
+                "DELETE FROM policy_changes WHERE time < ? AND id NOT IN "
+                "(SELECT MAX(id) FROM policy_changes GROUP BY topic)",
+                (cutoff,),
+            ).rowcount
+        return RetentionResult(cycles, actions, changes)

@@ -1,0 +1,575 @@
+"""Applying a plan to the store, crash-safely (SPEC §5).
+
+Order of one cycle, each step durable before the next:
+
+1. take the data directory's prune lock (one cycle at a time, across processes) and
+   recover the cycles a dead process left ``running``;
+2. journal the cycle and every action it plans (``planned``), in one transaction;
+3. per topic, then per partition under the partition's writer lock: roll the active
+   segment if asked; re-check the plan against the store; in ONE transaction expire,
+   move positions, move the log start and mark those actions applied (the durable
+   point); then per segment: rename, unlink, and one transaction removing its catalog
+   row and marking its action applied;
+4. record the topic's backlog-quota state;
+5. finish the cycle row.
+
+A crash before the durable point leaves the data untouched (the planned actions are
+rolled back by recovery); a crash after it leaves segments wholly below the log start,
+whose deletion the store's next writer finishes (engine/store/partition.py) and
+recovery journals. The plan is re-checked, never forced: a topic whose policy changed,
+a group that expired by the plan but committed since, a segment that is gone or
+changed, a log start that moved, a subscriber below what the plan assumed: the topic
+or partition is skipped (journaled) and the next cycle plans it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from engine.broker import Broker
+from engine.errors import NotFound, StoreError
+from engine.faults import fault_point
+from engine.journal.journal import ActionStatus, CycleStatus, Entry, Journal
+from engine.journal.state import EngineState
+from engine.prune.work import GroupMove, PartitionWork, TopicWork
+from engine.store.lock import FileLock
+
+PRUNE_LOCK_FILE = "prune.lock"
+_MOVE_ACTIONS = ("ttl_advance", "backlog_eviction", "reader_moved", "subscriber_overrun", "manual_move")
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    cycle_id: int
+    status: CycleStatus
+    #: segment deletions planned and done
+    planned: int
+    applied: int
+    bytes_freed: int
+    #: topic, or "topic/partition", -> why the plan was not applied there
+    skipped: dict[str, str] = field(default_factory=dict)
+    #: topic -> error
+    failed: dict[str, str] = field(default_factory=dict)
+    #: ids of interrupted cycles recovered before this one
+    recovered: tuple[int, ...] = ()
+
+
+class _Stale(Exception):
+    """The store changed since the snapshot so that the plan is no longer safe."""
+
+
+@contextmanager
+def _prune_lock(broker: Broker, timeout: float | None) -> Iterator[None]:
+    lock = FileLock(broker.data.root / PRUNE_LOCK_FILE, what=f"pruning of {broker.data.root}")
+    lock.acquire(timeout)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+# -- planned actions ----------------------------------------------------------------------
+
+
+@dataclass
+class _PartitionIds:
+    #: per move, one id per skip
+    moves: list[list[int]]
+    log_start: int | None
+    deletions: list[int]
+
+    def all(self) -> list[int]:
+        log_start = [] if self.log_start is None else [self.log_start]
+        return [i for ids in self.moves for i in ids] + log_start + self.deletions
+
+
+@dataclass
+class _TopicIds:
+    expired: list[int]
+    partitions: dict[int, _PartitionIds]
+
+
+def _move_entries(topic: str, move: GroupMove, log_start: int) -> list[Entry]:
+    """One entry per cause of the move; offsets chain from where the group stood
+    (data below the log start was gone already) to its new position."""
+    entries = []
+    start = move.old_position
+    reached = max(move.old_position, log_start)
+    for i, skip in enumerate(move.skips):
+        end = move.new_position if i == len(move.skips) - 1 else reached + skip.messages
+        entries.append(
+            Entry(
+                skip.action,
+                topic,
+                move.partition,
+                start_offset=start,
+                end_offset=end,
+                messages=skip.messages,
+                details={"group": move.group, "kind": move.kind},
+            )
+        )
+        start = reached = end
+    return entries
+
+
+def _record_planned(journal: Journal, tw: TopicWork, *, cycle: int, time: int, trigger: str, actor: str) -> _TopicIds:
+    def append(entries: Sequence[Entry]) -> list[int]:
+        return journal.append(entries, time=time, trigger=trigger, actor=actor, status="planned", cycle=cycle)
+
+    expired = append(
+        [Entry("group_expired", tw.topic, details={"group": g.group, "kind": g.kind}) for g in tw.expired_groups]
+    )
+    partitions = {}
+    for pw in tw.partitions:
+        moves = [append(_move_entries(tw.topic, m, pw.log_start_offset)) for m in pw.moves]
+        log_start = None
+        if pw.new_log_start_offset != pw.log_start_offset:
+            (log_start,) = append(
+                [
+                    Entry(
+                        "move_log_start",
+                        tw.topic,
+                        pw.partition,
+                        start_offset=pw.log_start_offset,
+                        end_offset=pw.new_log_start_offset,
+                        messages=pw.new_log_start_offset - pw.log_start_offset,
+                    )
+                ]
+            )
+        deletions = append(
+            [
+                Entry(
+                    "delete_segment",
+                    tw.topic,
+                    pw.partition,
+                    segment=d.base_offset,
+                    start_offset=d.base_offset,
+                    end_offset=d.next_offset,
+                    messages=d.next_offset - d.base_offset,
+                    bytes=d.size_bytes,
+                    reason=d.reason,
+                )
+                for d in pw.deletions
+            ]
+        )
+        partitions[pw.partition] = _PartitionIds(moves, log_start, deletions)
+    return _TopicIds(expired, partitions)
+
+
+# -- the cycle ------------------------------------------------------------------------------
+
+
+class _Cycle:
+    """One cycle being applied: its journal, counters and outcome."""
+
+    def __init__(self, broker: Broker, journal: Journal, cycle_id: int, *, now: int, trigger: str, actor: str) -> None:
+        self.broker = broker
+        self.catalog = broker.catalog
+        self.journal = journal
+        self.state = EngineState(broker.catalog)
+        self.id = cycle_id
+        self.now = now
+        self.trigger = trigger
+        self.actor = actor
+        self.applied = 0
+        self.bytes_freed = 0
+        self.skipped: dict[str, str] = {}
+        self.failed: dict[str, str] = {}
+
+    def record(self, entries: Sequence[Entry], status: ActionStatus = "applied") -> list[int]:
+        return self.journal.append(
+            entries, time=self.broker.clock(), trigger=self.trigger, actor=self.actor, status=status, cycle=self.id
+        )
+
+    def settle(self, ids: Sequence[int], status: ActionStatus, details: Mapping[str, Any] | None = None) -> None:
+        self.journal.settle(ids, status, time=self.broker.clock(), details=details)
+
+    def skip(self, topic: str, partition: int | None, ids: Sequence[int], why: str) -> None:
+        """Journal that the plan was not applied to a topic or partition, and why."""
+        self.skipped[topic if partition is None else f"{topic}/{partition}"] = why
+        with self.catalog.write():
+            self.settle(ids, "skipped", {"message": why})
+            self.record([Entry("skipped", topic, partition, reason="STALE_PLAN", details={"message": why})], "skipped")
+
+    # -- per topic ----------------------------------------------------------------
+
+    def check_topic(self, tw: TopicWork) -> None:
+        if not self.catalog.has_topic(tw.topic):
+            raise _Stale("topic deleted since the plan")
+        if self.journal.policy_version(tw.topic) != tw.policy_version:
+            raise _Stale("policy changed since the plan")
+
+    def apply_topic(self, tw: TopicWork, ids: _TopicIds) -> None:
+        self.check_topic(tw)
+        self.expire_groups(tw, ids.expired)
+        for pw in tw.partitions:
+            pids = ids.partitions[pw.partition]
+            try:
+                self.apply_partition(pw, pids)
+            except _Stale as stale:
+                self.skip(tw.topic, pw.partition, pids.all(), str(stale))
+        self.record_quota(tw)
+
+    def expire_groups(self, tw: TopicWork, ids: list[int]) -> None:
+        """Remove the groups the plan expired, unless one committed since: then the
+        plan's barriers ignored a live group and the whole topic waits for a new plan.
+        A topic-level fact, so it goes before any partition in its own transaction."""
+        if not tw.expired_groups:
+            return
+        expiry = self.broker.policy(tw.topic)["subscription_expiry"]
+        with self.catalog.write():
+            current = {g.name: g for g in self.catalog.groups(tw.topic)}
+            for expired, action_id in zip(tw.expired_groups, ids):
+                group = current.get(expired.group)
+                if group is None:
+                    self.settle([action_id], "skipped", {"message": "group removed since the plan"})
+                    continue
+                last = max((at for _pos, at in group.positions.values()), default=group.created_at)
+                if expiry is None or self.now - last <= expiry:
+                    raise _Stale(f"group {expired.group!r} committed since the plan expired it")
+                self.catalog.remove_group(tw.topic, expired.group)
+                self.settle([action_id], "applied")
+
+    def record_quota(self, tw: TopicWork) -> None:
+        """Store the plan's quota state; journal only the transitions."""
+        if self.state.quota_state(tw.topic).exceeded == tw.quota_exceeded:
+            return
+        with self.catalog.write():
+            self.state.set_quota_state(tw.topic, tw.quota_exceeded, self.now)
+            self.record([Entry("quota_exceeded" if tw.quota_exceeded else "quota_cleared", tw.topic)])
+
+    # -- per partition ----------------------------------------------------------------
+
+    def apply_partition(self, pw: PartitionWork, ids: _PartitionIds) -> None:
+        _check_plan(pw)
+        with self.broker.locked_partition(pw.topic, pw.partition) as writer:
+            if pw.roll:
+                sealed = writer.roll()
+                if sealed is not None:
+                    with self.catalog.write():
+                        self.catalog.reconcile_segments(pw.topic, pw.partition, writer.segments())
+                        self.record(
+                            [
+                                Entry(
+                                    "roll",
+                                    pw.topic,
+                                    pw.partition,
+                                    segment=sealed.base_offset,
+                                    start_offset=sealed.base_offset,
+                                    end_offset=sealed.next_offset,
+                                    messages=sealed.next_offset - sealed.base_offset,
+                                    bytes=sealed.size_bytes,
+                                )
+                            ]
+                        )
+            if not (pw.deletions or pw.moves or pw.new_log_start_offset != pw.log_start_offset):
+                return
+            log_start = self.catalog.partition(pw.topic, pw.partition).log_start_offset
+            segments = {s.base_offset: s for s in self.catalog.segments(pw.topic, pw.partition)}
+            doomed, removed = [], []
+            for d, action_id in zip(pw.deletions, ids.deletions):
+                present = segments.get(d.base_offset)
+                if present is None and d.next_offset <= log_start:
+                    # Wholly below the log start already: the store removed it when a
+                    # writer (this cycle's, or an appender's) took the partition lock.
+                    removed.append((d, action_id))
+                elif present is None or not present.sealed or present.next_offset != d.next_offset:
+                    raise _Stale(f"segment {d.base_offset} is gone or changed since the plan")
+                else:
+                    doomed.append((present, action_id))
+
+            with self.catalog.write():
+                self.move(pw, ids)
+                self.settle([action_id for _d, action_id in removed], "applied", {"already_removed": True})
+            fault_point("after_log_start_moved")
+            self.applied += len(removed)
+            self.bytes_freed += sum(d.size_bytes for d, _id in removed)
+
+            for segment, action_id in doomed:
+                writer.delete_segment(segment.base_offset)
+                fault_point("after_segment_unlinked")
+                with self.catalog.write():
+                    self.catalog.reconcile_segments(pw.topic, pw.partition, writer.segments())
+                    self.settle([action_id], "applied")
+                fault_point("after_segment_journaled")
+                self.applied += 1
+                self.bytes_freed += segment.size_bytes
+
+    def move(self, pw: PartitionWork, ids: _PartitionIds) -> None:
+        """The durable point, inside the caller's transaction: re-check the log start
+        and the subscribers, move positions and the log start, mark them applied.
+        Checked in the same transaction as the change, so that no commit slips in
+        between."""
+        row = self.catalog.partition(pw.topic, pw.partition)
+        if row.log_start_offset != pw.log_start_offset:
+            raise _Stale(f"log start is {row.log_start_offset}, the plan assumed {pw.log_start_offset}")
+        if pw.new_log_start_offset > row.next_offset:
+            raise _Stale(f"log end is {row.next_offset}, below the planned log start {pw.new_log_start_offset}")
+        groups = {g.name: g for g in self.catalog.groups(pw.topic)}
+        planned_from = {m.group: m.old_position for m in pw.moves}
+        for group in groups.values():
+            if group.kind != "subscriber":
+                continue
+            position = group.positions.get(pw.partition, (row.log_start_offset, 0))[0]
+            # Below the new log start is safe only where the plan decided to put it
+            # there from where it stood (a hard cap overran it).
+            assumed = planned_from.get(group.name)
+            if position < pw.new_log_start_offset and (assumed is None or position < assumed):
+                raise _Stale(f"subscriber group {group.name!r} is at {position}, below what the plan assumed")
+
+        for move, move_ids in zip(pw.moves, ids.moves):
+            group = groups.get(move.group)
+            if group is None:
+                self.settle(move_ids, "skipped", {"message": "group removed since the plan"})
+                continue
+            position, committed_at = group.positions.get(pw.partition, (row.log_start_offset, group.created_at))
+            if position >= move.new_position:
+                self.settle(move_ids, "skipped", {"message": f"group already at {position}"})
+                continue
+            # Positions never move backwards; the commit time stays the group's own:
+            # an engine move is not a sign of life (subscription_expiry).
+            self.catalog.set_position(pw.topic, move.group, pw.partition, move.new_position, committed_at)
+            self.settle(move_ids, "applied", None if position == move.old_position else {"moved_from": position})
+
+        if ids.log_start is not None:
+            self.catalog.db.conn.execute(
+                "UPDATE partitions SET log_start_offset = ? WHERE topic = ? AND partition = ?",
+                (pw.new_log_start_offset, pw.topic, pw.partition),
+            )
+            self.settle([ids.log_start], "applied")
+
+
+def _check_plan(pw: PartitionWork) -> None:
+    """Refuse a plan that breaks the rules of a cut (a planner bug): deleting must
+    never reach above the log start, which only moves forwards."""
+    if pw.new_log_start_offset < pw.log_start_offset:
+        raise ValueError(
+            f"plan moves the log start of {pw.topic}/{pw.partition} back from {pw.log_start_offset} "
+            f"to {pw.new_log_start_offset}"
+        )
+    for d in pw.deletions:
+        if d.next_offset > pw.new_log_start_offset:
+            raise ValueError(
+                f"plan deletes segment {d.base_offset} of {pw.topic}/{pw.partition}, which ends at "
+                f"{d.next_offset}, above its new log start {pw.new_log_start_offset}"
+            )
+    bases = [d.base_offset for d in pw.deletions]
+    if bases != sorted(set(bases)):
+        raise ValueError(f"plan deletions of {pw.topic}/{pw.partition} are not in offset order")
+
+
+# -- settling what a crash or an error left planned -----------------------------------------
+
+
+def _effect(broker: Broker, action: Mapping[str, Any]) -> ActionStatus:
+    """Whether a planned action's effect is visible in the catalog."""
+    catalog = broker.catalog
+    topic = action["topic"]
+    if topic is None or not catalog.has_topic(topic):
+        return "skipped"
+    kind = action["action"]
+    if kind in ("delete_segment", "move_log_start"):
+        # The deletion's durable point is the log start move: past it, the store
+        # finishes the deletion; before it, the data stays.
+        moved = catalog.partition(topic, action["partition"]).log_start_offset >= action["end_offset"]
+        return "applied" if moved else "rolled_back"
+    group = (action["details"] or {}).get("group")
+    current = {g.name: g for g in catalog.groups(topic)}.get(group)
+    if kind == "group_expired":
+        return "applied" if current is None else "rolled_back"
+    if kind in _MOVE_ACTIONS and current is not None:
+        position = current.positions.get(action["partition"], (-1, 0))[0]
+        return "applied" if position >= action["end_offset"] else "rolled_back"
+    return "rolled_back"
+
+
+@dataclass(frozen=True)
+class _Settled:
+    deletions: int
+    bytes_freed: int
+    rolled_back: int
+
+
+def _settle_by_effect(broker: Broker, journal: Journal, planned: Sequence[Mapping[str, Any]], *, how: str) -> _Settled:
+    """Give actions left ``planned`` (by a crash, or an error half-way) the status
+    their visible effect shows, noted in their details as ``completed_<how>``,
+    ``rolled_back_<how>`` or ``skipped_<how>`` (a topic deleted since)."""
+    touched = sorted({(a["topic"], a["partition"]) for a in planned if a["partition"] is not None})
+    for topic, partition in touched:
+        try:
+            # Taking the writer lock makes the files follow the log start (finishing
+            # or undoing an interrupted deletion) and the catalog follow the files.
+            with broker.locked_partition(topic, partition):
+                pass
+        except (NotFound, StoreError, OSError):
+            pass  # a deleted topic, or a partition still failing: the catalog decides
+    note = {"applied": f"completed_{how}", "rolled_back": f"rolled_back_{how}", "skipped": f"skipped_{how}"}
+    deletions = freed = rolled_back = 0
+    with broker.catalog.write():
+        for action in planned:
+            status = _effect(broker, action)
+            journal.settle([action["id"]], status, time=broker.clock(), details={note[status]: True})
+            rolled_back += status == "rolled_back"
+            if status == "applied" and action["action"] == "delete_segment":
+                deletions += 1
+                freed += action["bytes"] or 0
+    return _Settled(deletions, freed, rolled_back)
+
+
+def _recover(broker: Broker, journal: Journal) -> tuple[int, ...]:
+    """Settle the cycles still ``running``: under the prune lock, their process died."""
+    recovered = []
+    for cycle in journal.cycles(status="running", limit=None):
+        actions = journal.actions(cycle=cycle["id"], limit=None)
+        planned = [a for a in actions if a["status"] == "planned"]
+        settled = _settle_by_effect(broker, journal, planned, how="on_recovery")
+        deletions = [a for a in actions if a["action"] == "delete_segment"]
+        done_before = [a for a in deletions if a["status"] == "applied"]
+        journal.finish_cycle(
+            cycle["id"],
+            status="interrupted",
+            finished=broker.clock(),
+            planned=len(deletions),
+            applied=len(done_before) + settled.deletions,
+            bytes_freed=sum(a["bytes"] or 0 for a in done_before) + settled.bytes_freed,
+            error=(
+                f"interrupted: its process died; recovery completed {settled.deletions} segment deletion(s) "
+                f"and rolled back {settled.rolled_back} planned action(s)"
+            ),
+        )
+        recovered.append(cycle["id"])
+    return tuple(recovered)
+
+
+def recover_interrupted(broker: Broker, *, lock_timeout: float | None = 300.0) -> tuple[int, ...]:
+    """Recover the cycles a dead process left ``running`` (run before every cycle;
+    callable on open). Returns their ids."""
+    with _prune_lock(broker, lock_timeout):
+        return _recover(broker, Journal(broker.catalog))
+
+
+# -- entry point ----------------------------------------------------------------------------
+
+
+def execute(
+    broker: Broker,
+    work: Sequence[TopicWork],
+    *,
+    now: int,
+    trigger: str = "schedule",
+    actor: str = "engine",
+    scope: Sequence[str] | Literal["all"] = "all",
+    spark_master: str | None = None,
+    dry_run: bool = False,
+    lock_timeout: float | None = 300.0,
+) -> CycleResult:
+    """Apply ``work`` (planned at ``now``) and journal it as one cycle.
+
+    ``dry_run`` journals the cycle alone (status ``dry_run``) and changes nothing.
+    While the engine is paused, only the topics' quota states are recorded (status
+    ``paused``). One topic's failure is journaled (``topic_failed``) and the others
+    go on; the cycle is then ``done`` with the failures in its ``error``."""
+    journal = Journal(broker.catalog)
+    planned = sum(tw.deletions for tw in work)
+
+    def start(status: CycleStatus) -> int:
+        return journal.start_cycle(
+            trigger=trigger,
+            actor=actor,
+            scope=scope,
+            now=now,
+            started=broker.clock(),
+            spark_master=spark_master,
+            status=status,
+        )
+
+    if dry_run:
+        with broker.catalog.write():
+            cycle_id = start("dry_run")
+            journal.finish_cycle(
+                cycle_id, status="dry_run", finished=broker.clock(), planned=planned, applied=0, bytes_freed=0
+            )
+        return CycleResult(cycle_id, "dry_run", planned, 0, 0)
+
+    with _prune_lock(broker, lock_timeout):
+        recovered = _recover(broker, journal)
+        paused = EngineState(broker.catalog).is_paused()
+        with broker.catalog.write():
+            cycle_id = start("running")
+            ids = {
+                tw.topic: _record_planned(
+                    journal, tw, cycle=cycle_id, time=broker.clock(), trigger=trigger, actor=actor
+                )
+                for tw in ([] if paused else work)
+            }
+        fault_point("after_cycle_recorded")
+        cycle = _Cycle(broker, journal, cycle_id, now=now, trigger=trigger, actor=actor)
+        try:
+            for tw in work:
+                _apply_topic_guarded(cycle, tw, None if paused else ids[tw.topic])
+        except BaseException as error:
+            _fail(cycle, planned, error)
+            raise
+        fault_point("before_cycle_finished")
+        status: CycleStatus = "paused" if paused else "done"
+        failures = "; ".join(f"{t}: {e}" for t, e in cycle.failed.items())
+        journal.finish_cycle(
+            cycle_id,
+            status=status,
+            finished=broker.clock(),
+            planned=planned,
+            applied=cycle.applied,
+            bytes_freed=cycle.bytes_freed,
+            error=f"{len(cycle.failed)} topic(s) failed: {failures}" if failures else None,
+        )
+        # The journal's own retention runs on the wall clock, never on the cycle's
+        # ``now``, which may be a simulated future.
+        journal.apply_retention(now=broker.clock(), retention_ms=broker.config.journal_retention_ms)
+    return CycleResult(
+        cycle_id, status, planned, cycle.applied, cycle.bytes_freed, cycle.skipped, cycle.failed, recovered
+    )
+
+
+def _apply_topic_guarded(cycle: _Cycle, tw: TopicWork, ids: _TopicIds | None) -> None:
+    """Apply one topic (or, paused, only its quota state), journaling a stale plan
+    as ``skipped`` and any error as ``topic_failed`` so that other topics go on."""
+    planned_ids = [] if ids is None else [*ids.expired, *(i for p in ids.partitions.values() for i in p.all())]
+    try:
+        if ids is None:
+            cycle.check_topic(tw)
+            cycle.record_quota(tw)
+        else:
+            cycle.apply_topic(tw, ids)
+    except _Stale as stale:
+        cycle.skip(tw.topic, None, planned_ids, str(stale))
+    except Exception as error:  # noqa: BLE001 - one topic's failure must not stop the others (SPEC §5)
+        message = str(error) or type(error).__name__
+        cycle.failed[tw.topic] = message
+        left = cycle.journal.actions(cycle=cycle.id, topic=tw.topic, status="planned", limit=None)
+        settled = _settle_by_effect(cycle.broker, cycle.journal, left, how="after_error")
+        cycle.applied += settled.deletions
+        cycle.bytes_freed += settled.bytes_freed
+        cycle.record([Entry("topic_failed", tw.topic, details={"error": message, "type": type(error).__name__})])
+
+
+def _fail(cycle: _Cycle, planned: int, error: BaseException) -> None:
+    """Close a cycle that an error outside any one topic stopped (the journal failing,
+    an interrupt): settle what it left planned, then mark it failed. If that fails
+    too, the cycle stays ``running`` and the next cycle's recovery settles it."""
+    try:
+        left = cycle.journal.actions(cycle=cycle.id, status="planned", limit=None)
+        settled = _settle_by_effect(cycle.broker, cycle.journal, left, how="after_error")
+        cycle.journal.finish_cycle(
+            cycle.id,
+            status="failed",
+            finished=cycle.broker.clock(),
+            planned=planned,
+            applied=cycle.applied + settled.deletions,
+            bytes_freed=cycle.bytes_freed + settled.bytes_freed,
+            error=str(error) or type(error).__name__,
+        )
+    except Exception:  # noqa: BLE001, S110 - the original error is the one to raise
+        pass
