@@ -1,4 +1,4 @@
-"""``ebb group create|list|commit|delete``."""
+"""``ebb group create|list|commit|delete|expire|move``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from console.cli.parser import non_negative_int
 from console.cli.render import emit_json, instant, table
 from engine.broker import Broker
 from engine.clock import parse_instant
+from engine.prune import operations
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -41,6 +42,24 @@ def register(commands: argparse._SubParsersAction) -> None:
     delete.add_argument("topic")
     delete.add_argument("group")
     delete.set_defaults(run=run_delete)
+
+    expire = sub.add_parser("expire", help="expire a group now (journaled, as subscription_expiry would)")
+    expire.add_argument("topic")
+    expire.add_argument("group")
+    expire.add_argument("--json", action="store_true")
+    expire.set_defaults(run=run_expire)
+
+    move = sub.add_parser("move", help="move a group's position on a partition, forwards or back (journaled)")
+    move.add_argument("topic")
+    move.add_argument("group")
+    move.add_argument("--partition", type=non_negative_int, required=True)
+    target = move.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to-offset", type=non_negative_int, metavar="OFFSET")
+    target.add_argument("--to-time", metavar="TIME", help="the first record at or after this time (ISO 8601 or epoch ms)")
+    target.add_argument("--to-earliest", action="store_const", const="earliest", dest="to", help="the log start")
+    target.add_argument("--to-latest", action="store_const", const="latest", dest="to", help="the log end")
+    move.add_argument("--json", action="store_true")
+    move.set_defaults(run=run_move)
 
 
 def run_create(broker: Broker, args: argparse.Namespace) -> int:
@@ -87,4 +106,33 @@ def run_commit(broker: Broker, args: argparse.Namespace) -> int:
 def run_delete(broker: Broker, args: argparse.Namespace) -> int:
     broker.delete_group(args.topic, args.group)
     print(f"deleted group {args.group} of {args.topic}")
+    return 0
+
+
+def run_expire(broker: Broker, args: argparse.Namespace) -> int:
+    result = operations.expire_group(broker, args.topic, args.group, actor="cli")
+    if args.json:
+        emit_json(result.to_json())
+    else:
+        print(f"expired {result.kind} group {args.group} of {args.topic}")
+    return 0
+
+
+def run_move(broker: Broker, args: argparse.Namespace) -> int:
+    result = operations.move_group(
+        broker, args.topic, args.group, args.partition,
+        to_offset=args.to_offset,
+        to_time=parse_instant(args.to_time) if args.to_time is not None else None,
+        to=args.to,
+        actor="cli",
+    )
+    if args.json:
+        emit_json(result.to_json())
+        return 0
+    old, new = result.positions[args.partition]
+    direction = "forward" if new > old else "back" if new < old else "nowhere"
+    print(
+        f"moved group {args.group} on {args.topic}/{args.partition} from {old} to {new} "
+        f"({direction}, {abs(new - old)} record(s))"
+    )
     return 0

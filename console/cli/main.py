@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from console.cli import groups, records, topics
+from console.cli import engine_cmd, groups, journal_log, manage, prune, records, topics
 from console.cli.parser import OneLineParser
 from engine.broker import Broker
 from engine.datadir import default_data_dir
@@ -33,6 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
     topics.register(commands)
     records.register(commands)
     groups.register(commands)
+    prune.register(commands)
+    manage.register(commands)
+    journal_log.register(commands)
+    engine_cmd.register(commands)
     return parser
 
 

@@ -1,0 +1,144 @@
+"""``ebb engine``: the headless engine (SPEC §7). Prune cycles every ``prune_interval``
+until SIGINT or SIGTERM (a clean stop, exit 0) or ``--cycles N``; one line per cycle
+on stdout (``--json``: one object per line); Spark and the JVM write only to the data
+directory's ``logs/spark.log``.
+
+The schedule runs in a thread of its own (engine/prune/scheduler.py); this thread
+only waits, so that a signal is handled at once: the wait between cycles ends, a plan
+running on Spark is cancelled, a cycle applying its plan runs to its end. A second
+signal stops at once (exit 130); the next cycle recovers what that interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from typing import Any
+
+from console.cli.parser import positive_int
+from console.cli.prune import add_spark_flags
+from console.cli.render import emit_json, instant, size
+from engine.broker import Broker
+from engine.errors import InvalidInput, SparkUnavailable
+from engine.policy.units import InvalidValue, describe_duration, parse_duration
+from engine.prune.pruner import Pruner, spark_engine_for
+from engine.prune.scheduler import CycleReport, Scheduler
+
+_WAIT_SECONDS = 0.2
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    engine = commands.add_parser("engine", help="headless engine: prune cycles until interrupted")
+    engine.add_argument(
+        "--prune-interval", metavar="DURATION",
+        help="time between the starts of two cycles [default: config [engine] prune_interval, else 1m]",
+    )
+    engine.add_argument("--cycles", type=positive_int, metavar="N", help="stop after N cycles")
+    engine.add_argument("--json", action="store_true", help="one JSON object per cycle")
+    add_spark_flags(engine)
+    engine.set_defaults(run=run_engine)
+
+
+def _interval(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        interval = parse_duration(text)
+    except InvalidValue as error:
+        raise InvalidInput(f"invalid --prune-interval {text!r}: {error.reason}") from None
+    if interval is None or interval <= 0:
+        raise InvalidInput(f"invalid --prune-interval {text!r}: must be a finite duration above 0, e.g. 1m or 30s")
+    return interval
+
+
+def report_json(report: CycleReport) -> dict[str, Any]:
+    result = report.outcome.result if report.outcome is not None else None
+    return {
+        "cycle_id": report.cycle_id,
+        "number": report.number,
+        "status": report.status,
+        "started": report.started,
+        "finished": report.finished,
+        "duration_ms": report.duration_ms,
+        "planned": result.planned if result else 0,
+        "applied": result.applied if result else 0,
+        "bytes_freed": result.bytes_freed if result else 0,
+        "skipped": result.skipped if result else {},
+        "failed": result.failed if result else {},
+        "error": report.error,
+    }
+
+
+def report_line(report: CycleReport) -> str:
+    """One line per cycle, for the terminal and for logs."""
+    head = f"{instant(report.started)} cycle {report.cycle_id if report.cycle_id is not None else '-'} {report.status}"
+    seconds = f"{report.duration_ms / 1000:.1f} s"
+    if report.outcome is None:
+        return f"{head} after {seconds}: {report.error}"
+    result = report.outcome.result
+    if result.status == "paused":
+        body = f"{result.planned} segment(s) planned, none deleted (engine paused)"
+    else:
+        body = f"deleted {result.applied} of {result.planned} segment(s), {size(result.bytes_freed)} freed"
+    notes = [f"not applied to {where}: {why}" for where, why in result.skipped.items()]
+    notes += [f"{topic} failed: {error}" for topic, error in result.failed.items()]
+    return f"{head} in {seconds}: {body}" + "".join(f"; {n}" for n in notes)
+
+
+def run_engine(broker: Broker, args: argparse.Namespace) -> int:
+    interval = _interval(args.prune_interval)
+    spark = spark_engine_for(broker.config, broker.data, master=args.spark_master, remote=args.spark_remote)
+
+    def on_cycle(report: CycleReport) -> None:
+        if args.json:
+            emit_json(report_json(report))
+        else:
+            print(report_line(report), flush=True)
+
+    scheduler = Scheduler(Pruner(broker, spark), interval_ms=interval, max_cycles=args.cycles, on_cycle=on_cycle)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt  # a second signal: stop now (exit 130)
+        stop.set()
+        scheduler.stop()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    errors: list[BaseException] = []
+
+    def loop() -> None:
+        try:
+            scheduler.run(stop)
+        except BaseException as error:  # noqa: BLE001 - handed to the main thread
+            errors.append(error)
+
+    try:
+        spark.start()
+        while spark.state == "starting" and not stop.wait(_WAIT_SECONDS):
+            pass
+        if stop.is_set():
+            return 0
+        if spark.state != "ready":
+            raise SparkUnavailable(spark.error or f"Spark ({spark.description}) did not start")
+        if not args.json:
+            print(
+                f"ebb engine on {broker.data.root}: Spark {spark.description}, a cycle every "
+                f"{describe_duration(scheduler.interval_ms)}; "
+                f"Spark logs in {spark.log_file}; Ctrl-C to stop",
+                flush=True,
+            )
+        thread = threading.Thread(target=loop, name="ebb-scheduler", daemon=True)
+        thread.start()
+        while thread.is_alive():
+            thread.join(_WAIT_SECONDS)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        spark.stop()
+    if errors:
+        raise errors[0]
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,215 @@
+"""``ebb prune`` and ``ebb explain``: one cycle, and every segment's decision.
+
+Both plan on Spark (SPEC §5); ``--spark-master`` / ``--spark-remote`` choose where.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from console.cli.parser import non_negative_int
+from console.cli.policy_flags import add_policy_flags, policy_changes
+from console.cli.render import emit_json, instant, size, table
+from engine.broker import Broker
+from engine.clock import parse_instant
+from engine.journal.journal import Journal
+from engine.policy.effective import merge_overrides
+from engine.prune.planner import Plan
+from engine.prune.pruner import Pruner, spark_engine_for
+
+
+def add_spark_flags(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--spark-master", metavar="MASTER", help="Spark master [default: config, else local[*]]")
+    where.add_argument("--spark-remote", metavar="URL", help="Spark Connect server, sc://host:port")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    prune = commands.add_parser("prune", help="run one prune cycle now (or plan it with --dry-run)")
+    prune.add_argument("--topic", action="append", dest="topics", metavar="TOPIC", help="only this topic (repeatable)")
+    prune.add_argument("--dry-run", action="store_true", help="plan and print, delete nothing")
+    prune.add_argument("--now", help="plan as of this time (ISO 8601 or epoch ms): a forecast when in the future")
+    prune.add_argument("--json", action="store_true")
+    add_spark_flags(prune)
+    prune.set_defaults(run=run_prune)
+
+    explain = commands.add_parser("explain", help="every segment's decision, reason and eligibility time")
+    explain.add_argument("topic")
+    explain.add_argument("--partition", type=non_negative_int)
+    explain.add_argument("--now", help="plan as of this time (ISO 8601 or epoch ms)")
+    explain.add_argument("--json", action="store_true")
+    add_spark_flags(explain)
+    add_policy_flags(explain, allow_reset=True)
+    explain.set_defaults(run=run_explain)
+
+
+def _pruner(broker: Broker, args: argparse.Namespace) -> Pruner:
+    spark = spark_engine_for(broker.config, broker.data, master=args.spark_master, remote=args.spark_remote)
+    spark.start()
+    return Pruner(broker, spark)
+
+
+def _now(args: argparse.Namespace) -> int | None:
+    return None if args.now is None else parse_instant(args.now)
+
+
+def _rows(table_: pa.Table) -> list[dict[str, Any]]:
+    return table_.to_pylist()
+
+
+def run_prune(broker: Broker, args: argparse.Namespace) -> int:
+    for name in args.topics or ():
+        broker.catalog.topic(name)
+    pruner = _pruner(broker, args)
+    try:
+        outcome = pruner.cycle(now=_now(args), topics=args.topics, dry_run=args.dry_run, trigger="manual", actor="cli")
+    finally:
+        pruner.spark.stop()
+    plan, result = outcome.plan, outcome.result
+    if args.dry_run:
+        actions = _planned_actions(plan)
+        deleted = len([a for a in actions if a["action"] == "delete_segment"])
+        freed = sum(a["bytes"] for a in actions if a["action"] == "delete_segment")
+    else:
+        actions = _applied_actions(broker, result.cycle_id)
+        deleted, freed = result.applied, result.bytes_freed
+    if args.json:
+        emit_json(
+            {
+                "cycle_id": result.cycle_id,
+                "dry_run": args.dry_run,
+                "now": plan.now,
+                "status": result.status,
+                "actions": actions,
+                "segments_deleted": deleted,
+                "bytes_freed": freed,
+                "skipped": result.skipped,
+                "failed": result.failed,
+            }
+        )
+        return 0
+    verb = "would delete" if args.dry_run else "deleted"
+    print(f"cycle {result.cycle_id} ({result.status}) at {instant(plan.now)}: {verb} {deleted} segment(s), {size(freed)}")
+    if actions:
+        print(
+            table(
+                ["ACTION", "TOPIC", "PARTITION", "FROM", "TO", "BYTES", "REASON"],
+                [[a["action"], a["topic"], a["partition"], a["base_offset"], a["next_offset"], a["bytes"], a["reason"]] for a in actions],
+            )
+        )
+    for where, why in {**result.skipped, **result.failed}.items():
+        print(f"not applied to {where}: {why}")
+    return 0
+
+
+def _planned_actions(plan: Plan) -> list[dict[str, Any]]:
+    """What a dry run would do: segment deletions and log start moves."""
+    deletions = plan.deletions()
+    actions = [
+        {
+            "action": "delete_segment",
+            "topic": r["topic"],
+            "partition": r["partition"],
+            "base_offset": r["base_offset"],
+            "next_offset": r["next_offset"],
+            "bytes": r["size_bytes"],
+            "reason": r["reason"],
+        }
+        for r in _rows(deletions)
+    ]
+    partitions = plan.tables["partitions"]
+    moved = partitions.filter(pc.greater(partitions["new_log_start_offset"], partitions["log_start_offset"]))
+    actions += [
+        {
+            "action": "move_log_start",
+            "topic": r["topic"],
+            "partition": r["partition"],
+            "base_offset": r["log_start_offset"],
+            "next_offset": r["new_log_start_offset"],
+            "bytes": 0,
+            "reason": None,
+        }
+        for r in _rows(moved)
+    ]
+    return actions
+
+
+def _applied_actions(broker: Broker, cycle_id: int) -> list[dict[str, Any]]:
+    """What the cycle did, from its journal rows, oldest first."""
+    rows = Journal(broker.catalog).actions(cycle=cycle_id, status="applied", limit=None)
+    return [
+        {
+            "action": a["action"],
+            "topic": a["topic"],
+            "partition": a["partition"],
+            "base_offset": a["start_offset"],
+            "next_offset": a["end_offset"],
+            "bytes": a["bytes"] or 0,
+            "reason": a["reason"],
+        }
+        for a in reversed(rows)
+        if a["action"] in ("delete_segment", "move_log_start")
+    ]
+
+
+def run_explain(broker: Broker, args: argparse.Namespace) -> int:
+    topic = broker.catalog.topic(args.topic).name
+    if args.partition is not None:
+        broker.catalog.partition(topic, args.partition)
+    changes = policy_changes(args)
+    what_if = merge_overrides(broker.catalog.overrides(topic), changes) if changes else None
+    if what_if is not None:
+        broker.policy(topic, what_if)  # refuse an invalid what-if before starting Spark
+    now = _now(args)
+    pruner = _pruner(broker, args)
+    try:
+        saved = pruner.plan(now=now, topics=[topic])
+        proposed = pruner.plan(now=saved.now, topics=[topic], overrides={topic: what_if}) if what_if is not None else None
+    finally:
+        pruner.spark.stop()
+    segments = _explained(saved, args.partition)
+    if proposed is not None:
+        for row, new in zip(segments, _explained(proposed, args.partition)):
+            row["saved_decision"], row["saved_reason"] = row["decision"], row["reason"]
+            row.update({k: new[k] for k in ("decision", "reason", "eligible_at", "detail")})
+    if args.json:
+        emit_json({"topic": topic, "now": saved.now, "what_if": proposed is not None, "segments": segments})
+        return 0
+    label = "what-if" if proposed is not None else "plan"
+    print(f"{topic} {label} at {instant(saved.now)}")
+    headers = ["PARTITION", "BASE", "NEXT", "DECISION", "REASON", "ELIGIBLE AT", "DETAIL"]
+    if proposed is not None:
+        headers.insert(5, "SAVED")
+    rows = []
+    for s in segments:
+        row = [s["partition"], s["base_offset"], s["next_offset"], s["decision"], s["reason"], instant(s["eligible_at"]) if s["eligible_at"] is not None else None, s["detail"]]
+        if proposed is not None:
+            row.insert(5, f"{s['saved_decision']} {s['saved_reason']}")
+        rows.append(row)
+    print(table(headers, rows))
+    return 0
+
+
+def _explained(plan: Plan, partition: int | None) -> list[dict[str, Any]]:
+    segments = plan.tables["segments"]
+    if partition is not None:
+        segments = segments.filter(pc.equal(segments["partition"], partition))
+    segments = segments.sort_by([("partition", "ascending"), ("base_offset", "ascending")])
+    return [
+        {
+            "partition": r["partition"],
+            "base_offset": r["base_offset"],
+            "next_offset": r["next_offset"],
+            "size_bytes": r["size_bytes"],
+            "sealed": r["sealed"],
+            "decision": r["decision"],
+            "reason": r["reason"],
+            "eligible_at": r["eligible_at"],
+            "detail": r["detail"],
+        }
+        for r in _rows(segments)
+    ]

@@ -1,0 +1,109 @@
+"""One prune cycle end to end: snapshot the catalog, plan on Spark, apply.
+
+The same :meth:`Pruner.plan` serves the scheduled cycle, a one-off prune, a dry run,
+``explain`` and a what-if preview (SPEC §4): only what is done with the plan differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from engine.broker import Broker
+from engine.config import Config
+from engine.datadir import DataDir
+from engine.errors import InvalidPolicy
+from engine.journal.journal import Entry, Journal
+from engine.prune.executor import CycleResult, execute
+from engine.prune.planner import Plan, Planner
+from engine.prune.session import SparkEngine
+from engine.prune.snapshot import StoreRecordTimes, build_snapshot
+from engine.prune.work import work_from_plan
+
+
+def spark_engine_for(
+    config: Config, data: DataDir, *, master: str | None = None, remote: str | None = None
+) -> SparkEngine:
+    """The Spark engine the config names, unless ``master``/``remote`` override it
+    (the ``--spark-master`` and ``--spark-remote`` flags)."""
+    if master is None and remote is None:
+        master, remote = config.spark_master, config.spark_remote
+    return SparkEngine(
+        master=master or "local[*]", remote=remote, conf=config.spark_conf, log_dir=data.root / "logs"
+    )
+
+
+@dataclass(frozen=True)
+class CycleOutcome:
+    plan: Plan
+    result: CycleResult
+
+
+class Pruner:
+    """Plans and applies prune cycles over one broker's data directory."""
+
+    def __init__(self, broker: Broker, spark: SparkEngine) -> None:
+        self.broker = broker
+        self.spark = spark
+        self.planner = Planner(spark, broker.data.root / "snapshots")
+
+    def plan(
+        self,
+        *,
+        now: int | None = None,
+        topics: Sequence[str] | None = None,
+        overrides: Mapping[str, Mapping[str, str]] | None = None,
+        tag: str | None = None,
+    ) -> Plan:
+        """The plan at ``now`` (default: the clock) for ``topics`` (default: all);
+        ``overrides`` replaces some topics' saved policy overrides (a what-if)."""
+        for name in topics or ():
+            self.broker.catalog.topic(name)  # an unknown topic is an error, not an empty plan
+        snapshot = build_snapshot(
+            self.broker.catalog,
+            StoreRecordTimes(self.broker.data),
+            defaults=self.broker.config.policy_defaults,
+            now=self.broker.clock() if now is None else now,
+            topics=topics,
+            overrides=overrides,
+        )
+        if topics and snapshot.rejected:
+            # Asked for by name: an invalid effective policy is the answer, not a gap.
+            name, reason = next(iter(snapshot.rejected.items()))
+            raise InvalidPolicy(f"topic {name!r}: {reason}")
+        return self.planner.plan(snapshot, tag=tag)
+
+    def cycle(
+        self,
+        *,
+        now: int | None = None,
+        topics: Sequence[str] | None = None,
+        dry_run: bool = False,
+        trigger: str = "schedule",
+        actor: str = "engine",
+        tag: str | None = None,
+    ) -> CycleOutcome:
+        """Plan, then apply (or, with ``dry_run``, only journal) one cycle."""
+        plan = self.plan(now=now, topics=topics, tag=tag)
+        result = execute(
+            self.broker,
+            work_from_plan(plan.tables),
+            now=plan.now,
+            trigger=trigger,
+            actor=actor,
+            scope=list(topics) if topics else "all",
+            spark_master=self.spark.description,
+            dry_run=dry_run,
+        )
+        if plan.rejected and not dry_run:
+            # A topic whose effective policy became invalid (a changed default) is
+            # left out of the plan; say so rather than skip it silently.
+            Journal(self.broker.catalog).append(
+                [Entry("topic_failed", topic=t, details={"error": reason}) for t, reason in plan.rejected.items()],
+                time=self.broker.clock(),
+                trigger=trigger,
+                actor=actor,
+                status="applied",
+                cycle=result.cycle_id,
+            )
+        return CycleOutcome(plan, result)
