@@ -1,0 +1,717 @@
+"""Prune planner on Spark against the reference model, on a large synthetic catalog.
+
+A synthetic catalog (``bench/synthetic_catalog.py``; default 10,000 partitions of 100
+segments = 1M segments, 1,000 topics, about 2 groups per topic, mixed policies) is
+bulk-written into a fresh SQLite catalog, then, in one process:
+
+- ``snapshot``: ``build_snapshot`` (SQLite -> Arrow, record-level time cuts included;
+  record timestamps are linear inside each segment, so a cut is arithmetic, with no
+  segment files);
+- ``spark start``: a fresh local ``SparkEngine`` (``--master``, default ``local[2]``)
+  until its session is ready;
+- ``plan cold``: the first ``Planner.plan`` on that session; ``plan warm``: median and
+  min of ``--repeat`` further plans of the same snapshot;
+- ``model``: ``tests/reference/model.plan`` on the same data. The model is plain
+  Python loops; above ``AUTO_MODEL_SEGMENTS`` segments it runs on an evenly spaced
+  sample of whole topics (``--model-fraction``) and its time is extrapolated linearly
+  by segment count, which is fair because its cost is per partition and the sample
+  keeps the partitions whole. The output says when it did that.
+
+Ratios: warm plan / model (extrapolated to the full catalog), warm plan / the 3 s
+target of issue 3. Correctness: the plan's deletions (segments and bytes) on the
+model's topics equal the model's (OK/MISMATCH), and every plan table is compared row
+by row on those topics. A breakdown of one extra, instrumented plan shows where plan
+time goes: Parquet writing, DataFrame construction on the driver (analysis), the
+optimizer and physical planning, execution with the Arrow collect (with Spark's
+stages and SQL operator metrics), and the split into plan tables in Python. With
+``--stages RUNS``, the planning frame is also executed cut after each planner step
+(``PIPELINE``; later steps patched to the identity, every column kept) to Spark's
+``noop`` sink: cumulative times, so the differences show what each step adds.
+
+Run from the repository root: ``python bench/plan.py`` (full size, about 3-6 minutes
+on the 2-core machine), ``python bench/plan.py --partitions 100 --segments 10`` (a
+quick check). The snapshot and the plan need about 1.5 GB of memory at full size.
+
+The machine's load average is printed before and after: other processes skew every
+number. The script only reports: it never fails on a slow result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # bench.synthetic_catalog; reference model
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bench.synthetic_catalog import LinearRecordTimes, SyntheticCatalog, generate
+from engine.catalog.catalog import Catalog
+from engine.policy.effective import resolve
+from engine.prune import planner as planner_module
+from engine.prune import snapshot as snapshot_module
+from engine.prune import tables
+from engine.prune.planner import Plan, Planner
+from engine.prune.session import SparkEngine
+from engine.prune.snapshot import Snapshot, SnapshotFiles, build_snapshot
+
+TARGET_SECONDS = 3.0
+#: the model runs on everything up to this many segments, else on a sample of topics
+AUTO_MODEL_SEGMENTS = 100_000
+
+#: key columns of each plan table (as in tests/test_planner_property.py)
+KEYS = {
+    "segments": ("topic", "partition", "base_offset"),
+    "partitions": ("topic", "partition"),
+    "groups": ("topic", "group", "partition"),
+    "topics": ("topic",),
+}
+
+
+def load() -> tuple[float, float, float]:
+    return os.getloadavg()
+
+
+def timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[float, Any]:
+    start = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return time.perf_counter() - start, result
+
+
+# -- the reference model's input ---------------------------------------------------------
+
+
+def sample_topics(data: SyntheticCatalog, fraction: float) -> list[int]:
+    """Evenly spaced topic indices, about ``fraction`` of them (at least one)."""
+    count = len(data.topics)
+    wanted = max(1, min(count, round(count * fraction)))
+    return sorted({int(i * count / wanted) for i in range(wanted)})
+
+
+def to_reference(data: SyntheticCatalog, topic_ids: list[int]) -> Any:
+    """The model's ``RefCatalog`` of those topics (record timestamps as ranges)."""
+    from reference.catalog import Group, Partition, Policy, Position, RefCatalog, Segment, Topic
+
+    partitions_of: dict[int, list[int]] = {}
+    for p, t in enumerate(data.part_topic.tolist()):
+        partitions_of.setdefault(t, []).append(p)
+    groups_of: dict[int, list[int]] = {}
+    for g, spec in enumerate(data.groups):
+        groups_of.setdefault(spec.topic, []).append(g)
+    positions_of: dict[int, list[int]] = {}
+    for row, g in enumerate(data.pos_group.tolist()):
+        positions_of.setdefault(g, []).append(row)
+    last = data.segments_per_partition - 1
+    part_index = data.part_index.tolist()
+    topics = []
+    for t in topic_ids:
+        spec = data.topics[t]
+        partitions = []
+        for p in partitions_of[t]:
+            base, nxt, size = data.base[p].tolist(), data.next[p].tolist(), data.size[p].tolist()
+            segments = tuple(
+                Segment(base[k], nxt[k], size[k], k != last, data.timestamps(p, k)) for k in range(last + 1)
+            )
+            partitions.append(Partition(part_index[p], int(data.log_start[p]), segments))
+        groups = []
+        for g in groups_of.get(t, []):
+            rows = positions_of.get(g, [])
+            positions = tuple(
+                Position(part_index[int(data.pos_partition[r])], int(data.position[r]), int(data.committed_at[r]))
+                for r in rows
+            )
+            groups.append(Group(data.groups[g].name, data.groups[g].kind, positions))
+        topics.append(
+            Topic(spec.name, Policy(**spec.policy), tuple(partitions), tuple(groups), spec.overrides, spec.policy_version)
+        )
+    return RefCatalog(tuple(topics), data.now, {})
+
+
+# -- comparisons -------------------------------------------------------------------------
+
+
+def only_topics(table: pa.Table, names: list[str]) -> pa.Table:
+    return table.filter(pc.is_in(table["topic"], value_set=pa.array(names, pa.string())))
+
+
+def deletions(segments: pa.Table) -> tuple[int, int]:
+    deleted = segments.filter(pc.equal(segments["decision"], "delete"))
+    return deleted.num_rows, int(pc.sum(deleted["size_bytes"]).as_py() or 0)
+
+
+def compare_rows(name: str, got: list[dict], want: list[dict]) -> tuple[int, str | None]:
+    """Rows that differ (missing, extra or unequal) and the first difference."""
+    keys = KEYS[name]
+    got_by = {tuple(r[k] for k in keys): r for r in got}
+    want_by = {tuple(r[k] for k in keys): r for r in want}
+    differing, first = 0, None
+    for key in sorted(set(got_by) | set(want_by)):
+        g, w = got_by.get(key), want_by.get(key)
+        if g == w:
+            continue
+        differing += 1
+        if first is None:
+            if g is None or w is None:
+                first = f"{name} {key}: only in the {'model' if g is None else 'plan'}"
+            else:
+                diff = {c: (g.get(c), w[c]) for c in w if g.get(c) != w[c]}
+                first = f"{name} {key}: (plan, model) differ in {diff}"
+    return differing, first
+
+
+# -- plan checks -------------------------------------------------------------------------
+
+
+def plan_stats(plan: Plan) -> dict[str, Any]:
+    segments, partitions = plan.tables["segments"], plan.tables["partitions"]
+    groups, topics = plan.tables["groups"], plan.tables["topics"]
+    count, size = deletions(segments)
+
+    def total(table: pa.Table, column: str) -> int:
+        return int(pc.sum(table[column]).as_py() or 0)
+
+    return {
+        "segments": segments.num_rows,
+        "partitions": partitions.num_rows,
+        "groups": groups.num_rows,
+        "topics": topics.num_rows,
+        "deleted_segments": count,
+        "deleted_bytes": size,
+        "reasons": dict(sorted(Counter(segments["reason"].to_pylist()).items())),
+        "rolls": total(partitions, "roll"),
+        "partitions_with_barrier": partitions.num_rows - partitions["barrier"].null_count,
+        "partitions_moving_log_start": int(
+            pc.sum(pc.not_equal(partitions["new_log_start_offset"], partitions["log_start_offset"])).as_py() or 0
+        ),
+        "expired_group_rows": total(groups, "expired"),
+        "over_quota_group_rows": total(groups, "over_quota"),
+        "ttl_skipped": total(groups, "ttl_skipped"),
+        "evicted_skipped": total(groups, "evicted_skipped"),
+        "moved_skipped": total(groups, "moved_skipped"),
+        "topics_quota_exceeded": total(topics, "quota_exceeded"),
+    }
+
+
+def invariants(plan: Plan, snapshot: Snapshot, data: SyntheticCatalog) -> list[tuple[str, bool, str]]:
+    """Properties of any correct plan, checked on the whole plan (not only the sample)."""
+    seg, part = plan.tables["segments"], plan.tables["partitions"]
+    groups = plan.tables["groups"]
+    checks: list[tuple[str, bool, str]] = []
+
+    def check(name: str, ok: bool, detail: str = "") -> None:
+        checks.append((name, bool(ok), detail))
+
+    check("one plan row per snapshot segment", seg.num_rows == snapshot.tables["segments"].num_rows,
+          f"{seg.num_rows} vs {snapshot.tables['segments'].num_rows}")
+    check("one plan row per partition", part.num_rows == data.partitions, f"{part.num_rows} vs {data.partitions}")
+    check("one plan row per position", groups.num_rows == snapshot.tables["positions"].num_rows,
+          f"{groups.num_rows} vs {snapshot.tables['positions'].num_rows}")
+    check("no active segment deleted",
+          seg.filter(pc.and_(pc.invert(seg["sealed"]), pc.equal(seg["decision"], "delete"))).num_rows == 0)
+    # per partition, from the segments table: counts, bytes, prefix property
+    sorted_seg = seg.sort_by([("topic", "ascending"), ("partition", "ascending"), ("base_offset", "ascending")])
+    topic_col, part_col = sorted_seg["topic"].to_pylist(), sorted_seg["partition"].to_pylist()
+    decision, size = sorted_seg["decision"].to_pylist(), sorted_seg["size_bytes"].to_pylist()
+    per: dict[tuple[str, int], list[int]] = {}
+    not_prefix = 0
+    state: dict[tuple[str, int], bool] = {}  # key -> a kept segment was seen
+    for t, p, d, s in zip(topic_col, part_col, decision, size):
+        key = (t, p)
+        counts = per.setdefault(key, [0, 0])
+        if d == "delete":
+            counts[0] += 1
+            counts[1] += s
+            if state.get(key):
+                not_prefix += 1
+        else:
+            state[key] = True
+    check("deletions are a prefix of each partition", not_prefix == 0, f"{not_prefix} deleted after a kept one")
+    mismatched = 0
+    for t, p, n, b in zip(part["topic"].to_pylist(), part["partition"].to_pylist(),
+                          part["segments_deleted"].to_pylist(), part["bytes_deleted"].to_pylist()):
+        if per.get((t, p), [0, 0]) != [n, b]:
+            mismatched += 1
+    check("partition counts and bytes match its segments", mismatched == 0, f"{mismatched} partitions differ")
+    h, h2, tt = part["log_start_offset"], part["new_log_start_offset"], part["next_offset"]
+    outside = int(pc.sum(pc.or_(pc.less(h2, h), pc.greater(h2, tt))).as_py() or 0)
+    check("H <= new log start <= T", outside == 0, f"{outside} partitions outside")
+    live = groups.filter(pc.invert(groups["expired"]))
+    starts = {(t, p): n for t, p, n in zip(part["topic"].to_pylist(), part["partition"].to_pylist(), h2.to_pylist())}
+    below = sum(
+        1 for t, p, n in zip(live["topic"].to_pylist(), live["partition"].to_pylist(), live["new_position"].to_pylist())
+        if n < starts[(t, p)]
+    )
+    check("no live group below the new log start", below == 0, f"{below} group rows below")
+    return checks
+
+
+# -- the instrumented plan ---------------------------------------------------------------
+
+
+def _stage_ids(spark: Any) -> set[int]:
+    return {s["stage"] for s in _stages(spark)}
+
+
+def _stages(spark: Any) -> list[dict[str, Any]]:
+    """Spark's stage records (through the JVM status store; empty if unavailable)."""
+    try:
+        sc = spark.sparkContext
+        try:
+            sc._jsc.sc().listenerBus().waitUntilEmpty()
+        except Exception:
+            time.sleep(0.5)
+        jvm = sc._jvm
+        stages = sc._jsc.sc().statusStore().stageList(
+            jvm.java.util.ArrayList(), False, False, sc._gateway.new_array(jvm.double, 0), jvm.java.util.ArrayList()
+        )
+        out = []
+        for i in range(stages.size()):
+            s = stages.apply(i)
+            sub, done = s.submissionTime(), s.completionTime()
+            wall = (done.get().getTime() - sub.get().getTime()) / 1000 if sub.isDefined() and done.isDefined() else None
+            out.append(
+                {
+                    "stage": s.stageId(),
+                    "name": s.name(),
+                    "status": s.status().toString(),
+                    "tasks": s.numTasks(),
+                    "wall_seconds": wall,
+                    "task_seconds": s.executorRunTime() / 1000,
+                    "input_records": s.inputRecords(),
+                    "shuffle_read_mb": s.shuffleReadBytes() / 1e6,
+                    "shuffle_write_mb": s.shuffleWriteBytes() / 1e6,
+                    "spill_mb": (s.memoryBytesSpilled() + s.diskBytesSpilled()) / 1e6,
+                }
+            )
+        return sorted(out, key=lambda s: s["stage"])
+    except Exception:
+        return []
+
+
+#: SQL metrics worth showing per operator of the executed plan
+_METRICS = ("duration", "sort time", "peak memory", "spill size", "data size", "scan time", "time to broadcast")
+
+
+def _executions(spark: Any) -> Any:
+    return spark._jsparkSession.sharedState().statusStore()
+
+
+def _execution_count(spark: Any) -> int:
+    try:
+        return _executions(spark).executionsList().size()
+    except Exception:
+        return 0
+
+
+def _operators(spark: Any, first: int) -> list[dict[str, Any]]:
+    """Per operator of the SQL executions from index ``first`` on: its chosen SQL
+    metrics, totals only (empty if the status store is unavailable)."""
+    try:
+        store = _executions(spark)
+        executions = store.executionsList()
+        out = []
+        for i in range(first, executions.size()):
+            execution_id = executions.apply(i).executionId()
+            values = store.executionMetrics(execution_id)
+            nodes = store.planGraph(execution_id).allNodes()
+            for n in range(nodes.size()):
+                node = nodes.apply(n)
+                metrics = node.metrics()
+                shown = {}
+                for m in range(metrics.size()):
+                    metric = metrics.apply(m)
+                    value = values.get(metric.accumulatorId())
+                    if metric.name() in _METRICS and value.isDefined():
+                        text = value.get()
+                        # "total (min, med, max (stageId: taskId))\n1.4 s (219 ms, ...)" -> "1.4 s"
+                        text = text.split("\n")[-1].split(" (")[0].strip()
+                        if text and not text.startswith("0") and text != "0.0 B":
+                            shown[metric.name()] = text
+                    elif metric.name() == "number of output rows" and node.name() == "Union" and value.isDefined():
+                        shown["rows"] = value.get()
+                if not shown:
+                    continue
+                contains = []
+                if node.getClass().getSimpleName() == "SparkPlanGraphCluster":  # a WholeStageCodegen
+                    children = node.nodes()
+                    contains = [children.apply(c).name() for c in range(children.size())]
+                out.append({"execution": execution_id, "node": node.id(), "name": node.name(), "metrics": shown,
+                            "contains": contains})
+        return out
+    except Exception:
+        return []
+
+
+def instrumented_plan(engine: SparkEngine, scratch: Path, snapshot: Snapshot) -> dict[str, Any]:
+    """``Planner.plan`` step by step, with the planner's private functions."""
+    times: dict[str, float] = {}
+    info: dict[str, Any] = {}
+
+    def job(spark: Any) -> pa.Table:
+        before = _stage_ids(spark)
+        executions_before = _execution_count(spark)
+        start = time.perf_counter()
+        frame = planner_module._planning_frame(spark, engine.functions(), engine.window(), files.paths, snapshot.now)
+        times["frame construction (driver, analysis)"] = time.perf_counter() - start
+        start = time.perf_counter()
+        executed = frame._jdf.queryExecution().executedPlan()
+        times["optimizer + physical planning"] = time.perf_counter() - start
+        start = time.perf_counter()
+        table = frame.toArrow()
+        times["execution + Arrow collect"] = time.perf_counter() - start
+        text = executed.toString()
+        info["physical_plan"] = {
+            "exchanges": text.count("Exchange "),
+            "windows": text.count("Window ["),
+            "sorts": text.count("Sort ["),
+            "broadcasts": text.count("BroadcastExchange"),
+            "lines": text.count("\n") + 1,
+        }
+        info["stages"] = [s for s in _stages(spark) if s["stage"] not in before]
+        info["operators"] = _operators(spark, executions_before)
+        info["collected_rows"] = table.num_rows
+        info["collected_mb"] = table.nbytes / 1e6
+        return table
+
+    start = time.perf_counter()
+    keyed = Snapshot(snapshot.now, planner_module._with_partition_keys(snapshot.tables), snapshot.rejected)
+    files = SnapshotFiles(keyed, scratch)
+    times["snapshot -> Parquet"] = time.perf_counter() - start
+    with files:
+        frame = engine.run(job, f"bench-{uuid.uuid4().hex}")
+    start = time.perf_counter()
+    planner_module._split(frame, keyed.tables)
+    times["split into plan tables (Python)"] = time.perf_counter() - start
+    info["times"] = times
+    info["total"] = sum(times.values())
+    return info
+
+
+#: the planner's steps, in the order _planning_frame applies them
+PIPELINE = ("_level_one", "_level_two", "_decide", "_level_three", "_final_positions")
+
+
+def stage_breakdown(engine: SparkEngine, scratch: Path, snapshot: Snapshot, runs: int) -> dict[str, Any]:
+    """Execution time of the planning frame cut after each step of ``PIPELINE``
+    (later steps patched to the identity, every column kept), written to Spark's
+    ``noop`` sink: cumulative, so the differences show what each step adds. Then the
+    full frame with its real output columns, to ``noop`` and with ``toArrow``. Each
+    number is the min of ``runs`` runs."""
+    missing = [name for name in (*PIPELINE, "_OUTPUT", "_planning_frame") if not hasattr(planner_module, name)]
+    if missing:
+        return {"skipped": f"planner.py has no {', '.join(missing)}"}
+    originals = {name: getattr(planner_module, name) for name in (*PIPELINE, "_OUTPUT")}
+    rows: list[dict[str, Any]] = []
+
+    def best(action: Any) -> float:
+        return min(timed(action)[0] for _ in range(runs))
+
+    def job(spark: Any) -> None:
+        F, W = engine.functions(), engine.window()
+        for k in range(len(PIPELINE) + 1):
+            for i, name in enumerate(PIPELINE):
+                setattr(planner_module, name, originals[name] if i < k else (lambda frame, *_: frame))
+            planner_module._OUTPUT = ["*"]
+            frame = planner_module._planning_frame(spark, F, W, files.paths, snapshot.now)
+            seconds = best(lambda frame=frame: frame.write.format("noop").mode("overwrite").save())
+            label = "input only (scan, union, broadcast join)" if k == 0 else f"+ {PIPELINE[k - 1]}"
+            rows.append({"step": label, "columns": len(frame.columns), "seconds": seconds})
+        for name, value in originals.items():
+            setattr(planner_module, name, value)
+        frame = planner_module._planning_frame(spark, F, W, files.paths, snapshot.now)
+        rows.append({"step": "full plan, output columns, noop", "columns": len(frame.columns),
+                     "seconds": best(lambda: frame.write.format("noop").mode("overwrite").save())})
+        rows.append({"step": "full plan, output columns, toArrow", "columns": len(frame.columns),
+                     "seconds": best(frame.toArrow)})
+
+    try:
+        keyed = Snapshot(snapshot.now, planner_module._with_partition_keys(snapshot.tables), snapshot.rejected)
+        with SnapshotFiles(keyed, scratch) as files:
+            engine.run(job, f"bench-stages-{uuid.uuid4().hex}")
+    finally:
+        for name, value in originals.items():
+            setattr(planner_module, name, value)
+    return {"runs": runs, "rows": rows}
+
+
+# -- the run -----------------------------------------------------------------------------
+
+
+def snapshot_time_cuts(catalog: Catalog, data: SyntheticCatalog) -> tuple[float, int, int]:
+    """The snapshot's time-cut step on its own: seconds, cuts, RecordTimes calls."""
+    records = LinearRecordTimes(data)
+    with catalog.read():
+        subscribed = {r[0] for r in catalog.db.conn.execute("SELECT DISTINCT topic FROM groups WHERE kind = 'subscriber'")}
+        policies = {t.name: resolve(t.overrides, {}) for t in data.topics}
+        seconds, rows = timed(snapshot_module._time_cuts, catalog, records, policies, data.now, subscribed)
+    return seconds, len(rows), records.calls
+
+
+def snapshot_segments(catalog: Catalog) -> tuple[float, float]:
+    """The snapshot's biggest table on its own: seconds to fetch the segment rows from
+    SQLite, and to turn them into Arrow (as build_snapshot does)."""
+    sql = (
+        "SELECT topic, partition, base_offset, next_offset, size_bytes, first_timestamp, max_timestamp, sealed"
+        " FROM segments ORDER BY topic, partition, base_offset"
+    )
+    with catalog.read():
+        fetch_s, rows = timed(lambda: list(catalog.db.conn.execute(sql)))
+    arrow_s, _ = timed(
+        lambda: snapshot_module._arrow([(*r[:7], bool(r[7])) for r in rows], tables.SEGMENTS)
+    )
+    return fetch_s, arrow_s
+
+
+def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    result: dict[str, Any] = {"load_before": load()}
+    P, S, K = args.partitions, args.segments, args.topics
+    print(
+        f"synthetic catalog: {P:,} partitions x {S} segments = {P * S:,} segments, {K:,} topics, seed {args.seed}; "
+        f"master {args.master}; {os.cpu_count()} CPUs; load average {fmt_load(result['load_before'])}",
+        flush=True,
+    )
+
+    # catalog (not part of the comparison)
+    gen_s, data = timed(generate, P, S, K, seed=args.seed)
+    catalog = Catalog.open(workdir / "catalog.db")
+    write_s, _ = timed(data.write, catalog)
+    result["generate_seconds"], result["write_seconds"] = gen_s, write_s
+    result["groups"], result["positions"] = len(data.groups), len(data.pos_group)
+    print(f"catalog:      generate {gen_s:6.2f} s, SQLite bulk insert {write_s:6.2f} s "
+          f"({len(data.groups):,} groups, {len(data.pos_group):,} positions)", flush=True)
+
+    # snapshot
+    records = LinearRecordTimes(data)
+    snap_s, snapshot = timed(build_snapshot, catalog, records, defaults={}, now=data.now)
+    cuts_s, cuts, calls = snapshot_time_cuts(catalog, data)
+    fetch_s, arrow_s = snapshot_segments(catalog)
+    result.update(snapshot_seconds=snap_s, snapshot_time_cut_seconds=cuts_s, time_cuts=cuts,
+                  record_time_calls=calls, snapshot_segments_fetch_seconds=fetch_s,
+                  snapshot_segments_arrow_seconds=arrow_s, rejected=len(snapshot.rejected))
+    print(f"snapshot:     {snap_s:6.2f} s  ({len(snapshot.rejected)} topics rejected); parts measured again: "
+          f"segments table SQLite fetch {fetch_s:.2f} s + rows -> Arrow {arrow_s:.2f} s, "
+          f"time cuts {cuts_s:.2f} s ({cuts:,} cuts, {calls:,} RecordTimes calls)", flush=True)
+
+    # spark
+    engine = SparkEngine(master=args.master, log_dir=workdir / "spark-logs")
+    try:
+        start = time.perf_counter()
+        engine.start()
+        engine.session()
+        result["spark_start_seconds"] = time.perf_counter() - start
+        print(f"spark start:  {result['spark_start_seconds']:6.2f} s", flush=True)
+
+        planner = Planner(engine, workdir / "scratch")
+        cold_s, plan = timed(planner.plan, snapshot)
+        result["plan_cold_seconds"] = cold_s
+        print(f"plan cold:    {cold_s:6.2f} s", flush=True)
+        warm = []
+        for _ in range(args.repeat):
+            seconds, _plan = timed(planner.plan, snapshot)
+            warm.append(seconds)
+            print(f"plan warm:    {seconds:6.2f} s", flush=True)
+        result["plan_warm_seconds"] = warm
+        result["plan_warm_median"] = statistics.median(warm)
+        result["plan_warm_min"] = min(warm)
+        breakdown = instrumented_plan(engine, workdir / "scratch", snapshot)
+        result["breakdown"] = breakdown
+        if args.stages:
+            result["stages"] = stage_breakdown(engine, workdir / "scratch", snapshot, args.stages)
+    except BaseException:
+        print_log_tail(engine.log_file)
+        raise
+    finally:
+        engine.stop()
+        catalog.close()
+
+    # reference model
+    fraction = args.model_fraction
+    if fraction is None:
+        fraction = min(1.0, AUTO_MODEL_SEGMENTS / (P * S))
+    topic_ids = sample_topics(data, fraction)
+    names = [data.topics[t].name for t in topic_ids]
+    convert_s, reference = timed(to_reference, data, topic_ids)
+    sample_segments = sum(len(p.segments) for t in reference.topics for p in t.partitions)
+    from reference import model
+
+    model_s, expected = timed(model.plan, reference, data.now)
+    scale = data.segment_count / sample_segments
+    result.update(
+        model_topics=len(topic_ids), model_segments=sample_segments, model_convert_seconds=convert_s,
+        model_seconds=model_s, model_scale=scale, model_seconds_full=model_s * scale,
+    )
+    sampled = len(topic_ids) < len(data.topics)
+    if sampled:
+        print(f"model:        {model_s:6.2f} s on {len(topic_ids):,} of {len(data.topics):,} topics "
+              f"({sample_segments:,} segments, every ~{len(data.topics) / len(topic_ids):.0f}th topic); "
+              f"extrapolated linearly x{scale:.1f} to the full catalog: {model_s * scale:.1f} s "
+              f"(conversion to the model's input {convert_s:.2f} s, not counted)", flush=True)
+    else:
+        print(f"model:        {model_s:6.2f} s on the whole catalog "
+              f"(conversion to the model's input {convert_s:.2f} s, not counted)", flush=True)
+
+    # correctness on the model's topics
+    got_count, got_bytes = deletions(only_topics(plan.tables["segments"], names))
+    want = [r for r in expected["segments"] if r["decision"] == "delete"]
+    want_count, want_bytes = len(want), sum(r["size_bytes"] for r in want)
+    ok = (got_count, got_bytes) == (want_count, want_bytes)
+    result["check"] = {"ok": ok, "plan_deletions": got_count, "plan_bytes": got_bytes,
+                       "model_deletions": want_count, "model_bytes": want_bytes, "tables": {}}
+    where = f"on the model's {len(topic_ids):,} topics" if sampled else "on the whole catalog"
+    print(f"check:        {'OK' if ok else 'MISMATCH'} {where}: plan deletes {got_count:,} segments / "
+          f"{got_bytes:,} bytes, model {want_count:,} / {want_bytes:,}")
+    for name in KEYS:
+        differing, first = compare_rows(name, only_topics(plan.tables[name], names).to_pylist(), expected[name])
+        result["check"]["tables"][name] = {"rows": len(expected[name]), "differing": differing, "first": first}
+        print(f"              {name:<10} {len(expected[name]):>9,} rows, "
+              f"{'identical' if differing == 0 else f'{differing:,} DIFFER; first: {first}'}")
+
+    # the whole plan
+    stats = plan_stats(plan)
+    checks = invariants(plan, snapshot, data)
+    result["plan"], result["invariants"] = stats, [{"name": n, "ok": o, "detail": d} for n, o, d in checks]
+    result["load_after"] = load()
+    result["python_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return result
+
+
+def print_log_tail(path: Path, lines: int = 40) -> None:
+    """The end of Spark's log (the work directory is removed on the way out)."""
+    try:
+        tail = path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return
+    print(f"--- last {len(tail)} lines of {path} ---", file=sys.stderr)
+    print("\n".join(tail), file=sys.stderr)
+
+
+def fmt_load(values: tuple[float, float, float] | list[float]) -> str:
+    return " ".join(f"{v:.2f}" for v in values)
+
+
+def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
+    warm, model_full = r["plan_warm_median"], r["model_seconds_full"]
+    b = r["breakdown"]
+    print()
+    print(f"plan breakdown (one more warm plan, instrumented: {b['total']:.2f} s):")
+    for step, seconds in b["times"].items():
+        print(f"  {step:<40}{seconds:7.2f} s")
+    plan_info = b.get("physical_plan", {})
+    print(f"  physical plan: {plan_info.get('exchanges')} exchanges ({plan_info.get('broadcasts')} broadcast), "
+          f"{plan_info.get('windows')} window operators, {plan_info.get('sorts')} sorts; "
+          f"collected {b['collected_rows']:,} rows, {b['collected_mb']:.0f} MB of Arrow")
+    if b["stages"]:
+        print(f"  Spark stages of the execution ({len(b['stages'])}):")
+        print(f"    {'stage':>5} {'status':<9}{'tasks':>6}{'wall s':>8}{'task s':>8}{'in rows':>10}"
+              f"{'shuf rd MB':>11}{'shuf wr MB':>11}{'spill MB':>9}  name")
+        for s in b["stages"]:
+            wall = "" if s["wall_seconds"] is None else f"{s['wall_seconds']:.2f}"
+            print(f"    {s['stage']:>5} {s['status']:<9}{s['tasks']:>6}{wall:>8}{s['task_seconds']:>8.2f}"
+                  f"{s['input_records']:>10,}{s['shuffle_read_mb']:>11.1f}{s['shuffle_write_mb']:>11.1f}"
+                  f"{s['spill_mb']:>9.1f}  {s['name'][:40]}")
+    if b.get("operators"):
+        print("  SQL operators with metrics (totals over tasks; Window operators report none; a WholeStageCodegen's")
+        print("  duration is the wall time its iterator was open, consumers included: they overlap, do not add them):")
+        for o in b["operators"]:
+            metrics = ", ".join(f"{k} {v}" for k, v in o["metrics"].items())
+            contains = ", ".join(o.get("contains") or [])
+            contains = f"  [{contains if len(contains) <= 70 else contains[:67] + '...'}]" if contains else ""
+            print(f"    {o['name'][:26]:<26} {metrics}{contains}")
+    stages = r.get("stages")
+    if stages and "skipped" in stages:
+        print(f"  step by step: skipped ({stages['skipped']})")
+    elif stages:
+        print(f"  step by step (execution only, to Spark's noop sink, cumulative; min of {stages['runs']} runs):")
+        previous = None
+        for row in stages["rows"]:
+            delta = "" if previous is None or not row["step"].startswith("+") else f"  ({row['seconds'] - previous:+.2f})"
+            print(f"    {row['step']:<42}{row['columns']:>4} columns {row['seconds']:7.2f} s{delta}")
+            previous = row["seconds"]
+    p = r["plan"]
+    print()
+    print(f"plan output: {p['segments']:,} segment rows, {p['partitions']:,} partitions, {p['groups']:,} group rows, "
+          f"{p['topics']:,} topics; deletes {p['deleted_segments']:,} segments ({p['deleted_bytes'] / 1e9:.2f} GB)")
+    print("  reasons: " + ", ".join(f"{k} {v:,}" for k, v in p["reasons"].items()))
+    print(f"  partitions: {p['rolls']:,} rolls, {p['partitions_with_barrier']:,} with a barrier, "
+          f"{p['partitions_moving_log_start']:,} moving the log start; groups: {p['expired_group_rows']:,} expired rows, "
+          f"{p['over_quota_group_rows']:,} over quota; skipped by TTL {p['ttl_skipped']:,}, eviction "
+          f"{p['evicted_skipped']:,}, moves {p['moved_skipped']:,}; {p['topics_quota_exceeded']:,} topics quota-exceeded")
+    for item in r["invariants"]:
+        print(f"  {'ok  ' if item['ok'] else 'FAIL'} {item['name']}" + ("" if item["ok"] else f" ({item['detail']})"))
+    print()
+    sampled = r["model_topics"] < args.topics
+    print(f"summary ({args.partitions * args.segments:,} segments, {args.master}, load average "
+          f"{fmt_load(r['load_before'])} before, {fmt_load(r['load_after'])} after):")
+    print(f"  snapshot {r['snapshot_seconds']:.2f} s; spark start {r['spark_start_seconds']:.2f} s; plan cold "
+          f"{r['plan_cold_seconds']:.2f} s; plan warm median {warm:.2f} s, min {r['plan_warm_min']:.2f} s "
+          f"(of {args.repeat})")
+    print(f"  model {model_full:.2f} s" + (" (extrapolated from a sample)" if sampled else ""))
+    print(f"  warm plan / model      {warm / model_full:6.2f}")
+    print(f"  warm plan / 3 s target {warm / TARGET_SECONDS:6.2f}")
+    print(f"  correctness: {'OK' if r['check']['ok'] else 'MISMATCH'}; peak RSS of this Python process "
+          f"{r['python_peak_rss_mb']:,.0f} MB (Spark's JVM not included)")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--partitions", type=int, default=10_000, help="partitions in all (default 10000)")
+    parser.add_argument("--segments", type=int, default=100, help="segments per partition, active included (default 100)")
+    parser.add_argument("--topics", type=int, default=None, help="topics (default: partitions / 10)")
+    parser.add_argument("--repeat", type=int, default=3, help="warm plans; median and min are reported (default 3)")
+    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic catalog (default 0)")
+    parser.add_argument(
+        "--model-fraction", type=float, default=None,
+        help=f"fraction of topics the reference model runs on (default: all up to {AUTO_MODEL_SEGMENTS:,} segments, "
+        "else that many segments' worth)",
+    )
+    parser.add_argument(
+        "--stages", type=int, default=0, metavar="RUNS",
+        help="also time the planning frame cut after each planner step (min of RUNS runs each; default 0: off)",
+    )
+    parser.add_argument("--dir", type=Path, default=None, help="parent of the temporary directory (default: system temp)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON after the report")
+    args = parser.parse_args()
+    if args.topics is None:
+        args.topics = max(1, args.partitions // 10)
+    if args.stages < 0:
+        parser.error("--stages must be >= 0")
+    if args.partitions < 1 or args.segments < 1 or args.repeat < 1 or not 1 <= args.topics <= args.partitions:
+        parser.error("need --partitions, --segments, --repeat >= 1 and 1 <= --topics <= --partitions")
+    if args.model_fraction is not None and not 0 < args.model_fraction <= 1:
+        parser.error("--model-fraction must be in (0, 1]")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="bench-plan-", dir=args.dir))
+    try:
+        result = run(args, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    result["ratios"] = {
+        "warm_plan_to_model": result["plan_warm_median"] / result["model_seconds_full"],
+        "warm_plan_to_target": result["plan_warm_median"] / TARGET_SECONDS,
+    }
+    report(args, result)
+    if args.json:
+        print(json.dumps({"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, **result},
+                         indent=2))
+
+
+if __name__ == "__main__":
+    main()
