@@ -456,7 +456,8 @@ def snapshot_time_cuts(catalog: Catalog, data: SyntheticCatalog) -> tuple[float,
     with catalog.read():
         subscribed = {r[0] for r in catalog.db.conn.execute("SELECT DISTINCT topic FROM groups WHERE kind = 'subscriber'")}
         policies = {t.name: resolve(t.overrides, {}) for t in data.topics}
-        seconds, rows = timed(snapshot_module._time_cuts, catalog, records, policies, data.now, subscribed)
+        partitions = list(catalog.db.conn.execute("SELECT topic, partition, log_start_offset, next_offset FROM partitions"))
+        seconds, rows = timed(snapshot_module._time_cuts, catalog, records, policies, data.now, subscribed, partitions)
     return seconds, len(rows), records.calls
 
 

@@ -92,6 +92,23 @@ class _TopicIds:
     partitions: dict[int, _PartitionIds]
 
 
+def _segment_entry(
+    action: str, topic: str, partition: int, base: int, next_offset: int, size: int, reason: str | None = None
+) -> Entry:
+    """A journal entry about one whole segment (its offsets, messages and bytes)."""
+    return Entry(
+        action,
+        topic,
+        partition,
+        segment=base,
+        start_offset=base,
+        end_offset=next_offset,
+        messages=next_offset - base,
+        bytes=size,
+        reason=reason,
+    )
+
+
 def _move_entries(topic: str, move: GroupMove, log_start: int) -> list[Entry]:
     """One entry per cause of the move; offsets chain from where the group stood
     (data below the log start was gone already) to its new position."""
@@ -141,16 +158,8 @@ def _record_planned(journal: Journal, tw: TopicWork, *, cycle: int, time: int, t
             )
         deletions = append(
             [
-                Entry(
-                    "delete_segment",
-                    tw.topic,
-                    pw.partition,
-                    segment=d.base_offset,
-                    start_offset=d.base_offset,
-                    end_offset=d.next_offset,
-                    messages=d.next_offset - d.base_offset,
-                    bytes=d.size_bytes,
-                    reason=d.reason,
+                _segment_entry(
+                    "delete_segment", tw.topic, pw.partition, d.base_offset, d.next_offset, d.size_bytes, d.reason
                 )
                 for d in pw.deletions
             ]
@@ -253,15 +262,13 @@ class _Cycle:
                         self.catalog.reconcile_segments(pw.topic, pw.partition, writer.segments())
                         self.record(
                             [
-                                Entry(
+                                _segment_entry(
                                     "roll",
                                     pw.topic,
                                     pw.partition,
-                                    segment=sealed.base_offset,
-                                    start_offset=sealed.base_offset,
-                                    end_offset=sealed.next_offset,
-                                    messages=sealed.next_offset - sealed.base_offset,
-                                    bytes=sealed.size_bytes,
+                                    sealed.base_offset,
+                                    sealed.next_offset,
+                                    sealed.size_bytes,
                                 )
                             ]
                         )

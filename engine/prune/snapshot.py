@@ -189,7 +189,7 @@ def build_snapshot(
                 params,
             )
         )
-        time_cut_rows = _time_cuts(catalog, records, policies, now, subscribed)
+        time_cut_rows = _time_cuts(catalog, records, policies, now, subscribed, partition_rows)
     topic_table = [
         _topic_row(name, count, policies[name], versions.get(name, 0)) for name, count in topic_rows if name in policies
     ]
@@ -207,24 +207,21 @@ def build_snapshot(
 
 
 def _time_cuts(
-    catalog: Catalog, records: RecordTimes, policies: Mapping[str, EffectivePolicy], now: int, subscribed: set[str]
+    catalog: Catalog,
+    records: RecordTimes,
+    policies: Mapping[str, EffectivePolicy],
+    now: int,
+    subscribed: set[str],
+    partitions: Sequence[tuple[str, int, int, int]],
 ) -> list[tuple[str, int, str, int]]:
-    """Per topic needing them, per partition and kind: the record-level time cut."""
+    """Per topic needing them, per partition (``(topic, partition, log start, next
+    offset)`` rows of the snapshot) and kind: the record-level time cut."""
+    thresholds = {topic: _thresholds(policy, now, topic in subscribed) for topic, policy in policies.items()}
     rows: list[tuple[str, int, str, int]] = []
-    for topic, policy in policies.items():
-        thresholds = _thresholds(policy, now, topic in subscribed)
-        if not thresholds:
-            continue
-        extents = {
-            p: (h, t)
-            for p, h, t in catalog.db.conn.execute(
-                "SELECT partition, log_start_offset, next_offset FROM partitions WHERE topic = ?", (topic,)
-            )
-        }
-        for kind, theta in thresholds.items():
-            for partition, (log_start, log_end) in extents.items():
-                cut = time_cut(catalog, records, topic, partition, log_start, theta)
-                rows.append((topic, partition, kind, log_end if cut is None else cut))
+    for topic, partition, log_start, log_end in partitions:
+        for kind, theta in thresholds.get(topic, {}).items():
+            cut = time_cut(catalog, records, topic, partition, log_start, theta)
+            rows.append((topic, partition, kind, log_end if cut is None else cut))
     return rows
 
 
