@@ -22,22 +22,25 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from engine.catalog.catalog import Catalog, GroupKind, GroupRow, PartitionRow, StartFrom
-from engine.clock import now_ms
+from engine.clock import format_instant, now_ms
 from engine.config import Config, load_config
 from engine.datadir import DataDir
-from engine.errors import InvalidInput, NotFound, QuotaExceeded
+from engine.errors import DataQuarantined, InvalidInput, NotFound, QuotaExceeded
+from engine.journal.schema import ensure_journal_schema
 from engine.journal.state import EngineState
 from engine.names import check_group_name, check_topic_name
 from engine.policy.effective import EffectivePolicy, merge_overrides, resolve
-from engine.store.batch import NewRecord, Record
+from engine.store.batch import NewRecord, Record, record_size
 from engine.store.partition import (
     MAX_BATCH_RECORDS,
     AppendResult,
     OffsetGap,
     PartitionWriter,
     create_partition,
+    largest_record,
     offset_for_time,
     read_records,
+    unfit_record,
 )
 from engine.store.segment import SegmentInfo
 
@@ -134,6 +137,9 @@ class Broker:
         self.config_path = config_path or self.data.config_path
         self.config: Config = load_config(self.config_path)
         self.catalog = Catalog.open(self.data.catalog_path)
+        # The journal's tables are made with the catalog's, not by the first reader of
+        # the journal: a command that reads it (or is refused) must write nothing.
+        ensure_journal_schema(self.catalog.db)
         self.clock = clock
         self._writers: dict[tuple[str, int], PartitionWriter] = {}
         self._state: EngineState | None = None
@@ -319,34 +325,43 @@ class Broker:
         most one batch each; returns (partition, result) per append, in order, and
         calls ``on_ack`` as each append becomes durable.
 
-        A :class:`QuotaExceeded` stops producing; its message says which records
-        were acknowledged (durable) before it and that the rest were not written."""
+        A :class:`QuotaExceeded`, a record too large for a segment or an
+        :class:`InvalidInput` from ``records`` itself stops producing; its message
+        says which records were acknowledged (durable) before it and that the rest
+        were not written. A record too large is refused as it arrives, before the
+        records buffered with it are written, and a run of equal records (``produce
+        --count``) is refused before anything is."""
         count = self.catalog.topic(topic).partitions
         if partition is not None and not 0 <= partition < count:
             raise NotFound(f"topic {topic!r} has no partition {partition} (it has partitions 0..{count - 1})")
+        segment_size = self.policy(topic)["segment_size"]
+        largest = largest_record(segment_size)
         pending: dict[int, list[NewRecord]] = {}
         results: list[tuple[int, AppendResult]] = []
 
         def append(p: int, chunk: list[NewRecord]) -> None:
-            try:
-                results.append((p, self.append(topic, p, chunk)))
-            except QuotaExceeded as error:
-                raise QuotaExceeded(f"{error}; {_acknowledged(results)}") from None
+            results.append((p, self.append(topic, p, chunk)))
             if on_ack:
                 on_ack(*results[-1])
 
         sequence = 0
-        for record in records:
-            p = partition if partition is not None else self.choose_partition(topic, record.key, sequence // MAX_BATCH_RECORDS)
-            sequence += 1
-            chunk = pending.setdefault(p, [])
-            chunk.append(record)
-            if len(chunk) >= MAX_BATCH_RECORDS:
-                append(p, chunk)
-                pending[p] = []
-        for p, chunk in pending.items():
-            if chunk:
-                append(p, chunk)
+        try:
+            for record in records:
+                size = record_size(record)
+                if size > largest:
+                    raise unfit_record(sequence, size, segment_size)
+                p = partition if partition is not None else self.choose_partition(topic, record.key, sequence // MAX_BATCH_RECORDS)
+                sequence += 1
+                chunk = pending.setdefault(p, [])
+                chunk.append(record)
+                if len(chunk) >= MAX_BATCH_RECORDS:
+                    append(p, chunk)
+                    pending[p] = []
+            for p, chunk in pending.items():
+                if chunk:
+                    append(p, chunk)
+        except (InvalidInput, QuotaExceeded) as error:
+            raise type(error)(f"{error}; {_acknowledged(results)}") from None
         return results
 
     def _reconcile(self, topic: str, partition: int, writer: PartitionWriter) -> None:
@@ -383,9 +398,31 @@ class Broker:
             # then the gap is legitimate and reading resumes at the new log start.
             moved = self.catalog.partition(topic, partition).log_start_offset
             if moved <= gap.first_missing:
+                lost = self._quarantined(topic, partition, gap)
+                if lost is not None:
+                    raise lost from None
                 raise
             return self.read(topic, partition, moved, max_records)
         return [r for r in records if r.offset >= row.log_start_offset]
+
+    def _quarantined(self, topic: str, partition: int, gap: OffsetGap) -> DataQuarantined | None:
+        """The error for a gap that ``ebb verify --repair`` recorded as lost data: it
+        names the quarantined file and how to move past (Kafka leaves a consumer stuck
+        on a corrupt record until an operator seeks past it; so does Ebbtide)."""
+        for lost in self.catalog.quarantined(topic, partition):
+            if lost.base_offset <= gap.first_missing < lost.next_offset:
+                where = (
+                    f"the segment file was moved to {self.data.root / lost.path} (see its .note.json)"
+                    if lost.path
+                    else "its segment file was missing"
+                )
+                return DataQuarantined(
+                    f"offsets {lost.base_offset} to {lost.next_offset - 1} of {topic}/{partition} were lost "
+                    f"({lost.reason}) and quarantined at {format_instant(lost.quarantined_at)}: {where}; "
+                    f"move a group past them with `ebb group commit {topic} GROUP --partition {partition} "
+                    f"--offset {lost.next_offset}`"
+                )
+        return None
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
         self.catalog.partition(topic, partition)
@@ -429,23 +466,25 @@ class Broker:
 
         A group that does not exist yet is created as a ``reader`` from ``earliest``:
         a reader never holds data back, so consuming can never block retention by
-        accident (create a ``subscriber`` on purpose with ``group create``)."""
+        accident (create a ``subscriber`` on purpose with ``group create``). Without
+        ``commit`` nothing is written, not even that group: it reads from the log
+        start, as the new reader would."""
         check_group_name(group)
-        try:
-            state = self.catalog.group(topic, group)
-        except NotFound:
-            self.catalog.topic(topic)
-            state = self.create_group(topic, group, "reader", "earliest")
-        rows = self.catalog.partitions(topic)
+        # Everything that can be refused is checked before the group may be created.
+        rows = self.catalog.partitions(self.catalog.topic(topic).name)
         wanted = [r for r in rows if partition is None or r.partition == partition]
         if partition is not None and not wanted:
             self.catalog.partition(topic, partition)
+        try:
+            positions = self.catalog.group(topic, group).positions
+        except NotFound:
+            positions = self.create_group(topic, group, "reader", "earliest").positions if commit else {}
         out: list[Consumed] = []
         moved: dict[int, int] = {}
         for row in wanted:
             if len(out) >= max_records:
                 break
-            position = state.positions.get(row.partition, (row.log_start_offset, 0))[0]
+            position = positions.get(row.partition, (row.log_start_offset, 0))[0]
             records = self.read(topic, row.partition, position, max_records - len(out))
             out.extend(Consumed(row.partition, r) for r in records)
             if records:

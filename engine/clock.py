@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from engine.errors import InvalidInput
 
 # Instants outside these bounds are typos (seconds given as ms, an extra digit).
 _MIN_MS = 0
-_MAX_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
+MAX_INSTANT_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# ASCII digits only: str.isdigit() also takes '²' and '٣', which int() refuses or
+# silently reads as other digits.
+_EPOCH_MS = re.compile(r"-?[0-9]+", re.ASCII)
 
 
 def now_ms() -> int:
@@ -19,7 +24,7 @@ def now_ms() -> int:
 def parse_instant(text: str) -> int:
     """An ISO 8601 date-time (a naive one is UTC) or integer epoch milliseconds."""
     text = text.strip()
-    if text.lstrip("-").isdigit():
+    if _EPOCH_MS.fullmatch(text):
         if len(text) > 16:
             raise InvalidInput(f"invalid time {text!r}: out of range (epoch milliseconds up to year 9999)")
         value = int(text)
@@ -32,8 +37,10 @@ def parse_instant(text: str) -> int:
             ) from None
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=timezone.utc)
-        value = int(moment.timestamp() * 1000)
-    if not _MIN_MS <= value <= _MAX_MS:
+        # Exact integer arithmetic, floored: a float timestamp would round an instant
+        # just before 1970 up to 0 and let it through.
+        value = (moment - _EPOCH) // timedelta(milliseconds=1)
+    if not _MIN_MS <= value <= MAX_INSTANT_MS:
         raise InvalidInput(f"invalid time {text!r}: out of range (1970 to 9999)")
     return value
 
@@ -42,4 +49,10 @@ def format_instant(ms: int | None) -> str:
     """ISO 8601 in UTC with milliseconds, for humans."""
     if ms is None:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        moment = _EPOCH + timedelta(milliseconds=ms)  # exact: ms / 1000 as a float is not
+    except OverflowError:
+        # Past what a date can hold (year 1 to 9999): a timestamp a library caller
+        # stored must not make every listing of its topic fail.
+        return f"{ms} ms"
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -26,6 +26,7 @@ Layout::
 from __future__ import annotations
 
 import difflib
+import reprlib
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -95,6 +96,9 @@ def load_config(path: Path) -> Config:
         raise InvalidInput(f"config file {path}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as error:
         raise InvalidInput(f"config file {path}: {error}") from None
+    except RecursionError:
+        # tomllib recurses once per level of nested arrays and inline tables.
+        raise InvalidInput(f"config file {path}: arrays or tables nested too deeply") from None
     try:
         return _config_from(document)
     except InvalidInput as error:
@@ -123,13 +127,13 @@ def _config_from(document: Mapping[str, Any]) -> Config:
     remote = spark.get("remote")
     if remote is not None and (not isinstance(remote, str) or not remote.startswith("sc://")):
         raise InvalidInput(
-            f"[spark] remote must be a Spark Connect URL like 'sc://host:15002', got {remote!r}"
+            f"[spark] remote must be a Spark Connect URL like 'sc://host:15002', got {_shown_value(remote)}"
         )
     conf = _table(spark, "conf", "spark.conf")
 
     fsync = tables["engine"].get("fsync", "batch")
     if fsync not in ("batch", "never"):
-        raise InvalidInput(f"[engine] fsync must be \"batch\" or \"never\" (unsafe), got {fsync!r}")
+        raise InvalidInput(f"[engine] fsync must be \"batch\" or \"never\" (unsafe), got {_shown_value(fsync)}")
 
     return Config(
         policy_defaults=policy_defaults,
@@ -153,6 +157,17 @@ def _config_from(document: Mapping[str, Any]) -> Config:
     )
 
 
+_VALUE_REPR = reprlib.Repr()
+_VALUE_REPR.maxlevel = 3
+_VALUE_REPR.maxstring = 40
+
+
+def _shown_value(value: Any) -> str:
+    """A value of the file for a message: short, and bounded for deeply nested ones
+    (a plain ``repr`` of those recurses past Python's limit)."""
+    return _VALUE_REPR.repr(value)
+
+
 def _refuse_unknown(
     table: Mapping[str, Any], known: Iterable[str], where: str, hint_policy: bool = False
 ) -> None:
@@ -173,7 +188,7 @@ def _table(document: Mapping[str, Any], key: str, label: str | None = None) -> M
     """The sub-table ``key`` of ``document``, empty if absent."""
     value = document.get(key, {})
     if not isinstance(value, dict):
-        raise InvalidInput(f"[{label or key}] must be a table, got {value!r}")
+        raise InvalidInput(f"[{label or key}] must be a table, got {_shown_value(value)}")
     return value
 
 
@@ -183,14 +198,14 @@ def _text(table: str, key: str, value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, (str, int, float)):
         return str(value)
-    raise InvalidInput(f"[{table}] {key} must be a string, number or boolean, got {value!r}")
+    raise InvalidInput(f"[{table}] {key} must be a string, number or boolean, got {_shown_value(value)}")
 
 
 def _name(table: Mapping[str, Any], label: str, key: str, default: str) -> str:
     """A non-empty string setting."""
     value = table.get(key, default)
     if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(f"[{label}] {key} must be a non-empty string, got {value!r}")
+        raise InvalidInput(f"[{label}] {key} must be a non-empty string, got {_shown_value(value)}")
     return value
 
 

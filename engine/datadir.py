@@ -4,6 +4,7 @@
         ebb.toml                 config (optional)
         catalog.db               catalog and journal (SQLite, WAL)
         topics/<topic>/<partition>/<base offset>.log|.index|.timeindex
+        quarantine/<topic>/<partition>/   corrupt segments moved aside, each with a note
 
 Everything is created readable by its owner only.
 """
@@ -50,6 +51,13 @@ class DataDir:
 
     def partition_dir(self, topic: str, partition: int) -> Path:
         return self.topic_dir(topic) / str(int(partition))
+
+    @property
+    def quarantine_root(self) -> Path:
+        return self.root / "quarantine"
+
+    def quarantine_dir(self, topic: str, partition: int) -> Path:
+        return self.quarantine_root / check_topic_name(topic) / str(int(partition))
 
     def ensure(self) -> None:
         """Create the directory tree (owner-only) if it does not exist."""

@@ -36,6 +36,11 @@ class StoreError(EbbError):
     """The segment store could not do what was asked (I/O, corruption, lock)."""
 
 
+class DataQuarantined(StoreError):
+    """Offsets a reader asked for were lost to corruption (or a missing file) and
+    recorded as such by ``ebb verify --repair``: never skipped silently."""
+
+
 class SparkUnavailable(EbbError):
     """The Spark session could not be started, or is not ready in time."""
 

@@ -17,7 +17,7 @@ import sys
 import threading
 from typing import Any
 
-from console.cli.parser import positive_int
+from console.cli.parser import command, positive_int
 from console.cli.prune import add_spark_flags
 from console.cli.render import emit_json, instant, size
 from engine.broker import Broker
@@ -38,7 +38,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     engine.add_argument("--cycles", type=positive_int, metavar="N", help="stop after N cycles")
     engine.add_argument("--json", action="store_true", help="one JSON object per cycle")
     add_spark_flags(engine)
-    engine.set_defaults(run=run_engine)
+    command(engine, run_engine, mutates=True)
 
 
 def _interval(text: str | None) -> int | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from console.cli.parser import non_negative_int
+from console.cli.parser import command, non_negative_int
 from console.cli.render import emit_json, instant, table
 from engine.broker import Broker
 from engine.clock import parse_instant
@@ -23,12 +23,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="subscriber: holds data back under consumption=protect; reader: never does [default: subscriber]",
     )
     create.add_argument("--from", dest="start", choices=("earliest", "latest"), default="earliest")
-    create.set_defaults(run=run_create)
+    command(create, run_create, mutates=True)
 
     listing = sub.add_parser("list", help="groups of a topic with positions and lag")
     listing.add_argument("topic")
     listing.add_argument("--json", action="store_true")
-    listing.set_defaults(run=run_list)
+    command(listing, run_list, mutates=False)
 
     commit = sub.add_parser("commit", help="set a group's position on a partition")
     commit.add_argument("topic")
@@ -36,18 +36,18 @@ def register(commands: argparse._SubParsersAction) -> None:
     commit.add_argument("--partition", type=non_negative_int, required=True)
     commit.add_argument("--offset", type=non_negative_int, required=True, help="the next offset the group will read")
     commit.add_argument("--at", help="commit time: ISO 8601 or epoch ms [default: now]")
-    commit.set_defaults(run=run_commit)
+    command(commit, run_commit, mutates=True)
 
     delete = sub.add_parser("delete", help="delete a group")
     delete.add_argument("topic")
     delete.add_argument("group")
-    delete.set_defaults(run=run_delete)
+    command(delete, run_delete, mutates=True)
 
     expire = sub.add_parser("expire", help="expire a group now (journaled, as subscription_expiry would)")
     expire.add_argument("topic")
     expire.add_argument("group")
     expire.add_argument("--json", action="store_true")
-    expire.set_defaults(run=run_expire)
+    command(expire, run_expire, mutates=True)
 
     move = sub.add_parser("move", help="move a group's position on a partition, forwards or back (journaled)")
     move.add_argument("topic")
@@ -59,7 +59,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     target.add_argument("--to-earliest", action="store_const", const="earliest", dest="to", help="the log start")
     target.add_argument("--to-latest", action="store_const", const="latest", dest="to", help="the log end")
     move.add_argument("--json", action="store_true")
-    move.set_defaults(run=run_move)
+    command(move, run_move, mutates=True)
 
 
 def run_create(broker: Broker, args: argparse.Namespace) -> int:

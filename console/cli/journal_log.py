@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any, get_args
 
-from console.cli.parser import non_negative_int, positive_int
+from console.cli.parser import command, non_negative_int, positive_int
 from console.cli.render import instant, size, table
 from engine.broker import Broker
 from engine.errors import InvalidInput
@@ -50,7 +50,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     form = log.add_mutually_exclusive_group()
     form.add_argument("--csv", action="store_true", help="CSV with a header line")
     form.add_argument("--json", action="store_true", help="a JSON array of objects")
-    log.set_defaults(run=run_log)
+    command(log, run_log, mutates=False)
 
 
 def _since(broker: Broker, text: str | None) -> int | None:

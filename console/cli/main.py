@@ -12,11 +12,19 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from console.cli import engine_cmd, groups, journal_log, manage, prune, records, topics
-from console.cli.parser import OneLineParser
+from console.cli import console_cmd, engine_cmd, groups, journal_log, manage, prune, records, topics, verify
+from console.cli.parser import OneLineParser, Run, mutates, one_line
 from engine.broker import Broker
-from engine.datadir import default_data_dir
-from engine.errors import EbbError
+from engine.datadir import DataDir, default_data_dir
+from engine.errors import EbbError, InvalidInput
+
+
+def _path(text: str) -> Path:
+    # An empty --data-dir (an unset variable: --data-dir "$DIR") would be the current
+    # directory, and a data directory would be created wherever the command ran.
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the path is empty")
+    return Path(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,10 +33,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Ebbtide: retention engine and admin console for segmented message logs.",
     )
     parser.add_argument(
-        "--data-dir", type=Path, default=None,
+        "--data-dir", type=_path, default=None,
         help=f"data directory [default: $EBB_DATA_DIR or {default_data_dir()}]",
     )
-    parser.add_argument("--config", type=Path, default=None, help="config file [default: DATA_DIR/ebb.toml]")
+    parser.add_argument("--config", type=_path, default=None, help="config file [default: DATA_DIR/ebb.toml]")
+    # Its own dest: the console's `--read-only` (dest read_only) would overwrite it with
+    # its default, since a subcommand's defaults replace the main parser's values.
+    parser.add_argument(
+        "--read-only", dest="read_only_all", action="store_true",
+        help="refuse every command that writes to the data directory (the console hides them)",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     topics.register(commands)
     records.register(commands)
@@ -37,27 +51,54 @@ def build_parser() -> argparse.ArgumentParser:
     manage.register(commands)
     journal_log.register(commands)
     engine_cmd.register(commands)
+    console_cmd.register(commands)
+    verify.register(commands)
     return parser
 
 
-def run_overview(broker: Broker, args: argparse.Namespace) -> int:
-    """``ebb`` alone: what this data directory holds, until the console takes over."""
-    print(f"Ebbtide data directory {broker.data.root}")
-    args.json = False
-    topics.run_list(broker, args)
-    print("\nrun `ebb --help` for the commands")
-    return 0
+def _check_argv(argv: Sequence[str]) -> None:
+    """Refuse what no shell can pass and SQLite cannot store: a NUL character, or
+    bytes that are not UTF-8 (Python hands them over as lone surrogates)."""
+    for index, argument in enumerate(argv, start=1):
+        if "\0" in argument:
+            raise InvalidInput(f"argument {index} ({argument!r}) contains a NUL character")
+        try:
+            argument.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput(f"argument {index} ({argument!r}) is not valid UTF-8 text") from None
+
+
+def _read_only(args: argparse.Namespace, run: Run, data: DataDir) -> None:
+    """``--read-only``: refuse a command that writes, before anything is opened, and
+    a data directory that does not exist (opening it would create it)."""
+    if run is console_cmd.run_console:
+        # The console has a read-only mode of its own (hide and refuse every mutating
+        # action): the flag is passed on. Only its demo traffic writes regardless.
+        args.read_only = True
+        if getattr(args, "demo", False):
+            raise InvalidInput("--read-only: the console's --demo writes to the data directory")
+    elif mutates(args):
+        name = getattr(args, "command_name", f"ebb {args.command}")  # undeclared: see parser.command
+        raise InvalidInput(f"--read-only: `{name}` writes to the data directory")
+    if not data.catalog_path.exists():
+        raise InvalidInput(f"--read-only: {data.root} is not a data directory yet (no {data.catalog_path.name})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    run = getattr(args, "run", run_overview)
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        with Broker(args.data_dir or default_data_dir(), args.config) as broker:
+        _check_argv(argv)
+        args = build_parser().parse_args(argv)
+        # ``ebb`` alone opens the console with its defaults.
+        run = getattr(args, "run", console_cmd.run_console)
+        data = DataDir(args.data_dir or default_data_dir())
+        if args.read_only_all:
+            _read_only(args, run, data)
+        with Broker(data.root, args.config) as broker:
             return run(broker, args)
     except EbbError as error:
-        print(f"ebb: error: {error}", file=sys.stderr)
+        # one_line: a message quoting operator input must stay one line whatever it holds.
+        print(f"ebb: error: {one_line(str(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("ebb: interrupted", file=sys.stderr)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from console.cli.parser import non_negative_int, positive_int
+from console.cli.parser import command, non_negative_int, positive_int
 from console.cli.render import emit_json, size
 from engine.broker import Broker
 from engine.clock import parse_instant
@@ -36,13 +36,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     where.add_argument("--oldest-segments", type=positive_int, metavar="N", help="delete the oldest N sealed segments")
     truncate.add_argument("--json", action="store_true")
-    truncate.set_defaults(run=run_truncate)
+    command(truncate, run_truncate, mutates=True)
 
     purge = commands.add_parser("purge", help="delete every record of a topic (needs --yes)")
     purge.add_argument("topic")
     purge.add_argument("--yes", action="store_true", help="confirm: every record of the topic is deleted")
     purge.add_argument("--json", action="store_true")
-    purge.set_defaults(run=run_purge)
+    command(purge, run_purge, mutates=True)
 
     for name, on, text in (
         ("hold", True, "set a retention hold: nothing of the topic is deleted, by any path"),
@@ -51,7 +51,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         switch = commands.add_parser(name, help=text)
         switch.add_argument("topic")
         switch.add_argument("--json", action="store_true")
-        switch.set_defaults(run=run_hold, hold_on=on)
+        command(switch, run_hold, mutates=True, hold_on=on)
 
     for name, paused, text in (
         ("pause", True, "pause all deletion (cycles still plan and report)"),
@@ -59,7 +59,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     ):
         switch = commands.add_parser(name, help=text)
         switch.add_argument("--json", action="store_true")
-        switch.set_defaults(run=run_pause, paused=paused)
+        command(switch, run_pause, mutates=True, paused=paused)
 
 
 def run_truncate(broker: Broker, args: argparse.Namespace) -> int:

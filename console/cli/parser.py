@@ -3,24 +3,68 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
-from typing import NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from engine.broker import Broker
+
+Run = Callable[[Broker, argparse.Namespace], int]
+Mutates = bool | Callable[[argparse.Namespace], bool]
+"""Whether a command writes to the data directory: always, never, or by its arguments."""
+
+#: The largest whole number an argument may hold: SQLite's INTEGER is a signed 64-bit
+#: column, and a bigger Python int reaching a query raises OverflowError instead of a
+#: clear message.
+MAX_INTEGER = 2**63 - 1
+_DIGITS = re.compile(r"[0-9]+", re.ASCII)
+
+
+def one_line(message: str) -> str:
+    """``message`` safe to print as one line: control and other unprintable characters
+    (newlines, terminal escapes, lone surrogates) escaped as in ``repr``.
+
+    argparse quotes some values with ``repr`` but not all (``unrecognized arguments:``
+    joins them raw), and an argument must not be able to forge a second line."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in message)
 
 
 class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        print(f"ebb: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        print(f"ebb: error: {one_line(message)} (see `{self.prog} --help`)", file=sys.stderr)
         raise SystemExit(2)
 
 
+def command(parser: argparse.ArgumentParser, run: Run, *, mutates: Mutates, **defaults: Any) -> None:
+    """Make ``run`` what ``parser``'s command does.
+
+    ``mutates`` says whether it writes to the data directory (the catalog, the journal
+    or segment files); ``ebb --read-only`` refuses those before opening anything
+    (console/cli/main.py). Every command declares it, and a command that does not is
+    treated as writing."""
+    parser.set_defaults(run=run, mutates=mutates, command_name=parser.prog, **defaults)
+
+
+def mutates(args: argparse.Namespace) -> bool:
+    """Whether the command parsed into ``args`` writes to the data directory."""
+    declared: Mutates = getattr(args, "mutates", True)
+    return declared(args) if callable(declared) else declared
+
+
 def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
+    """A whole number of plain ASCII digits, 0 to :data:`MAX_INTEGER`.
+
+    Stricter than ``int()``, which also takes ``+5``, ``1_000`` and other scripts'
+    digits (``٣`` is 3): what the operator sees must be what the engine uses."""
+    digits = text.strip()
+    if digits.startswith("-") and _DIGITS.fullmatch(digits[1:]):
         raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value
+    if not _DIGITS.fullmatch(digits):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (digits 0-9)")
+    if len(digits.lstrip("0")) > len(str(MAX_INTEGER)) or int(digits) > MAX_INTEGER:
+        raise argparse.ArgumentTypeError(f"{text!r} is too large (at most {MAX_INTEGER})")
+    return int(digits)
 
 
 def positive_int(text: str) -> int:

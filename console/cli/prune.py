@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from console.cli.parser import non_negative_int
+from console.cli.parser import command, non_negative_int
 from console.cli.policy_flags import add_policy_flags, policy_changes
 from console.cli.render import emit_json, instant, size, table
 from engine.broker import Broker
@@ -35,7 +35,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     prune.add_argument("--now", help="plan as of this time (ISO 8601 or epoch ms): a forecast when in the future")
     prune.add_argument("--json", action="store_true")
     add_spark_flags(prune)
-    prune.set_defaults(run=run_prune)
+    # A dry run journals its cycle (SPEC §6), so it writes too: `explain` plans without writing.
+    command(prune, run_prune, mutates=True)
 
     explain = commands.add_parser("explain", help="every segment's decision, reason and eligibility time")
     explain.add_argument("topic")
@@ -44,7 +45,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     explain.add_argument("--json", action="store_true")
     add_spark_flags(explain)
     add_policy_flags(explain, allow_reset=True)
-    explain.set_defaults(run=run_explain)
+    command(explain, run_explain, mutates=False)
 
 
 def _pruner(broker: Broker, args: argparse.Namespace) -> Pruner:
@@ -64,9 +65,10 @@ def _rows(table_: pa.Table) -> list[dict[str, Any]]:
 def run_prune(broker: Broker, args: argparse.Namespace) -> int:
     for name in args.topics or ():
         broker.catalog.topic(name)
+    now = _now(args)  # refuse a bad --now before starting Spark
     pruner = _pruner(broker, args)
     try:
-        outcome = pruner.cycle(now=_now(args), topics=args.topics, dry_run=args.dry_run, trigger="manual", actor="cli")
+        outcome = pruner.cycle(now=now, topics=args.topics, dry_run=args.dry_run, trigger="manual", actor="cli")
     finally:
         pruner.spark.stop()
     plan, result = outcome.plan, outcome.result

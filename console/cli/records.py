@@ -7,10 +7,10 @@ import base64
 import sys
 from typing import Iterator
 
-from console.cli.parser import non_negative_int, positive_int
+from console.cli.parser import command, non_negative_int, positive_int
 from console.cli.render import emit_json
 from engine.broker import Broker
-from engine.clock import parse_instant
+from engine.clock import MAX_INSTANT_MS, format_instant, parse_instant
 from engine.errors import InvalidInput
 from engine.policy.units import describe_size, parse_duration, parse_size
 from engine.store.batch import NewRecord
@@ -35,16 +35,21 @@ def register(commands: argparse._SubParsersAction) -> None:
     produce.add_argument("--count", type=non_negative_int, help="generate this many records")
     produce.add_argument("--size", help="bytes per generated record value (with --count) [default: 100]")
     produce.add_argument("--json", action="store_true", help="print one JSON line per acknowledged batch")
-    produce.set_defaults(run=run_produce)
+    command(produce, run_produce, mutates=True)
 
     consume = commands.add_parser("consume", help="read records as a group and commit its positions")
     consume.add_argument("topic")
     consume.add_argument("--group", required=True)
     consume.add_argument("--partition", type=non_negative_int)
     consume.add_argument("--max", type=positive_int, default=100, help="at most this many records [default: 100]")
-    consume.add_argument("--no-commit", action="store_true", help="read without moving the group's positions")
+    consume.add_argument("--no-commit", action="store_true", help="read without moving the group's positions or creating it: writes nothing")
     consume.add_argument("--json", action="store_true", help="one JSON object per record")
-    consume.set_defaults(run=run_consume)
+    command(consume, run_consume, mutates=_commits)
+
+
+def _commits(args: argparse.Namespace) -> bool:
+    """``consume`` writes (positions, a group it creates) unless ``--no-commit``."""
+    return not args.no_commit
 
 
 def generated_value(index: int, size: int) -> bytes:
@@ -64,12 +69,20 @@ def _records(args: argparse.Namespace) -> Iterator[NewRecord]:
         step = parse_duration(args.timestamp_step) or 0
 
     def stamp(i: int) -> int | None:
-        return None if timestamp is None else timestamp + i * step
+        if timestamp is None:
+            return None
+        if timestamp + i * step > MAX_INSTANT_MS:
+            raise InvalidInput(
+                f"record {i}: --timestamp plus {i} times --timestamp-step is past {format_instant(MAX_INSTANT_MS)}"
+            )
+        return timestamp + i * step
 
     if args.count is not None:
         value_size = parse_size(args.size) if args.size is not None else 100
         if value_size is None or value_size > MAX_GENERATED_SIZE:
             raise InvalidInput(f"invalid --size {args.size!r}: use 0 to {describe_size(MAX_GENERATED_SIZE)}")
+        if args.count:
+            stamp(args.count - 1)  # the last timestamp is known: refuse before writing any
         for i in range(args.count):
             yield NewRecord(generated_value(i, value_size), key, stamp(i))
         return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from console.cli.parser import positive_int
+from console.cli.parser import command, positive_int
 from console.cli.policy_flags import add_policy_flags, policy_changes
 from console.cli.render import emit_json, instant, size, table
 from engine.broker import Broker, TopicDescription
@@ -19,26 +19,26 @@ def register(commands: argparse._SubParsersAction) -> None:
     create.add_argument("--partitions", type=positive_int, default=1)
     create.add_argument("--json", action="store_true", help="print the effective policy as JSON")
     add_policy_flags(create)
-    create.set_defaults(run=run_create)
+    command(create, run_create, mutates=True)
 
     alter = sub.add_parser("alter", help="change a topic's policy (journaled)")
     alter.add_argument("name")
     alter.add_argument("--json", action="store_true")
     add_policy_flags(alter, allow_reset=True)
-    alter.set_defaults(run=run_alter)
+    command(alter, run_alter, mutates=True)
 
     listing = sub.add_parser("list", help="list topics")
     listing.add_argument("--json", action="store_true")
-    listing.set_defaults(run=run_list)
+    command(listing, run_list, mutates=False)
 
     describe = sub.add_parser("describe", help="effective policy with sources, partitions, segments, groups")
     describe.add_argument("name")
     describe.add_argument("--json", action="store_true")
-    describe.set_defaults(run=run_describe)
+    command(describe, run_describe, mutates=False)
 
     delete = sub.add_parser("delete", help="delete a topic and all its data")
     delete.add_argument("name")
-    delete.set_defaults(run=run_delete)
+    command(delete, run_delete, mutates=True)
 
 
 def run_create(broker: Broker, args: argparse.Namespace) -> int:

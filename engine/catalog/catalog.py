@@ -48,6 +48,21 @@ class GroupRow:
     positions: dict[int, tuple[int, int]]
 
 
+@dataclass(frozen=True, slots=True)
+class QuarantinedRange:
+    """Offsets ``[base_offset, next_offset)`` of a partition whose records are gone:
+    their segment was quarantined as corrupt (``path``: where it went, relative to the
+    data directory) or its file was missing (``path`` None)."""
+
+    topic: str
+    partition: int
+    base_offset: int
+    next_offset: int
+    path: str | None
+    reason: str
+    quarantined_at: int
+
+
 def _segment(row: Mapping) -> SegmentInfo:
     return SegmentInfo(
         row["base_offset"],
@@ -143,6 +158,7 @@ class Catalog:
         return changes
 
     def policy_changes(self, topic: str | None = None) -> list[dict]:
+        # Only a fixed clause is interpolated; the topic is a parameter.
         where, params = ("WHERE topic = ?", (topic,)) if topic else ("", ())
         return [dict(r) for r in self.db.query(f"SELECT * FROM policy_changes {where} ORDER BY id", params)]
 
@@ -194,12 +210,40 @@ class Catalog:
         )
 
     def reconcile_segments(self, topic: str, partition: int, infos: list[SegmentInfo]) -> bool:
-        """Make the catalog's segments exactly the ones on disk; True if anything differed."""
-        if self.segments(topic, partition) == infos:
+        """Make the catalog's segments exactly the ones on disk, and the partition's
+        next offset their end; True if anything differed."""
+        if (
+            self.segments(topic, partition) == infos
+            and self.partition(topic, partition).next_offset == infos[-1].next_offset
+        ):
             return False
         self.db.execute("DELETE FROM segments WHERE topic = ? AND partition = ?", (topic, partition))
         self.update_segments(topic, partition, infos, infos[-1].next_offset)
         return True
+
+    def quarantined(self, topic: str, partition: int) -> list[QuarantinedRange]:
+        return [
+            QuarantinedRange(**r)
+            for r in self.db.query(
+                "SELECT * FROM quarantined WHERE topic = ? AND partition = ? ORDER BY base_offset", (topic, partition)
+            )
+        ]
+
+    def add_quarantined(self, lost: QuarantinedRange) -> None:
+        self.db["quarantined"].upsert(
+            {
+                "topic": lost.topic, "partition": lost.partition, "base_offset": lost.base_offset,
+                "next_offset": lost.next_offset, "path": lost.path, "reason": lost.reason,
+                "quarantined_at": lost.quarantined_at,
+            },
+            pk=("topic", "partition", "base_offset"),
+        )
+
+    def set_log_start(self, topic: str, partition: int, log_start_offset: int) -> None:
+        self.db.execute(
+            "UPDATE partitions SET log_start_offset = ? WHERE topic = ? AND partition = ?",
+            (log_start_offset, topic, partition),
+        )
 
     # -- groups -------------------------------------------------------------------
 

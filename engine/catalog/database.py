@@ -25,11 +25,13 @@ BUSY_TIMEOUT_MS = 30_000
 def connect(path: Path) -> sqlite_utils.Database:
     """Open (creating if needed, readable by its owner only) the database at ``path``."""
     if not path.exists():
-        # Create the file with owner-only permissions before SQLite opens it.
+        # Create the file with owner-only permissions before SQLite opens it. SQLite
+        # gives the -wal and -shm files it creates the database file's permissions
+        # (not the umask's), so they are owner-only too (tests/test_access.py).
         os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     try:
         conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")  # a constant: PRAGMA takes no parameters
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")

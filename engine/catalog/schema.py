@@ -37,6 +37,20 @@ CREATE TABLE IF NOT EXISTS segments (
     PRIMARY KEY (topic, partition, base_offset),
     FOREIGN KEY (topic, partition) REFERENCES partitions(topic, partition) ON DELETE CASCADE
 );
+-- Offset ranges whose records are gone without retention having deleted them:
+-- segments quarantined as corrupt, or files found missing (engine/integrity).
+-- Reads of a range above the log start fail naming it instead of skipping it.
+CREATE TABLE IF NOT EXISTS quarantined (
+    topic TEXT NOT NULL,
+    partition INTEGER NOT NULL,
+    base_offset INTEGER NOT NULL,
+    next_offset INTEGER NOT NULL CHECK (next_offset > base_offset),
+    path TEXT,                    -- the quarantined file, relative to the data directory; null if none
+    reason TEXT NOT NULL,
+    quarantined_at INTEGER NOT NULL,
+    PRIMARY KEY (topic, partition, base_offset),
+    FOREIGN KEY (topic, partition) REFERENCES partitions(topic, partition) ON DELETE CASCADE
+);
 CREATE TABLE IF NOT EXISTS groups (
     topic TEXT NOT NULL REFERENCES topics(name) ON DELETE CASCADE,
     name TEXT NOT NULL,
@@ -68,6 +82,11 @@ CREATE INDEX IF NOT EXISTS policy_changes_time ON policy_changes(time);
 
 
 def ensure_schema(db: sqlite_utils.Database) -> None:
-    """Create the tables if this is a new data directory."""
+    """Create the tables if this is a new data directory.
+
+    An existing catalog is only read: setting ``user_version`` writes the database
+    header even to the same value, and opening a catalog to read must write nothing."""
     db.conn.executescript(_TABLES)
-    db.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    if db.conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+        # An int constant of this module, not input: PRAGMA takes no parameters.
+        db.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

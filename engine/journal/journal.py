@@ -49,6 +49,9 @@ ACTION_KINDS = frozenset(
         "resume",
         "purge",
         "truncate",
+        # ``ebb verify --repair``: corrupt or missing data set aside, and what it fixed
+        "quarantine",
+        "repair",
     }
 )
 
@@ -138,7 +141,8 @@ def _limit(limit: int | None) -> int:
 
 
 class _Where:
-    """A WHERE clause built from optional filters, every value a parameter."""
+    """A WHERE clause built from optional filters, every value a parameter; the terms
+    are literals of this module, never input (tests/test_access.py checks both)."""
 
     def __init__(self) -> None:
         self.terms: list[str] = []

@@ -16,6 +16,14 @@ from pathlib import Path
 from engine.store.batch import BatchHeader
 
 _ENTRY = struct.Struct("<qq")
+#: bytes of one entry of either index file
+ENTRY_SIZE = _ENTRY.size
+
+
+def _owner_only(path: str, flags: int) -> int:
+    """``open()``'s opener for the index files: owner-only, like the segments
+    (the default would be 0666 less the umask)."""
+    return os.open(path, flags, 0o600)
 
 
 def _load(path: Path) -> list[tuple[int, int]]:
@@ -67,7 +75,7 @@ class SegmentIndex:
         """Rewrite both files whole (after a rebuild, or when sealing)."""
         for path, entries in ((self.offset_path, self.offsets), (self.time_path, self.times)):
             tmp = path.with_name(path.name + ".tmp")
-            with open(tmp, "wb") as f:
+            with open(tmp, "wb", opener=_owner_only) as f:
                 f.write(b"".join(_ENTRY.pack(*e) for e in entries))
                 if sync:
                     f.flush()
@@ -78,8 +86,8 @@ class SegmentIndex:
         """Record a freshly written batch, in memory and at the end of both files."""
         had_times = len(self.times)
         self.add(header)
-        with open(self.offset_path, "ab") as f:
+        with open(self.offset_path, "ab", opener=_owner_only) as f:
             f.write(_ENTRY.pack(header.base_offset, header.position))
         if len(self.times) > had_times:
-            with open(self.time_path, "ab") as f:
+            with open(self.time_path, "ab", opener=_owner_only) as f:
                 f.write(_ENTRY.pack(*self.times[-1]))

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import bisect
 import os
+from contextlib import contextmanager
 from itertools import accumulate
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from engine.errors import InvalidInput, StoreError
 from engine.store.batch import HEADER_SIZE, MAX_BATCH_BYTES, NewRecord, Record, encode_batch, record_size
@@ -23,6 +24,7 @@ from engine.store.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIXES,
     LOG_SUFFIX,
+    CorruptBatch,
     Segment,
     SegmentInfo,
     SegmentMissing,
@@ -53,7 +55,8 @@ def _listdir(directory: Path) -> list[str]:
         raise StoreError(f"partition directory {directory} is missing") from None
 
 
-def _bases(names: list[str], suffix: str) -> list[int]:
+def file_bases(names: list[str], suffix: str) -> list[int]:
+    """Base offsets of the segment files among ``names`` that end with ``suffix``, in order."""
     return sorted(int(n[: -len(suffix)]) for n in names if n.endswith(suffix) and n[: -len(suffix)].isdigit())
 
 
@@ -65,7 +68,7 @@ def _below_log_start(bases: list[int], log_start: int) -> bool:
 
 def live_bases(directory: Path) -> list[int]:
     """Base offsets of the segments present, oldest first (the last one is active)."""
-    return _bases(_listdir(directory), LOG_SUFFIX)
+    return file_bases(_listdir(directory), LOG_SUFFIX)
 
 
 class OffsetGap(StoreError):
@@ -95,29 +98,43 @@ def open_segments(directory: Path, bases: list[int], *, repair: bool, cached: di
     return segments
 
 
-def segment_infos(directory: Path) -> list[SegmentInfo]:
-    """A read-only view of every segment, without taking the lock."""
-    segments = open_segments(directory, live_bases(directory), repair=False)
+def segment_infos(directory: Path, bases: list[int] | None = None) -> list[SegmentInfo]:
+    """A read-only view of the segments (all, or those at ``bases`` as a caller
+    listed them), without taking the lock."""
+    segments = open_segments(directory, live_bases(directory) if bases is None else bases, repair=False)
     return [s.info(sealed=i < len(segments) - 1) for i, s in enumerate(segments)]
 
 
 def read_records(directory: Path, offset: int, max_records: int) -> list[Record]:
-    """Up to ``max_records`` records from ``offset`` on, across segments; raises
-    :class:`OffsetGap` rather than skip offsets that are in no segment."""
+    """Up to ``max_records`` records from ``offset`` on, across segments.
+
+    Offsets that are in no segment raise :class:`OffsetGap` and a corrupt batch
+    :class:`CorruptBatch`, never skipped; the records before such a place are returned
+    first (as a Kafka fetch returns the batches before a corrupt one), so that a
+    reader progresses up to it and its next read, starting there, fails."""
     bases = live_bases(directory)
     first = max(bisect.bisect_right(bases, offset) - 1, 0)
     records: list[Record] = []
     expected = offset
     for i in range(first, len(bases)):
         if bases[i] > expected:
+            if records:
+                return records
             raise OffsetGap(directory, expected, bases[i])
         try:
             segment = Segment.open(directory, bases[i], sealed=i < len(bases) - 1, repair=False)
         except SegmentMissing:
             continue  # deleted since the listing: the gap check above catches what follows
+        try:
+            # One by one: what was read before a corrupt batch is kept and returned.
+            for record in segment.read(expected, max_records - len(records)):
+                records.append(record)
+        except CorruptBatch:
+            if records:
+                return records
+            raise
         # The segment's own extent, not its successor's base: a successor further on
         # than this segment's end is exactly the gap that must not be skipped.
-        records.extend(segment.read(expected, max_records - len(records)))
         expected = max(expected, segment.next_offset)
         if len(records) >= max_records:
             break
@@ -139,9 +156,26 @@ def offset_for_time(directory: Path, timestamp: int) -> int | None:
     return None
 
 
+def largest_record(segment_size: int) -> int:
+    """Bytes (as :func:`record_size` counts them) of the largest record that a segment
+    of ``segment_size`` bytes can hold, in a batch of its own."""
+    return min(segment_size, MAX_BATCH_BYTES) - HEADER_SIZE
+
+
+def unfit_record(index: int, size: int, segment_size: int) -> InvalidInput:
+    """The refusal of record ``index``, ``size`` bytes, larger than :func:`largest_record`."""
+    return InvalidInput(
+        f"record {index} is {size} bytes with its framing; it does not fit a segment of "
+        f"{segment_size} bytes (raise segment_size or send smaller records)"
+    )
+
+
 def create_partition(directory: Path) -> None:
     """Create an empty partition: its directory and a first, active segment at offset 0."""
-    directory.mkdir(mode=0o700, parents=True, exist_ok=False)
+    # mkdir(parents=True) gives the parents it creates the umask's mode, not 0700:
+    # the topic's directory is made on its own.
+    directory.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    directory.mkdir(mode=0o700, exist_ok=False)
     Segment.create(directory, 0)
     fsync_dir(directory.parent)
 
@@ -188,6 +222,26 @@ class PartitionWriter:
     def __exit__(self, *exc: object) -> None:
         self._lock.release()
 
+    @contextmanager
+    def held(self) -> Iterator["PartitionWriter"]:
+        """The partition's lock without the recovery that ``locked`` runs on entry:
+        for a repair that must move damaged files away before recovery sees them (it
+        would cut an active segment at its first bad batch, valid batches after it
+        included). Call :meth:`reload` before using the writer's view."""
+        self._lock.acquire(self.lock_timeout)
+        try:
+            yield self
+        finally:
+            self._lock.release()
+
+    def reload(self, log_start_offset: int) -> None:
+        """Forget the cached view and re-read every file, repairing them as ``locked``
+        does (torn tail, stale indexes, interrupted deletions)."""
+        if not self._lock.held:
+            raise RuntimeError("reload outside a held() or locked() block")
+        self.close()
+        self._refresh(log_start_offset)
+
     def close(self) -> None:
         self._close_fd()
         self._segments = []
@@ -202,11 +256,11 @@ class PartitionWriter:
         writer or an interrupted deletion left. One directory listing in the common
         case: it runs before every append."""
         names = _listdir(self.directory)
-        bases = _bases(names, LOG_SUFFIX)
+        bases = file_bases(names, LOG_SUFFIX)
         if any(name.endswith(DELETED_SUFFIX) for name in names) or _below_log_start(bases, log_start):
             self._recover_deletions(names, log_start)
             names = _listdir(self.directory)
-            bases = _bases(names, LOG_SUFFIX)
+            bases = file_bases(names, LOG_SUFFIX)
         if not bases:
             raise StoreError(f"partition {self.directory} has no segments")
         cached = [s.base_offset for s in self._segments]
@@ -229,8 +283,8 @@ class PartitionWriter:
     def _recover_deletions(self, names: list[str], log_start: int) -> None:
         """Finish deletions that a crash interrupted, or roll them back when the log
         start was not moved past the segment (then its data must stay)."""
-        live = _bases(names, LOG_SUFFIX)
-        for base in _bases(names, DELETED_SUFFIX):
+        live = file_bases(names, LOG_SUFFIX)
+        for base in file_bases(names, DELETED_SUFFIX):
             later = [b for b in live if b > base]
             if later and later[0] <= log_start:
                 remove_files(self.directory, base)
@@ -248,7 +302,7 @@ class PartitionWriter:
     def _remove_orphan_indexes(self, names: list[str], bases: list[int]) -> None:
         live = set(bases)
         for suffix in INDEX_SUFFIXES:
-            for base in _bases(names, suffix):
+            for base in file_bases(names, suffix):
                 if base not in live:
                     remove_files(self.directory, base)
 
@@ -281,13 +335,11 @@ class PartitionWriter:
         if not records:
             raise InvalidInput("nothing to append: no records given")
         limit = min(segment_size, MAX_BATCH_BYTES)
+        largest = largest_record(segment_size)
         sizes = [record_size(r) for r in records]
-        if HEADER_SIZE + max(sizes) > limit:
-            i = next(i for i, size in enumerate(sizes) if HEADER_SIZE + size > limit)
-            raise InvalidInput(
-                f"record {i} is {sizes[i]} bytes with its framing; it does not fit a segment of "
-                f"{segment_size} bytes (raise segment_size or send smaller records)"
-            )
+        if max(sizes) > largest:
+            i = next(i for i, size in enumerate(sizes) if size > largest)
+            raise unfit_record(i, sizes[i], segment_size)
         # ends[k]: bytes of records[0..k] together; a batch from i takes the records
         # whose running total stays within the room left (found by bisection).
         ends = list(accumulate(sizes))

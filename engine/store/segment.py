@@ -35,6 +35,19 @@ class SegmentMissing(StoreError):
     """The segment's file is gone (deleted by a prune, or being deleted)."""
 
 
+class CorruptBatch(StoreError):
+    """A batch a reader needed fails its checksum or framing: its records are never
+    served, and the error names the file and the byte where the batch starts."""
+
+    def __init__(self, path: Path, position: int, why: str) -> None:
+        super().__init__(
+            f"corrupt batch in {path} at byte {position}: {why} "
+            "(`ebb verify` reports it, `ebb verify --repair` quarantines the segment)"
+        )
+        self.path = path
+        self.position = position
+
+
 def segment_stem(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
@@ -175,9 +188,7 @@ class Segment:
         while cursor < len(data) and produced < max_records:
             header = read_header(data, cursor)
             if header is None:
-                raise StoreError(
-                    f"corrupt batch in {self.log_path} at byte {position + cursor}: checksum or framing mismatch"
-                )
+                raise CorruptBatch(self.log_path, position + cursor, "checksum or framing mismatch")
             if header.next_offset > offset:
                 for record in decode_records(data, header):
                     if record.offset >= offset:
@@ -211,11 +222,11 @@ class Segment:
                 prefix = os.pread(f.fileno(), HEADER_SIZE, position)
                 header = peek_header(prefix, 0)
                 if header is None:
-                    raise StoreError(f"corrupt batch in {self.log_path} at byte {position}: framing mismatch")
+                    raise CorruptBatch(self.log_path, position, "framing mismatch")
                 if header.next_offset > offset and header.max_timestamp >= timestamp:
                     data = os.pread(f.fileno(), header.size, position)
                     if read_header(data, 0) is None:
-                        raise StoreError(f"corrupt batch in {self.log_path} at byte {position}: checksum mismatch")
+                        raise CorruptBatch(self.log_path, position, "checksum mismatch")
                     for record in decode_records(data, replace(header, position=0)):
                         if record.offset >= offset and record.timestamp >= timestamp:
                             return record.offset

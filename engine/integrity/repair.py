@@ -1,0 +1,429 @@
+"""``ebb verify --repair``: fix what the files prove, quarantine what is lost.
+
+Each partition with something to do is repaired under its writer lock (no append or
+prune meanwhile), from a check made under that lock:
+
+- **Corrupt data** (a bad batch that hides acknowledged records, in a sealed or the
+  active segment): the whole segment file and its indexes move to
+  ``DATA_DIR/quarantine/<topic>/<partition>/``, next to a ``.note.json`` saying what
+  was found where, and what became of the offsets. Quarantine is per segment, as
+  retention is: the valid batches before the bad one go with it (their offsets are in
+  the note), rather than cut a sealed segment into a shape the store never writes.
+- **Where the lost offsets go** (a quarantined segment, a missing file, a gap, records
+  the catalog acknowledged and the active file lacks):
+
+  - in front of everything still held: the log start moves past them, as if
+    retention had deleted them; readers start after them, and a group below the log
+    start is read from it, as after a prune;
+  - in the middle: they are recorded in the catalog's ``quarantined`` table, and a
+    read of them fails with an error naming the quarantined file and the offset to
+    move a group to. This is Kafka's behaviour for a corrupt record (the consumer is
+    stuck until an operator seeks past it): nothing is skipped silently, and moving
+    past lost data is the operator's decision. The catalog row of the segment before
+    the range spans it (segments stay contiguous), so that retention deleting that
+    segment moves the log start past the range too;
+  - at the end (the active segment quarantined, or its file cut short): a new empty
+    active segment starts at the acknowledged end. Offsets are never reused, so every
+    committed position keeps meaning the records it meant.
+
+- **Trailing bytes** that hold no acknowledged record (a torn write at the end of the
+  active segment, garbage after a sealed segment's last batch): saved to the
+  quarantine with a note, then cut.
+- **A log start past the end of the data**: set to the oldest offset held (left as
+  is, the next writer would delete every sealed segment below it); retention takes
+  again what it should on its next cycle.
+- **Group positions outside [0, next offset]**: moved into it (their commit time kept).
+- Then the store's own recovery runs on fresh state (indexes rebuilt from the
+  batches, an interrupted deletion finished or undone, segments below the log start
+  and orphan indexes removed) and the catalog's segment rows and next offset are set
+  from the files.
+
+Files move first, then one catalog transaction records the log start, the lost
+ranges, the positions and their journal rows: a crash in between leaves files gone
+that the catalog still lists, which the next ``verify`` reports and ``--repair``
+records, naming the quarantined file from its note.
+
+Journaled (trigger ``manual``): ``quarantine`` per lost range, ``move_log_start``
+when the log start moves, ``repair`` for everything else. Left to the operator:
+damage SQLite reports, a policy that does not parse, partition rows that disagree
+with the topic, overlapping segments, stray directories.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.broker import Broker
+from engine.catalog.catalog import Catalog, QuarantinedRange
+from engine.datadir import DataDir
+from engine.integrity.check import (
+    CORRUPT_DATA,
+    LOG_START,
+    POSITION_OUT_OF_RANGE,
+    TRAILING_BYTES,
+    Finding,
+    PartitionCheck,
+    Place,
+    check_partition,
+    verify,
+)
+from engine.journal.journal import Entry, Journal
+from engine.store.partition import PartitionWriter, live_bases
+from engine.store.segment import INDEX_SUFFIXES, LOG_SUFFIX, Segment, fsync_dir, segment_stem
+
+TRIGGER = "manual"
+NOTE_SUFFIX = ".note.json"
+TAIL_SUFFIX = ".bin"
+#: journal reason of a log start moved by a repair
+MOVED_BY_REPAIR = "REPAIR"
+
+#: what the store's recovery and the catalog's reconciliation did about each kind of
+#: repairable finding that needs no step of its own here
+_RECOVERED = {
+    "INDEX_DAMAGED": "index rebuilt from the batches",
+    "ROW_MISSING": "catalog row set from the file",
+    "ROW_MISMATCH": "catalog row set from the file",
+    "PARTITION_ROW": "next offset set from the files",
+    "BELOW_LOG_START": "removed by recovery",
+    "INTERRUPTED_DELETION": "deletion finished or undone by recovery",
+    "ORPHAN_INDEX": "removed by recovery",
+    "SEGMENT_MISSING": "new empty active segment created",
+    "STRAY_ROW": "catalog row removed",
+}
+
+
+@dataclass(frozen=True)
+class Repair:
+    """One thing ``--repair`` did."""
+
+    where: Place
+    what: str
+    #: the code of the finding it answers
+    code: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.what}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code, "where": self.where.to_json(), "what": self.what}
+
+
+@dataclass(frozen=True)
+class RepairResult:
+    found: list[Finding]
+    repairs: list[Repair]
+    #: what a check after the repair still finds
+    remaining: list[Finding]
+
+
+def repair(broker: Broker, topics: Sequence[str] | None = None, *, actor: str = "cli") -> RepairResult:
+    """Check the data directory (or ``topics``), repair every partition with
+    something to repair or quarantine, and check again."""
+    found = verify(broker.data, broker.catalog, broker.config.policy_defaults, topics)
+    targets = sorted(
+        {
+            (f.where.topic, f.where.partition)
+            for f in found
+            if f.where.topic is not None and f.where.partition is not None and (f.repairable or f.lost)
+        }
+    )
+    repairs = [r for topic, partition in targets for r in _repair_partition(broker, topic, partition, actor)]
+    remaining = verify(broker.data, broker.catalog, broker.config.policy_defaults, topics) if targets else found
+    return RepairResult(found, repairs, remaining)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Where a partition stands once its lost data is set aside."""
+
+    #: base of a new active segment, if one is needed
+    new_active: int | None
+    log_start: int
+
+
+def _plan(check: PartitionCheck, log_start: int) -> _Plan:
+    quarantined = frozenset(
+        f.where.segment for f in check.findings if f.code == CORRUPT_DATA and f.where.segment is not None
+    )
+    remaining = [b for b in sorted(check.own_ends) if b not in quarantined]
+    # A new active segment when the newest one is gone (quarantined, missing) or its
+    # file ends before what the catalog acknowledged: offsets are never reused.
+    needs_active = (
+        not remaining or remaining[-1] != check.active_base or check.own_ends[remaining[-1]] < check.end_offset
+    )
+    held = [*remaining, check.end_offset] if needs_active else remaining
+    start = log_start if log_start <= check.end_offset else held[0]
+    return _Plan(check.end_offset if needs_active else None, max(start, held[0]))
+
+
+def _repair_partition(broker: Broker, topic: str, partition: int, actor: str) -> list[Repair]:
+    data, catalog = broker.data, broker.catalog
+    directory = data.partition_dir(topic, partition)
+    # A partition directory that is gone is made again: its lock file lives there.
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    writer = PartitionWriter(directory, durable=broker.config.fsync)
+    try:
+        with writer.held():
+            check = check_partition(data, catalog, topic, partition)
+            if not check.findings:
+                return []
+            now = broker.clock()
+            old_start = catalog.partition(topic, partition).log_start_offset
+            plan = _plan(check, old_start)
+            repairs, entries, lost = _set_aside(data, directory, check, plan, now, actor)
+            journal = Journal(catalog)
+            with catalog.write():
+                repairs += _update_catalog(catalog, check, plan, old_start, lost, entries)
+                journal.append(entries, time=now, trigger=TRIGGER, actor=actor, status="applied")
+            writer.reload(plan.log_start)
+            recovered = [f for f in check.findings if f.repairable and f.code in _RECOVERED]
+            with catalog.write():
+                catalog.reconcile_segments(topic, partition, writer.segments())
+                journal.append(
+                    [_entry("repair", f, details={"done": _RECOVERED[f.code]}) for f in recovered],
+                    time=now,
+                    trigger=TRIGGER,
+                    actor=actor,
+                    status="applied",
+                )
+            return repairs + [Repair(f.where, _RECOVERED[f.code], f.code) for f in recovered]
+    finally:
+        writer.close()
+
+
+def _entry(action: str, finding: Finding, **fields: Any) -> Entry:
+    where = finding.where
+    details = {"where": str(where), "found": finding.what, **fields.pop("details", {})}
+    return Entry(action, where.topic, where.partition, where.segment, reason=finding.code, details=details, **fields)
+
+
+def _set_aside(
+    data: DataDir, directory: Path, check: PartitionCheck, plan: _Plan, now: int, actor: str
+) -> tuple[list[Repair], list[Entry], list[QuarantinedRange]]:
+    """The file side of a repair: quarantine corrupt segments, save and cut trailing
+    bytes, start a new active segment. Returns what was done, its journal rows and
+    the lost ranges that stay above the log start (for the catalog to record)."""
+    repairs: list[Repair] = []
+    entries: list[Entry] = []
+    lost: list[QuarantinedRange] = []
+    for f in check.findings:
+        if f.lost is not None:
+            start, end = f.lost
+            below = end <= plan.log_start
+            effect = (
+                f"below the log start, now {plan.log_start}"
+                if below
+                else "reads of them fail with an error naming the quarantine"
+            )
+            path, size = None, None
+            if f.code == CORRUPT_DATA:
+                path, size = _quarantine_segment(data, directory, f, now, actor, effect)
+            else:
+                path = _noted_path(data, f)
+            if not below:
+                lost.append(
+                    QuarantinedRange(check.topic, check.partition, max(start, plan.log_start), end, path, f.code, now)
+                )
+            entries.append(
+                _entry(
+                    "quarantine",
+                    f,
+                    start_offset=start,
+                    end_offset=end,
+                    messages=end - start,
+                    bytes=size,
+                    details={"quarantined_to": path, "effect": effect},
+                )
+            )
+            moved = f"segment moved to {path}; " if f.code == CORRUPT_DATA else ""
+            repairs.append(Repair(f.where, f"{moved}offsets {start}..{end - 1} recorded as lost ({effect})", f.code))
+        elif f.code == TRAILING_BYTES:
+            path, size = _cut_tail(data, directory, f, now, actor)
+            entries.append(_entry("repair", f, bytes=size, details={"saved_to": path}))
+            repairs.append(Repair(f.where, f"{size} byte(s) saved to {path} and cut", f.code))
+    if plan.new_active is not None:
+        if check.active_base in live_bases(directory):
+            # The active file stays, ending before what was acknowledged: seal it.
+            Segment.open(directory, check.active_base, sealed=False, repair=False).seal()
+        Segment.create(directory, plan.new_active)
+    return repairs, entries, lost
+
+
+def _update_catalog(
+    catalog: Catalog,
+    check: PartitionCheck,
+    plan: _Plan,
+    old_start: int,
+    lost: list[QuarantinedRange],
+    entries: list[Entry],
+) -> list[Repair]:
+    """The catalog side, inside the caller's transaction: log start, lost ranges,
+    positions. Appends their journal rows to ``entries``."""
+    topic, partition = check.topic, check.partition
+    repairs = []
+    place = Place(topic, partition, table="partitions", key=(topic, partition))
+    if plan.log_start != old_start:
+        catalog.set_log_start(topic, partition, plan.log_start)
+        why = (
+            "past the end of the data" if any(f.code == LOG_START for f in check.findings) else "lost offsets in front"
+        )
+        entries.append(
+            Entry(
+                "move_log_start",
+                topic,
+                partition,
+                start_offset=old_start,
+                end_offset=plan.log_start,
+                messages=max(plan.log_start - old_start, 0),
+                reason=MOVED_BY_REPAIR,
+                details={"why": why},
+            )
+        )
+        repairs.append(Repair(place, f"log start moved from {old_start} to {plan.log_start} ({why})", LOG_START))
+    for lost_range in lost:
+        catalog.add_quarantined(lost_range)
+    for group in catalog.groups(topic):
+        position, committed_at = group.positions.get(partition, (0, 0))
+        moved = min(max(position, 0), check.end_offset)
+        if moved != position:
+            catalog.set_position(topic, group.name, partition, moved, committed_at)
+            where = Place(topic, partition, table="positions", key=(topic, group.name, partition))
+            entries.append(
+                Entry(
+                    "repair",
+                    topic,
+                    partition,
+                    start_offset=position,
+                    end_offset=moved,
+                    reason=POSITION_OUT_OF_RANGE,
+                    details={"group": group.name, "where": str(where)},
+                )
+            )
+            repairs.append(Repair(where, f"position moved from {position} to {moved}", POSITION_OUT_OF_RANGE))
+    return repairs
+
+
+# -- the quarantine directory -------------------------------------------------------------
+
+
+def _free_stem(directory: Path, stem: str, suffix: str) -> str:
+    """``stem``, or ``stem.N`` if a file of that name (or its note) is there already
+    (the same base quarantined twice, by a topic deleted and created again)."""
+    candidate, n = stem, 0
+    while (directory / (candidate + suffix)).exists() or (directory / (candidate + NOTE_SUFFIX)).exists():
+        n += 1
+        candidate = f"{stem}.{n}"
+    return candidate
+
+
+def _write_durably(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _note(finding: Finding, now: int, actor: str, **more: Any) -> bytes:
+    where = finding.where
+    note = {
+        "topic": where.topic,
+        "partition": where.partition,
+        "segment": where.segment,
+        "where": str(where),
+        "found": finding.what,
+        "code": finding.code,
+        "position": where.position,
+        "offset": where.offset,
+        "lost_offsets": None if finding.lost is None else list(finding.lost),
+        "at": now,
+        "by": actor,
+        **more,
+    }
+    return (json.dumps(note, indent=2) + "\n").encode()
+
+
+def _quarantine_dir(data: DataDir, where: Place) -> Path:
+    assert where.topic is not None and where.partition is not None
+    directory = data.quarantine_dir(where.topic, where.partition)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return directory
+
+
+def _quarantine_segment(
+    data: DataDir, directory: Path, finding: Finding, now: int, actor: str, effect: str
+) -> tuple[str, int]:
+    """Move a segment's files into the quarantine, its note written first (a file
+    there is never without its explanation); returns the .log's path relative to the
+    data directory and its size."""
+    assert finding.where.segment is not None
+    segment = Segment(directory, finding.where.segment)
+    dest = _quarantine_dir(data, finding.where)
+    stem = _free_stem(dest, segment_stem(finding.where.segment), LOG_SUFFIX)
+    target = dest / (stem + LOG_SUFFIX)
+    relative = str(target.relative_to(data.root))
+    size = segment.log_path.stat().st_size
+    _write_durably(dest / (stem + NOTE_SUFFIX), _note(finding, now, actor, file=relative, bytes=size, effect=effect))
+    for source, suffix in (
+        (segment.log_path, LOG_SUFFIX),
+        *zip((segment.index.offset_path, segment.index.time_path), INDEX_SUFFIXES),
+    ):
+        try:
+            os.replace(source, dest / (stem + suffix))
+        except FileNotFoundError:
+            pass  # an index file that was missing anyway
+    fsync_dir(dest)
+    fsync_dir(directory)
+    return relative, size
+
+
+def _cut_tail(data: DataDir, directory: Path, finding: Finding, now: int, actor: str) -> tuple[str, int]:
+    """Save the bytes of a segment file from the finding's position on into the
+    quarantine, then cut them; returns where they went and how many there were."""
+    assert finding.where.file is not None and finding.where.position is not None and finding.where.segment is not None
+    position = finding.where.position
+    dest = _quarantine_dir(data, finding.where)
+    stem = _free_stem(dest, f"{segment_stem(finding.where.segment)}.tail-at-{position}", TAIL_SUFFIX)
+    target = dest / (stem + TAIL_SUFFIX)
+    relative = str(target.relative_to(data.root))
+    with open(directory / finding.where.file, "r+b") as f:
+        tail = os.pread(f.fileno(), os.fstat(f.fileno()).st_size - position, position)
+        _write_durably(dest / (stem + NOTE_SUFFIX), _note(finding, now, actor, file=relative, bytes=len(tail)))
+        _write_durably(target, tail)
+        fsync_dir(dest)
+        f.truncate(position)
+        os.fsync(f.fileno())
+    return relative, len(tail)
+
+
+def _noted_path(data: DataDir, finding: Finding) -> str | None:
+    """The quarantined file of a segment found missing, if a repair that crashed
+    before its catalog update moved it there (its note says so), else None."""
+    if finding.where.segment is None or finding.where.topic is None or finding.where.partition is None:
+        return None
+    dest = data.quarantine_dir(finding.where.topic, finding.where.partition)
+    notes = []
+    for path in dest.glob(segment_stem(finding.where.segment) + "*" + NOTE_SUFFIX):
+        try:
+            note = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # not a note this module wrote
+        if not isinstance(note, dict):
+            continue
+        file = note.get("file")
+        if (
+            note.get("segment") == finding.where.segment
+            and isinstance(file, str)
+            and file.endswith(LOG_SUFFIX)
+            and (data.root / file).is_file()
+        ):
+            notes.append((note.get("at", 0), file))
+    return max(notes)[1] if notes else None
