@@ -20,7 +20,7 @@ from engine.broker import Broker
 REPO = Path(__file__).resolve().parent.parent
 
 # The session-scoped Spark engine and Spark Connect server (tests/spark_fixtures.py).
-pytest_plugins = ["spark_fixtures"]
+pytest_plugins = ["spark_fixtures", "console_fixtures"]
 
 
 @dataclass

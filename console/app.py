@@ -1,0 +1,342 @@
+"""The Ebbtide console: a Textual app over one data directory (SPEC §8).
+
+The app owns the plumbing every view shares and no view's content:
+
+- *refresh*: the visible view's :meth:`~console.screens.base.LiveScreen.load` runs in a
+  thread worker on an interval (``r`` now, ``p`` pauses the interval) and when
+  watchfiles sees another process change the data directory or the config file; the
+  result comes back as a :class:`~console.messages.ViewLoaded` message;
+- *operations*: :meth:`EbbApp.perform` runs a mutating action in a thread worker
+  through the host's actor broker and reports with a notification; read-only mode
+  refuses it before any work starts;
+- *navigation*: views are Textual modes (``1``-``5`` or the ``:`` palette), a topic is
+  a screen pushed on top, ``esc`` goes back;
+- *themes* from ``themes/``, switchable at run time (``t``), remembered per user.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.worker import get_current_worker
+
+from console.commands import EbbCommands
+from console.host import ConsoleHost
+from console.messages import (
+    EngineCycled,
+    FilesChanged,
+    OperationDone,
+    OperationFailed,
+    ViewLoaded,
+    ViewLoadFailed,
+)
+from console.screens.base import MUTATING_ACTIONS, LiveScreen
+from console.screens.engine import EngineScreen
+from console.screens.groups import GroupsScreen
+from console.screens.journal import JournalScreen
+from console.screens.overview import OverviewScreen
+from console.screens.quotas import QuotasScreen
+from console.settings import ConsoleSettings
+from console.widgets.top_bar import TopBar
+from engine.broker import Broker
+from engine.errors import EbbError
+from engine.prune.operations import SwitchResult, pause, resume
+from themes import DEFAULT_THEME, load_themes
+
+R = TypeVar("R")
+
+#: how often the top bar's engine status and countdown are redrawn (no I/O)
+STATUS_TICK_SECONDS = 1.0
+#: file changes closer together than this are one refresh
+WATCH_DEBOUNCE_MS = 1000
+
+VIEWS = {
+    "overview": ("1", "Overview"),
+    "groups": ("2", "Groups"),
+    "quotas": ("3", "Quotas"),
+    "journal": ("4", "Journal"),
+    "engine": ("5", "Engine"),
+}
+
+
+def describe_error(error: BaseException) -> str:
+    """One line for a notification: the operator's error as is, a bug with its type."""
+    if isinstance(error, EbbError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
+
+
+class EbbApp(App[None]):
+    """See the module docstring."""
+
+    TITLE = "Ebbtide"
+    CSS_PATH = "app.tcss"
+    MODES = {
+        "overview": OverviewScreen,
+        "groups": GroupsScreen,
+        "quotas": QuotasScreen,
+        "journal": JournalScreen,
+        "engine": EngineScreen,
+    }
+    DEFAULT_MODE = "overview"
+    COMMANDS = App.COMMANDS | {EbbCommands}
+    BINDINGS = [
+        Binding("colon", "command_palette", "Command", key_display=":"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("r", "refresh", "Refresh"),
+        Binding("p", "toggle_live", "Live on/off"),
+        Binding("t", "next_theme", "Theme"),
+        Binding("z", "toggle_pause", "Pause deletion", show=False),
+        *(Binding(key, f"view('{mode}')", title, show=False) for mode, (key, title) in VIEWS.items()),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+    ]
+
+    def __init__(
+        self,
+        host: ConsoleHost,
+        *,
+        theme: str | None = None,
+        config_theme: str | None = None,
+        refresh_seconds: float = 2.0,
+        live: bool = True,
+        watch: bool = True,
+        settings: ConsoleSettings | None = None,
+    ) -> None:
+        """``theme`` is ``--theme``; ``config_theme`` the config file's ``[console]
+        theme``, which a theme chosen at run time (remembered) overrides."""
+        super().__init__()
+        self.host = host
+        self.settings = settings or ConsoleSettings()
+        self._requested_theme = theme
+        self._config_theme = config_theme
+        self._watch = watch
+        self._live = live
+        self._refresh_seconds = refresh_seconds
+        self._stop_watching = threading.Event()
+        self._refresh_timer: Any = None
+        #: the latest main-thread cost of showing a view, for bench/console.py
+        self.last_show_ms: float | None = None
+        self.last_load_ms: float | None = None
+        #: topic names as the latest overview load saw them (for the palette)
+        self.known_topics: list[str] = []
+        host.on_cycle = lambda _report: self.post_message(EngineCycled())
+
+    # -- start and stop -------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        for theme in load_themes():
+            self.register_theme(theme)
+        self.theme = self._pick_theme()
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
+        self._start_engine()
+        self.set_interval(STATUS_TICK_SECONDS, self._tick)
+        self._refresh_timer = self.set_interval(self._refresh_seconds, self.refresh_view, pause=not self._live)
+        if self._watch:
+            self._watch_files()
+
+    def _pick_theme(self) -> str:
+        names = set(self.available_themes)
+        for candidate in (self._requested_theme, self.settings.theme, self._config_theme, DEFAULT_THEME):
+            if candidate in names:
+                return candidate
+        return DEFAULT_THEME
+
+    def on_unmount(self) -> None:
+        self._stop_watching.set()
+
+    @work(thread=True, exit_on_error=False, group="engine")
+    def _start_engine(self) -> None:
+        try:
+            self.host.start_engine()
+        except Exception as error:  # noqa: BLE001 - shown, never a crash
+            self.post_message(OperationFailed("Spark engine", describe_error(error)))
+
+    @work(thread=True, exit_on_error=False, group="watch")
+    def _watch_files(self) -> None:
+        import watchfiles
+
+        root = self.host.root
+        paths = [root]
+        if self.host.config_path is not None and root not in self.host.config_path.parents:
+            paths.append(self.host.config_path)
+
+        def interesting(_change: watchfiles.Change, path: str) -> bool:
+            # Spark's log, plan scratch and journal exports are not the catalog's news.
+            parts = set(path[len(str(root)):].split("/"))
+            return not ({"logs", "snapshots", "exports"} & parts) and not path.endswith(".tmp")
+
+        try:
+            for _changes in watchfiles.watch(
+                *paths, watch_filter=interesting, stop_event=self._stop_watching,
+                debounce=WATCH_DEBOUNCE_MS, raise_interrupt=False,
+            ):
+                if self._live:
+                    self.post_message(FilesChanged())
+        except Exception as error:  # noqa: BLE001 - the interval still refreshes
+            self.post_message(OperationFailed("watching files", describe_error(error)))
+
+    # -- refresh ------------------------------------------------------------------------------
+
+    def refresh_view(self) -> None:
+        """Reload the visible view off the UI thread."""
+        screen = self.screen
+        if isinstance(screen, LiveScreen):
+            self._load(screen)
+
+    @work(thread=True, exit_on_error=False, exclusive=True, group="refresh")
+    def _load(self, screen: LiveScreen) -> None:
+        begun = time.perf_counter()
+        try:
+            data = screen.load(self.host)
+        except Exception as error:  # noqa: BLE001 - a view that cannot load says why
+            self.post_message(ViewLoadFailed(screen, describe_error(error)))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(ViewLoaded(screen, data, (time.perf_counter() - begun) * 1000))
+
+    def on_view_loaded(self, message: ViewLoaded) -> None:
+        if not message.screen.is_attached:
+            return
+        begun = time.perf_counter()
+        message.screen.show(message.data)
+        self.last_show_ms = (time.perf_counter() - begun) * 1000
+        self.last_load_ms = message.load_ms
+        self.sync_top_bar(message.screen)
+
+    def on_view_load_failed(self, message: ViewLoadFailed) -> None:
+        self.notify(message.error, title="Refresh failed", severity="error")
+
+    def on_files_changed(self, _message: FilesChanged) -> None:
+        self.refresh_view()
+
+    def on_engine_cycled(self, _message: EngineCycled) -> None:
+        self.refresh_view()
+
+    def _tick(self) -> None:
+        self.sync_top_bar(self.screen)
+
+    def sync_top_bar(self, screen: Any) -> None:
+        """Put the engine status (read without I/O) and the badges on ``screen``'s bar."""
+        bars = screen.query(TopBar)
+        if not bars:
+            return
+        bar = bars.first()
+        bar.status = self.host.engine_status()
+        bar.now = self.host.clock()
+        bar.read_only = self.host.read_only
+        bar.live = self._live
+        bar.paused = self.deletion_paused
+
+    #: whether the engine's deletion is paused, as the last overview load saw it
+    deletion_paused: bool = False
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in MUTATING_ACTIONS and self.host.read_only:
+            return False
+        return True
+
+    # -- operations ---------------------------------------------------------------------------
+
+    def perform(self, title: str, job: Callable[[Broker], R], describe: Callable[[R], str]) -> None:
+        """Run the mutating ``job`` on the actor broker in a worker; notify its result."""
+        if self.allowed(title):
+            self._perform(title, job, describe)
+
+    @work(thread=True, exit_on_error=False, group="operations")
+    def _perform(self, title: str, job: Callable[[Broker], Any], describe: Callable[[Any], str]) -> None:
+        try:
+            with self.host.acting(title) as broker:
+                result = job(broker)
+            summary = describe(result)
+        except Exception as error:  # noqa: BLE001 - every failure becomes a notification
+            self.post_message(OperationFailed(title, describe_error(error)))
+            return
+        self.post_message(OperationDone(title, summary, result))
+
+    def allowed(self, what: str) -> bool:
+        """False, with a notification, when the console is read-only."""
+        if self.host.read_only:
+            self.notify(f"{what} refused: the console is read-only", title="Read-only", severity="error")
+            return False
+        return True
+
+    def open_topic(self, topic: str) -> None:
+        from console.screens.topic import TopicScreen
+
+        self.push_screen(TopicScreen(topic))
+
+    def open_prune_now(self, topics: list[str] | None) -> None:
+        """The prune-now dialog for ``topics`` (None: all); it starts with a dry run."""
+        from console.modals.prune_now import PruneNowScreen
+
+        if self.allowed("prune now"):
+            self.push_screen(PruneNowScreen(topics))
+
+    def set_deletion_paused(self, paused: bool) -> None:
+        def job(broker: Broker) -> SwitchResult:
+            return pause(broker, actor="console") if paused else resume(broker, actor="console")
+
+        def describe(result: SwitchResult) -> str:
+            state = "paused: cycles plan and report, nothing is deleted" if paused else "resumed"
+            return f"deletion {state}" if result.changed else f"deletion already {'paused' if paused else 'running'}"
+
+        self.perform("Pause deletion" if paused else "Resume deletion", job, describe)
+
+    def action_toggle_pause(self) -> None:
+        self.set_deletion_paused(not self.deletion_paused)
+
+    def on_operation_done(self, message: OperationDone) -> None:
+        self.notify(message.summary, title=message.title)
+        self.refresh_view()
+
+    def on_operation_failed(self, message: OperationFailed) -> None:
+        self.notify(message.error, title=message.title, severity="error", timeout=10)
+
+    # -- navigation and switches -------------------------------------------------------------
+
+    def action_view(self, mode: str) -> None:
+        self.switch_mode(mode)
+
+    def go_back(self) -> None:
+        if len(self.screen_stack) > 1:
+            self.pop_screen()
+        elif self.current_mode != self.DEFAULT_MODE:
+            self.switch_mode(self.DEFAULT_MODE)
+
+    def action_refresh(self) -> None:
+        self.refresh_view()
+
+    def action_toggle_live(self) -> None:
+        self._live = not self._live
+        if self._refresh_timer is not None:
+            self._refresh_timer.resume() if self._live else self._refresh_timer.pause()
+        self.sync_top_bar(self.screen)
+        self.notify("live refresh on" if self._live else "live refresh paused (r refreshes)")
+
+    @property
+    def live(self) -> bool:
+        return self._live
+
+    def action_help(self) -> None:
+        from console.modals.help import HelpScreen
+
+        self.push_screen(HelpScreen())
+
+    def choose_theme(self, name: str) -> None:
+        """Switch to the theme ``name`` and remember it for the next start."""
+        self.theme = name
+        self.settings.remember_theme(name)
+
+    def action_next_theme(self) -> None:
+        names = [t.name for t in load_themes()]
+        position = names.index(self.theme) + 1 if self.theme in names else 0
+        self.choose_theme(names[position % len(names)])
+
+    def _theme_changed(self, _theme: Any) -> None:
+        self.refresh_view()  # cells coloured from the theme are rebuilt

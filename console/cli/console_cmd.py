@@ -1,0 +1,64 @@
+"""``ebb console`` (and ``ebb`` alone): the Textual console over a data directory."""
+
+from __future__ import annotations
+
+import argparse
+
+from engine.broker import Broker
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("console", help="the Textual console (also `ebb` with no command)")
+    add_arguments(parser)
+    parser.set_defaults(run=run_console)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--demo", action="store_true", help="seed demo topics and run producers and consumers")
+    parser.add_argument("--read-only", action="store_true", help="hide and refuse every mutating action")
+    parser.add_argument("--theme", default=None, help="ebbtide-dark, ebbtide-light or ebbtide-high-contrast")
+    parser.add_argument("--spark-master", default=None, help="Spark master [default: the config's, local[*]]")
+    parser.add_argument("--spark-remote", default=None, help="Spark Connect URL, sc://host:port")
+
+
+def run_console(broker: Broker, args: argparse.Namespace) -> int:
+    # Imported here: the CLI's other commands must not pay for Textual's import.
+    from console.app import EbbApp
+    from console.host import ConsoleHost
+    from themes import theme_names
+
+    theme = getattr(args, "theme", None)
+    if theme is not None and theme not in theme_names():
+        from engine.errors import InvalidInput
+
+        raise InvalidInput(f"unknown theme {theme!r}; choose one of {', '.join(theme_names())}")
+    config = broker.config
+    root, config_path = broker.data.root, broker.config_path
+    # The CLI's broker is done: the console opens its own, one per thread of work.
+    broker.close()
+    host = ConsoleHost(
+        root,
+        config_path if config_path.exists() else None,
+        read_only=getattr(args, "read_only", False),
+        spark_master=getattr(args, "spark_master", None),
+        spark_remote=getattr(args, "spark_remote", None),
+    )
+    demo = None
+    if getattr(args, "demo", False):
+        from engine.demo import DemoTraffic
+
+        demo = DemoTraffic(root, config_path if config_path.exists() else None)
+        demo.start()  # seeds in its threads: a first paint never waits for it
+    app = EbbApp(
+        host,
+        theme=theme,
+        config_theme=config.console_theme,
+        refresh_seconds=config.console_refresh_ms / 1000,
+    )
+    try:
+        app.run()
+    finally:
+        if demo is not None:
+            demo.stop()
+        host.close()
+    return 0

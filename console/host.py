@@ -1,0 +1,258 @@
+"""The console's side of the engine: brokers, the Spark engine and the prune schedule.
+
+Every method that touches disk, SQLite or Spark is for worker threads only; the UI
+thread reads :meth:`ConsoleHost.engine_status`, which only looks at fields in memory.
+
+Three brokers on one data directory, because one SQLite connection carries one
+transaction at a time (see ``engine/prune/scheduler.py``):
+
+- the *reader* loads what the views show (short read transactions, never waits on
+  Spark);
+- the *actor* plans on demand and applies the operator's actions, one at a time;
+- the scheduler's own, when this console runs the prune schedule.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.broker import Broker
+from engine.clock import now_ms
+from engine.errors import EbbError
+from engine.prune.planner import Plan
+from engine.prune.pruner import CycleOutcome, Pruner, spark_engine_for
+from engine.prune.scheduler import CycleReport, Scheduler
+from engine.prune.session import LOG_NAME, SparkEngine
+
+
+def _signature(path: Path) -> tuple[int, int] | None:
+    """When and how big the file last was; None if it does not exist."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
+class ReadOnlyRefused(EbbError):
+    """A mutating action asked of a console opened with ``--read-only``."""
+
+
+@dataclass(frozen=True)
+class EngineStatus:
+    """What the Engine view and the overview's status line show, read without I/O."""
+
+    #: the Spark master or Connect URL plans run on
+    master: str
+    #: ``off`` (no engine in this console), ``stopped``, ``starting``, ``ready``, ``failed``
+    session: str
+    #: one line when ``session`` is ``failed``
+    error: str | None
+    #: whether this console runs the prune schedule (never in read-only mode)
+    scheduling: bool
+    #: a scheduled cycle is running now
+    cycle_running: bool
+    #: epoch ms of the next scheduled cycle; None when not scheduling
+    next_cycle_at: int | None
+    #: the prune interval in force, ms
+    interval_ms: int
+    #: the latest scheduled cycle this console ran, if any
+    last_report: CycleReport | None
+    #: where Spark and the JVM write their output (never the terminal)
+    log_file: Path
+
+
+@dataclass(frozen=True)
+class LatestPlan:
+    """The newest plan this console has seen, from the schedule or a preview."""
+
+    plan: Plan
+    #: the topics it covers; None: all topics
+    topics: frozenset[str] | None
+
+    def covers(self, topic: str) -> bool:
+        return self.topics is None or topic in self.topics
+
+
+class ConsoleHost:
+    """One data directory as the console sees it; see the module docstring."""
+
+    def __init__(
+        self,
+        root: Path,
+        config_path: Path | None = None,
+        *,
+        read_only: bool = False,
+        engine: bool = True,
+        clock: Callable[[], int] = now_ms,
+        spark_master: str | None = None,
+        spark_remote: str | None = None,
+        spark: SparkEngine | None = None,
+    ) -> None:
+        """``engine=False`` starts neither Spark nor the schedule (tests, benchmarks);
+        ``spark`` lends an engine the caller owns and stops (tests share one)."""
+        self.root = Path(root)
+        self.config_path = config_path
+        self.read_only = read_only
+        self.engine_enabled = engine
+        self.clock = clock
+        self._spark_master = spark_master
+        self._spark_remote = spark_remote
+        self._reader: Broker | None = None
+        self._actor: Broker | None = None
+        self._reader_lock = threading.Lock()
+        self._config_seen: tuple[int, int] | None = None
+        self._actor_lock = threading.Lock()
+        self._spark: SparkEngine | None = spark
+        self._owns_spark = spark is None
+        self._scheduler: Scheduler | None = None
+        self._latest_plan: LatestPlan | None = None
+        self._plan_lock = threading.Lock()
+        #: called (from a worker thread) after each scheduled cycle
+        self.on_cycle: Callable[[CycleReport], None] | None = None
+
+    # -- brokers ------------------------------------------------------------------------
+
+    def _open(self) -> Broker:
+        return Broker(self.root, self.config_path, clock=self.clock)
+
+    @contextmanager
+    def reading(self) -> Iterator[Broker]:
+        """The reader broker, for loading views (worker threads only). The config
+        file is re-read when it changed, so views follow an operator's edit of it;
+        an invalid file raises its one-line error (the view shows it) until fixed."""
+        with self._reader_lock:
+            if self._reader is None:
+                self._reader = self._open()
+                self._config_seen = _signature(self._reader.config_path)
+            elif (seen := _signature(self._reader.config_path)) != self._config_seen:
+                self._reader.reload_config()
+                self._config_seen = seen
+            yield self._reader
+
+    @contextmanager
+    def acting(self, what: str) -> Iterator[Broker]:
+        """The actor broker, for ``what`` (worker threads only); refused when read-only."""
+        self.refuse_if_read_only(what)
+        with self._actor_lock:
+            if self._actor is None:
+                self._actor = self._open()
+            yield self._actor
+
+    def refuse_if_read_only(self, what: str) -> None:
+        if self.read_only:
+            raise ReadOnlyRefused(f"{what} refused: the console is read-only (--read-only)")
+
+    # -- Spark and the schedule ---------------------------------------------------------------
+
+    def start_engine(self) -> None:
+        """Warm Spark in the background and, unless read-only, start the schedule.
+        Returns at once; the session is built in a thread of its own."""
+        if not self.engine_enabled or self._spark is not None:
+            return
+        self._owns_spark = True
+        with self.reading() as broker:
+            self._spark = spark_engine_for(
+                broker.config, broker.data, master=self._spark_master, remote=self._spark_remote
+            )
+        self._spark.start()
+        if not self.read_only:
+            self._scheduler = Scheduler(Pruner(self._open(), self._spark), on_cycle=self._cycled)
+            self._scheduler.start()
+
+    def _cycled(self, report: CycleReport) -> None:
+        if report.outcome is not None:
+            self._remember(report.outcome.plan, None)
+        if self.on_cycle is not None:
+            self.on_cycle(report)
+
+    def _remember(self, plan: Plan, topics: Sequence[str] | None) -> None:
+        with self._plan_lock:
+            self._latest_plan = LatestPlan(plan, frozenset(topics) if topics else None)
+
+    @property
+    def latest_plan(self) -> LatestPlan | None:
+        return self._latest_plan
+
+    def engine_status(self) -> EngineStatus:
+        spark, scheduler = self._spark, self._scheduler
+        reader = self._reader
+        interval = reader.config.prune_interval_ms if reader is not None else 60_000
+        return EngineStatus(
+            master=spark.description if spark else (self._spark_remote or self._spark_master or "local[*]"),
+            session=spark.state if spark else "off",
+            error=spark.error if spark else None,
+            scheduling=scheduler is not None,
+            cycle_running=bool(scheduler and scheduler.running),
+            next_cycle_at=scheduler.next_cycle_at if scheduler else None,
+            interval_ms=scheduler.interval_ms if scheduler else interval,
+            last_report=scheduler.last_result if scheduler else None,
+            log_file=spark.log_file if spark else self.root / "logs" / LOG_NAME,
+        )
+
+    def _pruner(self, broker: Broker) -> Pruner:
+        if self._spark is None:
+            raise EbbError("the Spark engine is off in this console")
+        return Pruner(broker, self._spark)
+
+    def plan(
+        self,
+        topics: Sequence[str] | None = None,
+        *,
+        now: int | None = None,
+        overrides: Mapping[str, Mapping[str, str]] | None = None,
+        tag: str | None = None,
+    ) -> Plan:
+        """A plan at ``now`` (default: the clock; waits for Spark). A what-if with
+        ``overrides`` is not remembered as the latest plan: it is not what the engine
+        would do."""
+        with self._actor_lock:
+            if self._actor is None:
+                self._actor = self._open()
+            plan = self._pruner(self._actor).plan(now=now, topics=topics, overrides=overrides, tag=tag)
+        if not overrides:
+            self._remember(plan, topics)
+        return plan
+
+    def prune(self, topics: Sequence[str] | None, *, dry_run: bool, tag: str | None = None) -> CycleOutcome:
+        """One manual cycle (``trigger=manual``, ``actor=console``)."""
+        what = "a dry run" if dry_run else "prune now"
+        if not dry_run:
+            self.refuse_if_read_only(what)
+        with self._actor_lock:
+            if self._actor is None:
+                self._actor = self._open()
+            outcome = self._pruner(self._actor).cycle(
+                topics=topics, dry_run=dry_run, trigger="manual", actor="console", tag=tag
+            )
+        self._remember(outcome.plan, topics)
+        return outcome
+
+    @staticmethod
+    def new_tag() -> str:
+        """A job tag for a plan that may be cancelled."""
+        return f"ebb-console-{uuid.uuid4().hex[:12]}"
+
+    def cancel(self, tag: str) -> None:
+        """Cancel the plan running under ``tag`` (any thread)."""
+        if self._spark is not None:
+            self._spark.cancel(tag)
+
+    def close(self) -> None:
+        """Stop the schedule and Spark, close the brokers (at exit, off the UI)."""
+        if self._scheduler is not None:
+            self._scheduler.stop(timeout=30)
+            self._scheduler.pruner.broker.close()
+            self._scheduler = None
+        if self._spark is not None and self._owns_spark:
+            self._spark.stop()
+        self._spark = None
+        for broker in (self._reader, self._actor):
+            if broker is not None:
+                broker.close()
+        self._reader = self._actor = None

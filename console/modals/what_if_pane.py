@@ -1,0 +1,124 @@
+"""The policy editor's what-if pane: what the edited policy would delete now that the
+saved one would not, and which groups would skip data they have not consumed."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from console import format
+from console.model.what_if import WhatIf
+from console.widgets.cells import Palette
+
+TITLE = "What-if"
+INVITATION = (
+    "ctrl+t plans this topic now with the policy in the form and with the saved one "
+    "(on Spark), and shows what the change would delete now and which groups would "
+    "skip unconsumed data. Saving does not need it."
+)
+
+
+def _table(*headers: str) -> Table:
+    table = Table(box=None, padding=(0, 2, 0, 0), show_edge=False, header_style="bold")
+    for header in headers:
+        table.add_column(header, no_wrap=True, justify="left" if header in ("Group", "Kind", "Why") else "right")
+    return table
+
+
+def render_what_if(what_if: WhatIf, changes: str, palette: Palette) -> RenderableType:
+    """The comparison as text and two small tables."""
+    parts: list[RenderableType] = [Text(f"At {format.instant(what_if.now)} UTC, with {changes}:", style="bold")]
+    goes = Text("Would go now, and not with the saved policy: ")
+    goes.append(
+        f"{format.count(what_if.segments)} segment(s), {format.size(what_if.bytes)}",
+        style=palette.warning if what_if.segments else palette.success,
+    )
+    if what_if.spared_segments:
+        goes.append(
+            f"; kept that the saved policy deletes: {format.count(what_if.spared_segments)} "
+            f"segment(s), {format.size(what_if.spared_bytes)}"
+        )
+    parts += [goes, Text("")]
+    partitions = _table("Partition", "Go now", "Bytes", "Kept", "Log start now", "→ saved", "→ new")
+    for p in what_if.partitions:
+        partitions.add_row(
+            str(p.partition),
+            Text(format.count(p.segments), style=palette.warning if p.segments else ""),
+            format.size(p.bytes),
+            format.count(p.spared_segments),
+            format.count(p.log_start),
+            format.count(p.saved_log_start),
+            Text(format.count(p.new_log_start), style=palette.warning if p.new_log_start > p.saved_log_start else ""),
+        )
+    parts += [partitions, Text("")]
+    if not what_if.groups:
+        parts.append(Text("No group would skip unconsumed data.", style=palette.success))
+        return Group(*parts)
+    parts.append(Text("Groups that would skip unconsumed data:", style="bold"))
+    groups = _table("Group", "Kind", "Partition", "Position", "→ new", "Skips", "Saved skips", "Why")
+    for g in what_if.groups:
+        groups.add_row(
+            g.group,
+            g.kind,
+            str(g.partition),
+            format.count(g.position),
+            "removed" if g.new_position is None else format.count(g.new_position),
+            Text(format.count(g.skipped), style=palette.error if g.worse else ""),
+            format.count(g.saved_skipped),
+            g.why,
+        )
+    parts.append(groups)
+    return Group(*parts)
+
+
+class WhatIfPane(VerticalScroll):
+    """A scrolling pane with one message or one comparison."""
+
+    DEFAULT_CSS = """
+    WhatIfPane {
+        height: 1fr;
+        min-height: 6;
+        border: round $primary;
+        border-title-color: $primary;
+        background: $surface;
+        padding: 0 1;
+    }
+    WhatIfPane.-stale {
+        border: round $warning;
+        border-title-color: $warning;
+    }
+    WhatIfPane > Static.-failed {
+        color: $error;
+    }
+    """
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Static(INVITATION, classes="muted")
+
+    def on_mount(self) -> None:
+        self.border_title = TITLE
+
+    def _content(self, content: RenderableType, *, failed: bool = False, muted: bool = False) -> None:
+        body = self.query_one(Static)
+        body.update(content)
+        body.set_class(failed, "-failed")
+        body.set_class(muted, "muted")
+        self.set_class(False, "-stale")
+        self.border_title = TITLE
+
+    def waiting(self, message: str) -> None:
+        self._content(Text(message), muted=True)
+
+    def failed(self, message: str) -> None:
+        self._content(Text(f"No what-if: {message}"), failed=True)
+
+    def show(self, what_if: WhatIf, changes: str, palette: Palette) -> None:
+        self._content(render_what_if(what_if, changes, palette))
+
+    def stale(self) -> None:
+        """The form changed after the comparison shown: it no longer describes it."""
+        self.set_class(True, "-stale")
+        self.border_title = f"{TITLE} — stale: the form changed since (ctrl+t again)"

@@ -1,0 +1,119 @@
+"""Engine: where plans run and how the engine is doing (SPEC §8): the Spark master,
+the session (warming, ready, or failed with its error), Spark's log file, whether this
+console runs the prune schedule and how often, the deletion switch (``z`` toggles it),
+the last and next cycle with bytes freed per cycle (the overview's engine panel, with a
+taller sparkline), and the recent cycles of any process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import Static
+
+from console import format
+from console.host import ConsoleHost, EngineStatus
+from console.model.engine import EngineData, load_engine
+from console.screens.base import LiveScreen
+from console.screens.journal import CYCLE_COLUMNS, cycle_row
+from console.widgets.cells import Palette, state
+from console.widgets.engine_panel import EnginePanel
+from console.widgets.live_table import LiveRow, LiveTable
+
+SESSION_MEANING = {
+    "off": "off: this console starts no Spark engine",
+    "stopped": "stopped",
+    "starting": "starting: warming up",
+    "ready": "ready",
+    "failed": "failed",
+}
+
+
+def session_cell(status: EngineStatus, palette: Palette) -> Text:
+    # the colour of the state word, the words of its meaning
+    text = Text(SESSION_MEANING.get(status.session, status.session), style=state(status.session, palette).style)
+    if status.error is not None:
+        text.append(f": {status.error}")
+    return text
+
+
+def facts(data: EngineData, palette: Palette) -> Table:
+    """The engine's facts as label/value pairs, two pairs a line."""
+    status = data.status
+    schedule = (
+        Text("runs here", style=palette.success)
+        if status.scheduling
+        else Text("not in this console (read-only, or engine off)", style=palette.muted)
+    )
+    deletion = (
+        Text("PAUSED: cycles plan and report, nothing is deleted (z resumes)", style=palette.warning)
+        if data.paused
+        else Text("running (z pauses)", style=palette.success)
+    )
+    pairs: list[tuple[str, Any]] = [
+        ("Spark master", status.master),
+        ("Session", session_cell(status, palette)),
+        ("Spark log", str(data.log_file)),
+        ("Schedule", schedule),
+        ("Prune interval", format.duration(status.interval_ms)),
+        ("Deletion", deletion),
+    ]
+    table = Table.grid(padding=(0, 2), expand=True)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(ratio=1)
+    for label, value in pairs:
+        table.add_row(label, value)
+    return table
+
+
+@dataclass(frozen=True)
+class EngineRows:
+    data: EngineData
+    facts: Table
+    cycles: tuple[LiveRow, ...]
+
+
+class EngineScreen(LiveScreen[EngineRows]):
+    VIEW_TITLE = "Engine"
+    DEFAULT_CSS = """
+    EngineScreen #engine-facts {
+        height: auto;
+        border: round $primary;
+        border-title-color: $primary;
+        padding: 0 1;
+    }
+    EngineScreen EnginePanel Sparkline {
+        height: 6;
+    }
+    EngineScreen #engine-cycles {
+        border: round $primary;
+        border-title-color: $primary;
+        border-subtitle-color: $text-muted;
+    }
+    """
+
+    def compose_view(self) -> ComposeResult:
+        facts_box = Static(id="engine-facts")
+        facts_box.border_title = "Spark and schedule"
+        yield facts_box
+        yield EnginePanel()
+        cycles = LiveTable(CYCLE_COLUMNS, id="engine-cycles")
+        cycles.border_title = "Recent cycles (any process)"
+        yield cycles
+
+    def load(self, host: ConsoleHost) -> EngineRows:
+        data = load_engine(host)
+        palette = Palette.of(self.app)  # a dict read; a theme switch reloads the view
+        return EngineRows(data, facts(data, palette), tuple(cycle_row(c, palette) for c in data.cycles))
+
+    def show(self, rows: EngineRows) -> None:
+        data = rows.data
+        self.query_one("#engine-facts", Static).update(rows.facts)
+        self.query_one(EnginePanel).show(data.status, data.cycles, data.now)
+        table = self.query_one("#engine-cycles", LiveTable)
+        table.show(rows.cycles)
+        table.border_subtitle = f"newest {len(rows.cycles)}"
+        self.ebb.deletion_paused = data.paused

@@ -1,0 +1,347 @@
+"""Journal: the engine's cycles and actions (SPEC §6, §8), newest first, read-only.
+
+- ``enter`` on a cycle (or on an action) shows only that cycle's actions, ``c``
+  shows every cycle's again;
+- ``a`` / ``A`` filter the actions by kind (next / previous of ``ACTION_KINDS``),
+  ``o`` to the topic of the action under the cursor (again: every topic);
+- ``tab`` moves between the two tables, ``/`` searches the one focused;
+- ``w`` writes (exports) the actions on screen, after every filter and in the order
+  shown, as CSV and JSON under ``<data dir>/exports/``; also in read-only mode, as it
+  writes files, not the catalog (not ``E``: that expires a group in the group views);
+- the line under the tables shows the highlighted row in full (details, error).
+
+Cycle, kind and topic filters run in SQL, so they reach actions older than the
+loaded window of the newest :data:`~console.model.journal.ROW_LIMIT` rows.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rich.text import Text
+from textual import events, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Static
+
+from console import format
+from console.host import ConsoleHost
+from console.model.journal import (
+    JournalData,
+    JournalFilter,
+    export_actions,
+    load_journal,
+)
+from console.screens.base import LiveScreen
+from console.widgets.cells import Palette
+from console.widgets.live_table import Column, LiveRow, LiveTable
+
+CYCLE_COLUMNS = (
+    Column("id", "Cycle"),
+    Column("started", "Started"),
+    Column("trigger", "Trigger"),
+    Column("scope", "Scope", width=16),
+    Column("status", "Status"),
+    Column("planned", "Planned"),
+    Column("applied", "Applied"),
+    Column("freed", "Freed"),
+    Column("duration", "Took"),
+    Column("master", "Spark master"),
+    Column("error", "Error"),
+)
+
+# What an operator reads first is on the left; trigger and actor, rarely decisive,
+# come last (and are in the detail line of the highlighted action).
+ACTION_COLUMNS = (
+    Column("time", "Time"),
+    Column("cycle", "Cycle"),
+    Column("action", "Action"),
+    Column("topic", "Topic"),
+    Column("partition", "Part"),
+    Column("segment", "Segment"),
+    Column("offsets", "Offsets"),
+    Column("messages", "Msgs"),
+    Column("bytes", "Bytes"),
+    Column("status", "Status"),
+    Column("reason", "Reason"),
+    Column("trigger", "Trigger"),
+    Column("actor", "Actor"),
+)
+
+
+def scope_text(scope: Any) -> str:
+    return "all" if scope == "all" else ", ".join(scope)
+
+
+def status_cell(status: str, palette: Palette) -> Text:
+    """A cycle's or an action's status in the colour of its outcome."""
+    tone = {
+        "done": palette.success,
+        "applied": palette.success,
+        "running": palette.accent,
+        "planned": palette.accent,
+        "paused": palette.warning,
+        "skipped": palette.warning,
+        "failed": palette.error,
+        "interrupted": palette.error,
+        "rolled_back": palette.error,
+    }.get(status, palette.muted)
+    return Text(status, style=tone)
+
+
+def cycle_row(cycle: dict[str, Any], palette: Palette) -> LiveRow:
+    """One journaled cycle (shared with the Engine view)."""
+    return LiveRow(
+        key=str(cycle["id"]),
+        cells=(
+            str(cycle["id"]),
+            format.instant(cycle["started"]),
+            cycle["trigger"],
+            scope_text(cycle["scope"]),
+            status_cell(cycle["status"], palette),
+            format.count(cycle["planned"]),
+            format.count(cycle["applied"]),
+            format.size(cycle["bytes_freed"]),
+            format.elapsed(cycle["duration_ms"]),
+            cycle["spark_master"] or "-",
+            cycle["error"] or "",
+        ),
+        sort_values=(
+            cycle["id"], cycle["started"], cycle["trigger"], scope_text(cycle["scope"]), cycle["status"],
+            cycle["planned"], cycle["applied"], cycle["bytes_freed"], cycle["duration_ms"],
+            cycle["spark_master"], cycle["error"],
+        ),
+    )
+
+
+def _offsets(action: dict[str, Any]) -> str:
+    start, end = action["start_offset"], action["end_offset"]
+    return "" if start is None and end is None else f"{format.count(start)}..{format.count(end)}"
+
+
+def _optional(value: int | None) -> str:
+    return "" if value is None else str(value)
+
+
+def action_row(action: dict[str, Any], palette: Palette) -> LiveRow:
+    return LiveRow(
+        key=str(action["id"]),
+        cells=(
+            format.instant(action["time"]),
+            _optional(action["cycle"]),
+            action["action"],
+            action["topic"] or "",
+            _optional(action["partition"]),
+            _optional(action["segment"]),
+            _offsets(action),
+            "" if action["messages"] is None else format.count(action["messages"]),
+            "" if action["bytes"] is None else format.size(action["bytes"]),
+            status_cell(action["status"], palette),
+            action["reason"] or "",
+            action["trigger"],
+            action["actor"],
+        ),
+        sort_values=(
+            action["time"], action["cycle"], action["action"], action["topic"], action["partition"],
+            action["segment"], action["start_offset"], action["messages"], action["bytes"], action["status"],
+            action["reason"], action["trigger"], action["actor"],
+        ),
+    )
+
+
+def action_detail(action: dict[str, Any]) -> str:
+    """The whole action on one line: who, why, and its details object."""
+    parts = [f"action {action['id']}: {action['action']} by {action['actor']} ({action['trigger']})"]
+    if action["reason"]:
+        parts.append(f"reason {action['reason']}")
+    if action["settled"] is not None and action["settled"] != action["time"]:
+        parts.append(f"settled {format.instant(action['settled'])}")
+    if action["details"]:
+        parts.append(json.dumps(action["details"], sort_keys=True, separators=(", ", ": ")))
+    return " · ".join(parts)
+
+
+def cycle_detail(cycle: dict[str, Any]) -> str:
+    parts = [f"cycle {cycle['id']}: {cycle['trigger']} by {cycle['actor']}, scope {scope_text(cycle['scope'])}"]
+    if cycle["finished"] is not None:
+        parts.append(f"finished {format.instant(cycle['finished'])}")
+    if cycle["error"]:
+        parts.append(f"error: {cycle['error']}")
+    return " · ".join(parts) + " · enter: its actions"
+
+
+@dataclass(frozen=True)
+class JournalRows:
+    cycles: tuple[LiveRow, ...]
+    actions: tuple[LiveRow, ...]
+    cycles_subtitle: str
+    actions_subtitle: str
+    #: the journal rows behind the action rows, by row key (export, topic filter)
+    action_records: dict[str, dict[str, Any]]
+    #: the detail line of each row, by table id and row key
+    details: dict[tuple[str, str], str]
+
+
+def journal_rows(data: JournalData, palette: Palette) -> JournalRows:
+    def bound(count: int, hint: str = "") -> str:
+        return f"only the newest {data.limit} loaded{hint}" if count >= data.limit else f"newest {data.limit} at most"
+
+    cycles_subtitle = f"{len(data.cycles)} cycle(s) · {bound(len(data.cycles))}"
+    actions_subtitle = (
+        f"{len(data.actions)} action(s) · {data.filter.describe()} · "
+        f"{bound(len(data.actions), ': filter to reach older ones')}"
+    )
+    details = {("cycles", str(c["id"])): cycle_detail(c) for c in data.cycles}
+    details.update({("actions", str(a["id"])): action_detail(a) for a in data.actions})
+    return JournalRows(
+        cycles=tuple(cycle_row(c, palette) for c in data.cycles),
+        actions=tuple(action_row(a, palette) for a in data.actions),
+        cycles_subtitle=cycles_subtitle,
+        actions_subtitle=actions_subtitle,
+        action_records={str(a["id"]): a for a in data.actions},
+        details=details,
+    )
+
+
+class JournalScreen(LiveScreen[JournalRows]):
+    VIEW_TITLE = "Journal"
+    BINDINGS = [
+        Binding("c", "all_cycles", "All cycles"),
+        Binding("a", "next_kind", "Kind filter"),
+        Binding("A", "previous_kind", "Kind back", show=False),
+        Binding("o", "toggle_topic", "Topic filter"),
+        Binding("w", "export", "Export"),
+    ]
+    DEFAULT_CSS = """
+    JournalScreen LiveTable {
+        border: round $panel;
+        border-title-color: $text-muted;
+        border-subtitle-color: $text-muted;
+    }
+    JournalScreen LiveTable:focus {
+        border: round $primary;
+        border-title-color: $primary;
+    }
+    JournalScreen #journal-detail {
+        height: 1;
+        padding: 0 1;
+        color: $text-muted;
+    }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: what the next load asks of the journal (set on the UI thread, read by the worker)
+        self.journal_filter = JournalFilter()
+        self._rows: JournalRows | None = None
+
+    def compose_view(self) -> ComposeResult:
+        cycles = LiveTable(CYCLE_COLUMNS, id="cycles")
+        cycles.border_title = "Cycles"
+        actions = LiveTable(ACTION_COLUMNS, id="actions")
+        actions.border_title = "Actions"
+        yield cycles
+        yield actions
+        yield Static(id="journal-detail")
+
+    def load(self, host: ConsoleHost) -> JournalRows:
+        journal_filter = self.journal_filter
+        with host.reading() as broker:
+            data = load_journal(broker, journal_filter)
+        return journal_rows(data, Palette.of(self.app))  # a dict read; a theme switch reloads
+
+    def show(self, data: JournalRows) -> None:
+        self._rows = data
+        cycles = self.query_one("#cycles", LiveTable)
+        actions = self.query_one("#actions", LiveTable)
+        cycles.show(data.cycles)
+        actions.show(data.actions)
+        cycles.border_subtitle = data.cycles_subtitle
+        actions.border_subtitle = data.actions_subtitle
+        self._show_detail()
+
+    # -- the filters --------------------------------------------------------------------------
+
+    def _refilter(self, journal_filter: JournalFilter) -> None:
+        self.journal_filter = journal_filter
+        self.ebb.refresh_view()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        key = str(event.row_key.value)
+        if event.data_table.id == "cycles":
+            self._show_cycle(int(key))
+        elif self._rows is not None and (cycle := self._rows.action_records[key]["cycle"]) is not None:
+            self._show_cycle(cycle)  # enter on an action: the rest of its cycle
+
+    def _show_cycle(self, cycle: int) -> None:
+        self._refilter(replace(self.journal_filter, cycle=cycle))
+
+    def action_all_cycles(self) -> None:
+        self._refilter(replace(self.journal_filter, cycle=None))
+
+    def action_next_kind(self) -> None:
+        self._refilter(self.journal_filter.next_kind(1))
+
+    def action_previous_kind(self) -> None:
+        self._refilter(self.journal_filter.next_kind(-1))
+
+    def action_toggle_topic(self) -> None:
+        if self.journal_filter.topic is not None:
+            self._refilter(replace(self.journal_filter, topic=None))
+            return
+        action = self._focused_action()
+        if action is None or action["topic"] is None:
+            self.notify("highlight an action of a topic first", severity="warning")
+            return
+        self._refilter(replace(self.journal_filter, topic=action["topic"]))
+
+    def _focused_action(self) -> dict[str, Any] | None:
+        key = self.query_one("#actions", LiveTable).selected_key
+        return None if key is None or self._rows is None else self._rows.action_records.get(key)
+
+    # -- export -------------------------------------------------------------------------------
+
+    def action_export(self) -> None:
+        if self._rows is None:
+            return
+        shown = [self._rows.action_records[row.key] for row in self.query_one("#actions", LiveTable).shown_rows]
+        if not shown:
+            self.notify("no actions on screen to export", severity="warning")
+            return
+        self._export(shown)
+
+    @work(thread=True, exit_on_error=False, group="export")
+    def _export(self, rows: list[dict[str, Any]]) -> None:
+        from console.app import describe_error  # console.app imports this module
+
+        host = self.ebb.host
+        try:
+            csv_path, json_path = export_actions(rows, host.root, host.clock())
+        except Exception as error:  # noqa: BLE001 - a full disk is a notification, not a crash
+            self.app.call_from_thread(
+                self.notify, describe_error(error), title="Export failed", severity="error", markup=False
+            )
+            return
+        self.app.call_from_thread(
+            self.notify, f"{len(rows)} action(s) written to {csv_path} and {json_path.name}", title="Export",
+            markup=False,
+        )
+
+    # -- search and detail --------------------------------------------------------------------
+
+    def on_descendant_focus(self, _event: events.DescendantFocus) -> None:
+        self._show_detail()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        table = self.focused if isinstance(self.focused, LiveTable) else self.filtered_table
+        detail = ""
+        if table is not None and self._rows is not None and table.selected_key is not None:
+            detail = self._rows.details.get((str(table.id), table.selected_key), "")
+        self.query_one("#journal-detail", Static).update(Text(detail, no_wrap=True, overflow="ellipsis"))

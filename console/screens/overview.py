@@ -1,0 +1,94 @@
+"""Overview: every topic at a glance, and the engine underneath (SPEC §8)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable
+
+from console import format
+from console.host import ConsoleHost
+from console.model.overview import OverviewData, TopicSummary, load_overview
+from console.screens.base import LiveScreen
+from console.screens.topic_actions import TOPIC_BINDINGS, TopicActions
+from console.widgets.cells import Palette, gauge, state
+from console.widgets.engine_panel import EnginePanel
+from console.widgets.live_table import Column, LiveRow, LiveTable
+
+COLUMNS = (
+    Column("topic", "Topic"),
+    Column("partitions", "Parts"),
+    Column("segments", "Segments"),
+    Column("bytes", "Bytes"),
+    Column("oldest", "Oldest"),
+    Column("retention", "Retention"),
+    Column("backlog", "Backlog / quota"),
+    Column("state", "State"),
+)
+
+
+def retention_text(topic: TopicSummary) -> str:
+    """The retain targets in force: time, and size when there is one."""
+    if topic.policy is None:
+        return "-"
+    text = format.duration(topic.policy["retention_time"])  # type: ignore[arg-type]
+    size = topic.policy["retention_size"]
+    return text if size is None else f"{text} · {format.size(size)}"
+
+
+def topic_row(topic: TopicSummary, data: OverviewData, palette: Palette) -> LiveRow:
+    oldest_age = None if topic.oldest_timestamp is None else data.now - topic.oldest_timestamp
+    states = topic.states(data.paused)
+    if topic.quota_bytes is None:
+        backlog = Text(format.size(topic.backlog_bytes))  # no quota: the figure alone
+    else:
+        backlog = gauge(topic.backlog_bytes, topic.quota_bytes, palette)
+    return LiveRow(
+        key=topic.name,
+        cells=(
+            topic.name,
+            format.count(topic.partitions),
+            format.count(topic.segments),
+            format.size(topic.size_bytes),
+            format.age(oldest_age),
+            retention_text(topic),
+            backlog,
+            state(", ".join(states), palette) if len(states) > 1 else state(states[0], palette),
+        ),
+        sort_values=(
+            topic.name, topic.partitions, topic.segments, topic.size_bytes, oldest_age,
+            retention_text(topic), topic.backlog_bytes, states,
+        ),
+    )
+
+
+class OverviewScreen(TopicActions, LiveScreen[OverviewData]):
+    VIEW_TITLE = "Overview"
+    BINDINGS = [Binding("enter", "open_topic", "Open", show=True), *TOPIC_BINDINGS]
+
+    def compose_view(self) -> ComposeResult:
+        yield LiveTable(COLUMNS, id="topics")
+        yield EnginePanel()
+
+    def load(self, host: ConsoleHost) -> OverviewData:
+        with host.reading() as broker:
+            return load_overview(broker)
+
+    def show(self, data: OverviewData) -> None:
+        palette = Palette.of(self.app)
+        self.query_one("#topics", LiveTable).show([topic_row(t, data, palette) for t in data.topics])
+        self.query_one(EnginePanel).show(self.ebb.host.engine_status(), data.cycles, data.now)
+        self.ebb.known_topics = [t.name for t in data.topics]
+        self.ebb.deletion_paused = data.paused
+
+    def focused_topic(self) -> str | None:
+        return self.query_one("#topics", LiveTable).selected_key
+
+    def action_open_topic(self) -> None:
+        if (topic := self.focused_topic()) is not None:
+            self.ebb.open_topic(topic)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.ebb.open_topic(str(event.row_key.value))

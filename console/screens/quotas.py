@@ -1,0 +1,125 @@
+"""Quotas: every topic's backlog quota against its slowest subscriber (SPEC §4, §8).
+
+Topics with a quota come first; the others follow, marked ``no quota`` (see
+console/model/quotas.py). The gauges are the console's estimate from the catalog;
+the state is the engine's verdict from its last cycle, with how long it has held,
+or ``over quota`` when the estimate is over but the engine has not said so yet.
+``enter`` opens the topic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable
+
+from console import format
+from console.host import ConsoleHost
+from console.model.quotas import QuotasData, QuotaSummary, load_quotas
+from console.screens.base import LiveScreen
+from console.widgets.cells import Palette, gauge
+from console.widgets.live_table import Column, LiveRow, LiveTable
+
+#: gauges narrower than the overview's: this table has two of them
+GAUGE_WIDTH = 4
+
+COLUMNS = (
+    Column("topic", "Topic"),
+    Column("policy", "Backlog policy"),
+    Column("backlog", "Backlog / size quota"),
+    Column("oldest", "Oldest / age quota"),
+    Column("state", "State"),
+    Column("slowest", "Slowest"),
+)
+
+
+def against(figure: str, part: int | None, limit: int | None, limit_text: str, palette: Palette) -> Text:
+    """``14.3 KiB / 4.0 KiB ████ 357%``; the figure alone against no limit."""
+    if limit is None or part is None:
+        return Text(figure)
+    text = Text(f"{figure} / {limit_text} ")
+    text.append_text(gauge(part, limit, palette, width=GAUGE_WIDTH))
+    return text
+
+
+def state_cell(topic: QuotaSummary, now: int, palette: Palette) -> Text:
+    if topic.policy is None:
+        return Text("invalid policy", style=palette.error)
+    if not topic.quota.finite:
+        return Text("no quota", style=palette.muted)
+    if topic.state.exceeded:
+        held = "" if topic.state.since is None else f" {format.since(now, topic.state.since)}"
+        return Text(f"exceeded{held}", style=palette.error)
+    if topic.breaches():
+        return Text("over quota", style=palette.warning)
+    return Text("ok", style=palette.success)
+
+
+def quota_row(topic: QuotaSummary, now: int, palette: Palette) -> LiveRow:
+    quota = topic.quota
+    state = state_cell(topic, now, palette)
+    policy = topic.backlog_policy if quota.finite else None
+    return LiveRow(
+        key=topic.topic,
+        cells=(
+            topic.topic,
+            Text(policy or "-", style="" if policy else palette.muted),
+            against(format.size(topic.backlog_bytes), topic.backlog_bytes, quota.size_bytes,
+                    format.size(quota.size_bytes), palette),
+            against(format.age(topic.oldest_ms), topic.oldest_ms, quota.age_ms,
+                    format.duration(quota.age_ms), palette),
+            state,
+            topic.furthest_behind or "-",
+        ),
+        sort_values=(topic.topic, policy, topic.backlog_bytes, topic.oldest_ms, state.plain, topic.furthest_behind),
+    )
+
+
+@dataclass(frozen=True)
+class QuotasRows:
+    rows: tuple[LiveRow, ...]
+    subtitle: str
+
+
+class QuotasScreen(LiveScreen[QuotasRows]):
+    VIEW_TITLE = "Quotas"
+    BINDINGS = [Binding("enter", "open_topic", "Open topic", show=True)]
+    DEFAULT_CSS = """
+    QuotasScreen #quotas {
+        border: round $primary;
+        border-title-color: $primary;
+        border-subtitle-color: $text-muted;
+    }
+    """
+
+    def compose_view(self) -> ComposeResult:
+        table = LiveTable(COLUMNS, id="quotas")
+        table.border_title = "Backlog quotas"
+        yield table
+
+    def load(self, host: ConsoleHost) -> QuotasRows:
+        with host.reading() as broker:
+            data: QuotasData = load_quotas(broker)
+        palette = Palette.of(self.app)  # a dict read; a theme switch reloads the view
+        with_quota = sum(1 for t in data.topics if t.quota.finite)
+        exceeded = sum(1 for t in data.topics if t.state.exceeded)
+        subtitle = (
+            f"{with_quota} of {len(data.topics)} topic(s) with a quota · {exceeded} exceeded · "
+            "backlog per partition, whole segments, subscribers only"
+        )
+        return QuotasRows(tuple(quota_row(t, data.now, palette) for t in data.topics), subtitle)
+
+    def show(self, data: QuotasRows) -> None:
+        table = self.query_one("#quotas", LiveTable)
+        table.show(data.rows)
+        table.border_subtitle = data.subtitle
+
+    def action_open_topic(self) -> None:
+        if (topic := self.query_one("#quotas", LiveTable).selected_key) is not None:
+            self.ebb.open_topic(topic)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open_topic()

@@ -1,0 +1,77 @@
+"""The keys that act on one topic, shared by the views that have a topic in focus
+(Overview: the selected row; Topic: the topic shown)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from textual.binding import Binding
+
+from engine.broker import Broker
+from engine.prune.operations import SwitchResult, set_hold
+
+if TYPE_CHECKING:
+    from console.app import EbbApp
+
+TOPIC_BINDINGS = [
+    Binding("e", "edit_policy", "Edit policy"),
+    Binding("x", "prune_now", "Prune now"),
+    Binding("h", "toggle_hold", "Hold/release"),
+    Binding("T", "truncate", "Truncate", show=False),
+    Binding("D", "purge", "Purge", show=False),
+]
+
+
+def _toggle_hold(topic: str) -> Callable[[Broker], SwitchResult]:
+    def job(broker: Broker) -> SwitchResult:
+        return set_hold(broker, topic, not broker.policy(topic)["hold"], actor="console")
+
+    return job
+
+
+def _describe_switch(result: SwitchResult) -> str:
+    if not result.changed:
+        return f"{result.topic}: already {'held' if result.operation == 'hold' else 'released'}"
+    return f"{result.topic}: {'held: nothing of it is deleted' if result.operation == 'hold' else 'released'}"
+
+
+class TopicActions:
+    """Mixin for a LiveScreen: implement :meth:`focused_topic`."""
+
+    app: "EbbApp"
+
+    def focused_topic(self) -> str | None:
+        raise NotImplementedError
+
+    def _topic_or_say(self) -> str | None:
+        topic = self.focused_topic()
+        if topic is None:
+            self.app.notify("select a topic first", severity="warning")
+        return topic
+
+    def action_edit_policy(self) -> None:
+        from console.modals.policy_editor import PolicyEditorScreen
+
+        if (topic := self._topic_or_say()) is not None and self.app.allowed("edit the policy"):
+            self.app.push_screen(PolicyEditorScreen(topic))
+
+    def action_prune_now(self) -> None:
+        if (topic := self._topic_or_say()) is not None:
+            self.app.open_prune_now([topic])
+
+    def action_toggle_hold(self) -> None:
+        if (topic := self._topic_or_say()) is not None:
+            self.app.perform(f"Hold {topic}", _toggle_hold(topic), _describe_switch)
+
+    def action_truncate(self) -> None:
+        from console.modals.manual_ops import TruncateScreen
+
+        if (topic := self._topic_or_say()) is not None and self.app.allowed("truncate"):
+            self.app.push_screen(TruncateScreen(topic))
+
+    def action_purge(self) -> None:
+        from console.modals.manual_ops import PurgeScreen
+
+        if (topic := self._topic_or_say()) is not None and self.app.allowed("purge"):
+            self.app.push_screen(PurgeScreen(topic))

@@ -1,0 +1,92 @@
+"""Table cells that carry meaning in colour: gauges, age bars and states.
+
+Colours come from the running theme's variables (``$error``, ``$warning``...), read
+when the cells are built, so every theme (dark, light, high contrast) gets its own;
+a theme switch re-renders the views.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.style import Style
+from rich.text import Text
+from textual.app import App
+
+FULL, EMPTY = "█", "░"
+#: fraction of a limit from which a gauge or an age bar turns to ``warning``
+WARN_AT = 0.8
+
+
+@dataclass(frozen=True)
+class Palette:
+    """The theme colours cells use, as Rich styles."""
+
+    success: Style
+    warning: Style
+    error: Style
+    muted: Style
+    accent: Style
+
+    @classmethod
+    def of(cls, app: App) -> "Palette":
+        variables = app.theme_variables
+
+        def style(name: str, fallback: str) -> Style:
+            return Style.parse(variables.get(name, fallback))
+
+        return cls(
+            success=style("success", "green"),
+            warning=style("warning", "yellow"),
+            error=style("error", "red"),
+            muted=Style(dim=True),
+            accent=style("accent", "cyan"),
+        )
+
+    def level(self, fraction: float) -> Style:
+        if fraction >= 1.0:
+            return self.error
+        if fraction >= WARN_AT:
+            return self.warning
+        return self.success
+
+
+def bar(fraction: float, width: int) -> str:
+    filled = round(max(0.0, min(1.0, fraction)) * width)
+    return FULL * filled + EMPTY * (width - filled)
+
+
+def gauge(part: int | None, whole: int | None, palette: Palette, *, width: int = 10) -> Text:
+    """``███████░░░  70%`` of ``part`` against ``whole``; ``-`` with no limit."""
+    if whole is None or part is None:
+        return Text("-", style=palette.muted)
+    fraction = part / whole if whole else (1.0 if part else 0.0)
+    text = Text(bar(fraction, width), style=palette.level(fraction))
+    text.append(f" {fraction:>4.0%}")
+    return text
+
+
+def age_bar(age_ms: int | None, limit_ms: int | None, palette: Palette, *, width: int = 12) -> Text:
+    """How far a segment has aged toward its time limit; against no limit the bar
+    stays muted (its length then only compares segments with each other)."""
+    if age_ms is None:
+        return Text("")
+    if limit_ms is None or limit_ms <= 0:
+        return Text(bar(0.0, width), style=palette.muted)
+    fraction = age_ms / limit_ms
+    return Text(bar(fraction, width), style=palette.level(fraction))
+
+
+def state(text: str, palette: Palette) -> Text:
+    """A topic or engine state word in the colour of its urgency."""
+    tone = {
+        "ok": palette.success,
+        "ready": palette.success,
+        "held": palette.warning,
+        "paused": palette.warning,
+        "starting": palette.warning,
+        "quota exceeded": palette.error,
+        "invalid policy": palette.error,
+        "failed": palette.error,
+    }.get(text, palette.muted)
+    return Text(text, style=tone)

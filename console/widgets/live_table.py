@@ -1,0 +1,168 @@
+"""A DataTable for live views: rows replaced wholesale on every refresh, but only the
+cells that changed are touched, so a refresh of a large table costs the UI thread
+little; sortable by any column (header click, ``s`` / ``S``) on raw values, and
+filtered by a text (the screen's ``/`` filter)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.widgets import DataTable
+from textual.widgets.data_table import RowDoesNotExist
+
+Cell = str | Text
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    width: int | None = None
+
+
+@dataclass(frozen=True)
+class LiveRow:
+    """One row: a stable key, what the cells show, and what sorting and filtering use."""
+
+    key: str
+    cells: tuple[Cell, ...]
+    #: one raw value per column (bytes as int, times as ms); None sorts first
+    sort_values: tuple[Any, ...]
+    #: the text ``/`` searches; the plain cells when not given
+    search: str = field(default="")
+
+    def matches(self, needle: str) -> bool:
+        haystack = self.search or " ".join(str(c) for c in self.cells)
+        return needle in haystack.lower()
+
+
+def _sortable(value: Any) -> tuple[int, Any]:
+    # None before any value, and never compared with one.
+    return (0, 0) if value is None else (1, value)
+
+
+def _plain(cell: Cell) -> Text:
+    # A str cell would be parsed as markup; names and journal details are data.
+    return Text(cell) if isinstance(cell, str) else cell
+
+
+class LiveTable(DataTable[Cell]):
+    """See the module docstring. Call :meth:`show` with every row on each refresh."""
+
+    DEFAULT_CSS = """
+    LiveTable {
+        height: 1fr;
+        background: $surface;
+    }
+    LiveTable > .datatable--header {
+        background: $panel;
+        color: $primary;
+        text-style: bold;
+    }
+    """
+
+    BINDINGS = [
+        Binding("s", "sort_next", "Sort", show=True),
+        Binding("S", "sort_reverse", "Reverse", show=False),
+    ]
+
+    filter_text: reactive[str] = reactive("", init=False)
+    """Rows whose search text does not contain this (case-insensitive) are hidden."""
+
+    sort_column: reactive[str | None] = reactive(None, init=False)
+    """The key of the column rows are sorted by; None keeps the order given."""
+
+    sort_reverse: reactive[bool] = reactive(False, init=False)
+    """Sort descending."""
+
+    def __init__(self, columns: Sequence[Column], *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=True)
+        self.live_columns = tuple(columns)
+        self._rows_given: list[LiveRow] = []
+        self._shown: list[LiveRow] = []
+
+    def on_mount(self) -> None:
+        for column in self.live_columns:
+            self.add_column(column.label, key=column.key, width=column.width)
+
+    # -- data ------------------------------------------------------------------------------
+
+    def show(self, rows: Sequence[LiveRow]) -> None:
+        """Replace the rows (UI thread)."""
+        self._rows_given = list(rows)
+        self._render_rows()
+
+    @property
+    def shown_rows(self) -> list[LiveRow]:
+        """The rows on screen, filtered and sorted, in order."""
+        return list(self._shown)
+
+    @property
+    def selected_key(self) -> str | None:
+        """The key of the row under the cursor."""
+        if not self._shown or not 0 <= self.cursor_row < len(self._shown):
+            return None
+        return self._shown[self.cursor_row].key
+
+    def _visible(self) -> list[LiveRow]:
+        needle = self.filter_text.lower()
+        rows = [r for r in self._rows_given if r.matches(needle)] if needle else list(self._rows_given)
+        if self.sort_column is not None:
+            index = [c.key for c in self.live_columns].index(self.sort_column)
+            rows.sort(key=lambda r: _sortable(r.sort_values[index]), reverse=self.sort_reverse)
+        return rows
+
+    def _render_rows(self) -> None:
+        rows = self._visible()
+        if [r.key for r in rows] == [r.key for r in self._shown]:
+            keys = [c.key for c in self.live_columns]
+            for old, new in zip(self._shown, rows):
+                if old.cells != new.cells:
+                    for key, before, after in zip(keys, old.cells, new.cells):
+                        if before != after:
+                            self.update_cell(new.key, key, _plain(after), update_width=True)
+            self._shown = rows
+            return
+        selected = self.selected_key
+        self.clear()
+        for row in rows:
+            self.add_row(*map(_plain, row.cells), key=row.key)
+        self._shown = rows
+        if selected is not None:
+            try:
+                self.move_cursor(row=self.get_row_index(selected), animate=False)
+            except RowDoesNotExist:
+                pass
+
+    # -- sorting and filtering -------------------------------------------------------------
+
+    def watch_filter_text(self) -> None:
+        self._render_rows()
+
+    def watch_sort_column(self) -> None:
+        self._render_rows()
+
+    def watch_sort_reverse(self) -> None:
+        self._render_rows()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        key = str(event.column_key.value)
+        if self.sort_column == key:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_column = key
+            self.sort_reverse = False
+
+    def action_sort_next(self) -> None:
+        keys = [c.key for c in self.live_columns]
+        position = keys.index(self.sort_column) + 1 if self.sort_column in keys else 0
+        self.sort_column = keys[position % len(keys)]
+
+    def action_sort_reverse(self) -> None:
+        self.sort_reverse = not self.sort_reverse
