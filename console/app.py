@@ -126,13 +126,14 @@ class EbbApp(App[None]):
         #: topic names as the latest overview load saw them (for the palette)
         self.known_topics: list[str] = []
         host.on_cycle = lambda _report: self.post_message(EngineCycled())
+        # Before anything mounts: the first load already colours cells from the theme.
+        for theme in load_themes():
+            self.register_theme(theme)
+        self.theme = self._pick_theme()
 
     # -- start and stop -------------------------------------------------------------------
 
     def on_mount(self) -> None:
-        for theme in load_themes():
-            self.register_theme(theme)
-        self.theme = self._pick_theme()
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self._start_engine()
         self.set_interval(STATUS_TICK_SECONDS, self._tick)

@@ -250,3 +250,42 @@ async def test_views_follow_an_edit_of_the_config_file(make_console, console_dat
         await settle(pilot)
         assert any("ebb.toml" in str(n.message) for n in app._notifications)
         assert app.is_running
+
+
+async def test_a_refresh_rewrites_changed_cells_and_widens_their_column(make_console) -> None:
+    from textual.app import App
+
+    from console.widgets.live_table import Column, LiveRow
+
+    class One(App[None]):
+        def compose(self):
+            yield LiveTable([Column("name", "Name"), Column("size", "Size")])
+
+    app = One()
+    async with app.run_test(size=TERMINAL) as pilot:
+        table = app.query_one(LiveTable)
+        table.show([LiveRow("a", ("a", "1 B"), ("a", 1)), LiveRow("b", ("b", "2 B"), ("b", 2))])
+        await pilot.pause()
+        width = table.columns[table.ordered_columns[1].key].content_width
+        table.show([LiveRow("a", ("a", "1 B"), ("a", 1)), LiveRow("b", ("b", "2.0 GiB and more"), ("b", 2 << 30))])
+        await pilot.pause()
+        assert str(table.get_cell("b", "size")) == "2.0 GiB and more"
+        assert str(table.get_cell("a", "size")) == "1 B"
+        assert table.columns[table.ordered_columns[1].key].content_width == len("2.0 GiB and more") > width
+        # a narrower value later never shrinks the column (no re-measuring of the rest)
+        table.show([LiveRow("a", ("a", "1 B"), ("a", 1)), LiveRow("b", ("b", "3 B"), ("b", 3))])
+        await pilot.pause()
+        assert str(table.get_cell("b", "size")) == "3 B"
+        assert table.columns[table.ordered_columns[1].key].content_width == len("2.0 GiB and more")
+
+
+async def test_a_theme_switch_recolours_cells_whose_text_is_unchanged(make_console) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one("#topics", LiveTable)
+        before = table.get_cell("legal", "state").style
+        await pilot.press("t")
+        await settle(pilot)
+        after = table.get_cell("legal", "state")
+        assert str(after) == "held" and after.style != before

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -38,6 +40,7 @@ def retention_text(topic: TopicSummary) -> str:
 
 
 def topic_row(topic: TopicSummary, data: OverviewData, palette: Palette) -> LiveRow:
+    retention = retention_text(topic)
     oldest_age = None if topic.oldest_timestamp is None else data.now - topic.oldest_timestamp
     states = topic.states(data.paused)
     if topic.quota_bytes is None:
@@ -52,18 +55,26 @@ def topic_row(topic: TopicSummary, data: OverviewData, palette: Palette) -> Live
             format.count(topic.segments),
             format.size(topic.size_bytes),
             format.age(oldest_age),
-            retention_text(topic),
+            retention,
             backlog,
             state(", ".join(states), palette) if len(states) > 1 else state(states[0], palette),
         ),
         sort_values=(
             topic.name, topic.partitions, topic.segments, topic.size_bytes, oldest_age,
-            retention_text(topic), topic.backlog_bytes, states,
+            retention, topic.backlog_bytes, states,
         ),
     )
 
 
-class OverviewScreen(TopicActions, LiveScreen[OverviewData]):
+@dataclass(frozen=True)
+class OverviewRows:
+    data: OverviewData
+    #: the topics table's rows, built in the worker (a 1,000-topic catalog is
+    #: tens of ms of string work the UI thread must not do)
+    rows: tuple[LiveRow, ...]
+
+
+class OverviewScreen(TopicActions, LiveScreen[OverviewRows]):
     VIEW_TITLE = "Overview"
     BINDINGS = [Binding("enter", "open_topic", "Open", show=True), *TOPIC_BINDINGS]
 
@@ -71,13 +82,16 @@ class OverviewScreen(TopicActions, LiveScreen[OverviewData]):
         yield LiveTable(COLUMNS, id="topics")
         yield EnginePanel()
 
-    def load(self, host: ConsoleHost) -> OverviewData:
+    def load(self, host: ConsoleHost) -> OverviewRows:
         with host.reading() as broker:
-            return load_overview(broker)
-
-    def show(self, data: OverviewData) -> None:
+            data = load_overview(broker)
+        # The palette is read, not changed: a theme switch replaces the whole dict.
         palette = Palette.of(self.app)
-        self.query_one("#topics", LiveTable).show([topic_row(t, data, palette) for t in data.topics])
+        return OverviewRows(data, tuple(topic_row(t, data, palette) for t in data.topics))
+
+    def show(self, loaded: OverviewRows) -> None:
+        data = loaded.data
+        self.query_one("#topics", LiveTable).show(loaded.rows)
         self.query_one(EnginePanel).show(self.ebb.host.engine_status(), data.cycles, data.now)
         self.ebb.known_topics = [t.name for t in data.topics]
         self.ebb.deletion_paused = data.paused

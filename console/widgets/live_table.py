@@ -13,7 +13,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.reactive import reactive
 from textual.widgets import DataTable
-from textual.widgets.data_table import RowDoesNotExist
+from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 
 Cell = str | Text
 
@@ -44,6 +44,14 @@ class LiveRow:
 def _sortable(value: Any) -> tuple[int, Any]:
     # None before any value, and never compared with one.
     return (0, 0) if value is None else (1, value)
+
+
+def _same(a: Cell, b: Cell) -> bool:
+    """Equal text and look: Rich's ``Text.__eq__`` ignores the base style, so a cell
+    that only changed colour (a theme switch, a state turning red) would be skipped."""
+    if isinstance(a, Text) and isinstance(b, Text):
+        return a.plain == b.plain and a.style == b.style and a.spans == b.spans
+    return type(a) is type(b) and a == b
 
 
 def _plain(cell: Cell) -> Text:
@@ -120,12 +128,7 @@ class LiveTable(DataTable[Cell]):
     def _render_rows(self) -> None:
         rows = self._visible()
         if [r.key for r in rows] == [r.key for r in self._shown]:
-            keys = [c.key for c in self.live_columns]
-            for old, new in zip(self._shown, rows):
-                if old.cells != new.cells:
-                    for key, before, after in zip(keys, old.cells, new.cells):
-                        if before != after:
-                            self.update_cell(new.key, key, _plain(after), update_width=True)
+            self._update_changed_cells(self._shown, rows)
             self._shown = rows
             return
         selected = self.selected_key
@@ -138,6 +141,34 @@ class LiveTable(DataTable[Cell]):
                 self.move_cursor(row=self.get_row_index(selected), animate=False)
             except RowDoesNotExist:
                 pass
+
+    def _update_changed_cells(self, old_rows: list[LiveRow], new_rows: list[LiveRow]) -> None:
+        """Write the cells that changed, then repaint once.
+
+        DataTable's own ``update_cell`` repaints per call and, asked to fit widths,
+        re-measures a whole column each time a cell gets narrower: quadratic in the
+        rows, seconds on a 1,000-row refresh where every age changes. Here a column
+        only grows (to the widest new cell), which costs one measure per changed cell.
+        The table's private ``_data`` is written directly; Textual is pinned exactly,
+        and the tests cover this path."""
+        keys = [ColumnKey(c.key) for c in self.live_columns]
+        widest: dict[ColumnKey, int] = {}
+        for old, new in zip(old_rows, new_rows):
+            row = self._data[RowKey(new.key)]
+            for key, before, after in zip(keys, old.cells, new.cells):
+                if not _same(before, after):
+                    cell = _plain(after)
+                    row[key] = cell
+                    widest[key] = max(widest.get(key, 0), cell.cell_len)
+        if not widest:
+            return
+        for key, width in widest.items():
+            column = self.columns[key]
+            if column.auto_width and width > column.content_width:
+                column.content_width = width
+                self._require_update_dimensions = True
+        self._update_count += 1  # invalidates the rendered-row caches
+        self.refresh()
 
     # -- sorting and filtering -------------------------------------------------------------
 
