@@ -23,10 +23,7 @@ model's topics equal the model's (OK/MISMATCH), and every plan table is compared
 by row on those topics. A breakdown of one extra, instrumented plan shows where plan
 time goes: Parquet writing, DataFrame construction on the driver (analysis), the
 optimizer and physical planning, execution with the Arrow collect (with Spark's
-stages and SQL operator metrics), and the split into plan tables in Python. With
-``--stages RUNS``, the planning frame is also executed cut after each planner step
-(``PIPELINE``; later steps patched to the identity, every column kept) to Spark's
-``noop`` sink: cumulative times, so the differences show what each step adds.
+stages and SQL operator metrics), and the split into plan tables in Python.
 
 Run from the repository root: ``python bench/plan.py`` (full size, about 3-6 minutes
 on the 2-core machine), ``python bench/plan.py --partitions 100 --segments 10`` (a
@@ -387,7 +384,7 @@ def instrumented_plan(engine: SparkEngine, scratch: Path, snapshot: Snapshot) ->
         return table
 
     start = time.perf_counter()
-    keyed = Snapshot(snapshot.now, planner_module._with_partition_keys(snapshot.tables), snapshot.rejected)
+    keyed = Snapshot(snapshot.now, planner_module._planner_tables(snapshot.tables), snapshot.rejected)
     files = SnapshotFiles(keyed, scratch)
     times["snapshot -> Parquet"] = time.perf_counter() - start
     with files:
@@ -398,53 +395,6 @@ def instrumented_plan(engine: SparkEngine, scratch: Path, snapshot: Snapshot) ->
     info["times"] = times
     info["total"] = sum(times.values())
     return info
-
-
-#: the planner's steps, in the order _planning_frame applies them
-PIPELINE = ("_level_one", "_level_two", "_decide", "_level_three", "_final_positions")
-
-
-def stage_breakdown(engine: SparkEngine, scratch: Path, snapshot: Snapshot, runs: int) -> dict[str, Any]:
-    """Execution time of the planning frame cut after each step of ``PIPELINE``
-    (later steps patched to the identity, every column kept), written to Spark's
-    ``noop`` sink: cumulative, so the differences show what each step adds. Then the
-    full frame with its real output columns, to ``noop`` and with ``toArrow``. Each
-    number is the min of ``runs`` runs."""
-    missing = [name for name in (*PIPELINE, "_OUTPUT", "_planning_frame") if not hasattr(planner_module, name)]
-    if missing:
-        return {"skipped": f"planner.py has no {', '.join(missing)}"}
-    originals = {name: getattr(planner_module, name) for name in (*PIPELINE, "_OUTPUT")}
-    rows: list[dict[str, Any]] = []
-
-    def best(action: Any) -> float:
-        return min(timed(action)[0] for _ in range(runs))
-
-    def job(spark: Any) -> None:
-        F, W = engine.functions(), engine.window()
-        for k in range(len(PIPELINE) + 1):
-            for i, name in enumerate(PIPELINE):
-                setattr(planner_module, name, originals[name] if i < k else (lambda frame, *_: frame))
-            planner_module._OUTPUT = ["*"]
-            frame = planner_module._planning_frame(spark, F, W, files.paths, snapshot.now)
-            seconds = best(lambda frame=frame: frame.write.format("noop").mode("overwrite").save())
-            label = "input only (scan, union, broadcast join)" if k == 0 else f"+ {PIPELINE[k - 1]}"
-            rows.append({"step": label, "columns": len(frame.columns), "seconds": seconds})
-        for name, value in originals.items():
-            setattr(planner_module, name, value)
-        frame = planner_module._planning_frame(spark, F, W, files.paths, snapshot.now)
-        rows.append({"step": "full plan, output columns, noop", "columns": len(frame.columns),
-                     "seconds": best(lambda: frame.write.format("noop").mode("overwrite").save())})
-        rows.append({"step": "full plan, output columns, toArrow", "columns": len(frame.columns),
-                     "seconds": best(frame.toArrow)})
-
-    try:
-        keyed = Snapshot(snapshot.now, planner_module._with_partition_keys(snapshot.tables), snapshot.rejected)
-        with SnapshotFiles(keyed, scratch) as files:
-            engine.run(job, f"bench-stages-{uuid.uuid4().hex}")
-    finally:
-        for name, value in originals.items():
-            setattr(planner_module, name, value)
-    return {"runs": runs, "rows": rows}
 
 
 # -- the run -----------------------------------------------------------------------------
@@ -529,8 +479,6 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         result["plan_warm_min"] = min(warm)
         breakdown = instrumented_plan(engine, workdir / "scratch", snapshot)
         result["breakdown"] = breakdown
-        if args.stages:
-            result["stages"] = stage_breakdown(engine, workdir / "scratch", snapshot, args.stages)
     except BaseException:
         print_log_tail(engine.log_file)
         raise
@@ -631,16 +579,6 @@ def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
             contains = ", ".join(o.get("contains") or [])
             contains = f"  [{contains if len(contains) <= 70 else contains[:67] + '...'}]" if contains else ""
             print(f"    {o['name'][:26]:<26} {metrics}{contains}")
-    stages = r.get("stages")
-    if stages and "skipped" in stages:
-        print(f"  step by step: skipped ({stages['skipped']})")
-    elif stages:
-        print(f"  step by step (execution only, to Spark's noop sink, cumulative; min of {stages['runs']} runs):")
-        previous = None
-        for row in stages["rows"]:
-            delta = "" if previous is None or not row["step"].startswith("+") else f"  ({row['seconds'] - previous:+.2f})"
-            print(f"    {row['step']:<42}{row['columns']:>4} columns {row['seconds']:7.2f} s{delta}")
-            previous = row["seconds"]
     p = r["plan"]
     print()
     print(f"plan output: {p['segments']:,} segment rows, {p['partitions']:,} partitions, {p['groups']:,} group rows, "
@@ -678,10 +616,6 @@ def parse_args() -> argparse.Namespace:
         "--model-fraction", type=float, default=None,
         help=f"fraction of topics the reference model runs on (default: all up to {AUTO_MODEL_SEGMENTS:,} segments, "
         "else that many segments' worth)",
-    )
-    parser.add_argument(
-        "--stages", type=int, default=0, metavar="RUNS",
-        help="also time the planning frame cut after each planner step (min of RUNS runs each; default 0: off)",
     )
     parser.add_argument("--dir", type=Path, default=None, help="parent of the temporary directory (default: system temp)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON after the report")

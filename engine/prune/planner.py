@@ -4,16 +4,17 @@ The snapshot goes in as Parquet, the plan comes back as Arrow. The planner puts 
 row of a partition (the partition itself, its segments, its group positions) in one
 frame, tagged by ``row``, so that every per-partition quantity (prefixes, barrier,
 cut, new log start) is a window aggregate over ``(topic, partition)`` attached to
-each row: one shuffle of narrow rows, local sorts, no joins back, and one Spark job
-that returns the whole plan. Per-partition facts (extent, record-level time cuts,
-topic policy) are small and joined by broadcast. No Python UDFs; nothing is
-collected into Python loops: the plan leaves Spark as one Arrow table, split by row
-kind.
+each row: one shuffle of narrow rows, one local sort, no joins back, and one Spark
+job that returns the whole plan. Per-partition facts (extent, record-level time
+cuts, topic policy) are small: assembled with Arrow, a row per partition, and joined
+by broadcast wherever a step reads them. No Python UDFs; nothing is collected into
+Python loops: the plan leaves Spark as one Arrow table, split by row kind.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,6 @@ from engine.prune.snapshot import Snapshot, SnapshotFiles
 #: stands for "no limit" where a number is compared (the budget)
 UNLIMITED = 1 << 62
 
-KEYS = ["topic", "partition"]
-
 #: numeric policy fields the planner reads (null: infinite)
 _POLICY_NUMBERS = [
     "segment_roll", "retention_time", "retention_size", "max_time", "max_partition_size",
@@ -38,6 +37,22 @@ _POLICY_NUMBERS = [
 
 #: partitions per topic that the partition key leaves room for (Broker's MAX_PARTITIONS)
 _KEY_STRIDE = 10_000
+
+#: per-partition facts (:func:`_planner_tables`): extent, record-level time cuts
+#: (null: none), topic policy (numbers as in the snapshot, choices as flags)
+_FACTS = pa.schema(
+    [
+        ("pid", pa.int64()),
+        ("H", pa.int64()),
+        ("T", pa.int64()),
+        *((f"tc_{kind}", pa.int64()) for kind in tables.TIME_CUT_KINDS),
+        *((name, pa.int64()) for name in _POLICY_NUMBERS),
+        ("hold", pa.bool_()),
+        ("message", pa.bool_()),  # granularity = message
+        ("protect", pa.bool_()),  # consumption = protect
+        ("evicting", pa.bool_()),  # backlog_policy = consumer_backlog_eviction
+    ]
+)
 
 #: reason codes (docs/RETENTION.md); Spark computes an index into this tuple, the
 #: plan tables carry the names
@@ -80,7 +95,7 @@ class Planner:
 
     def plan(self, snapshot: Snapshot, *, tag: str | None = None) -> Plan:
         """Plan ``snapshot``; ``tag`` names the Spark job for :meth:`cancel`."""
-        keyed = Snapshot(snapshot.now, _with_partition_keys(snapshot.tables), snapshot.rejected)
+        keyed = Snapshot(snapshot.now, _planner_tables(snapshot.tables), snapshot.rejected)
         with SnapshotFiles(keyed, self.scratch) as files:
             frame = self.engine.run(
                 lambda spark: _plan(spark, self.engine.functions(), self.engine.window(), files.paths, snapshot.now),
@@ -104,77 +119,121 @@ def _ddl(schema: pa.Schema) -> str:
     return ", ".join(f"`{f.name}` {_DDL_TYPES[f.type]}" for f in schema)
 
 
-def _with_partition_keys(snapshot: dict[str, pa.Table]) -> dict[str, pa.Table]:
-    """Add ``pid``, one integer per (topic, partition), to the tables keyed by both:
-    Spark then shuffles, sorts and windows on an integer instead of comparing topic
-    names on every row."""
-    topics = snapshot["topics"]["topic"]
+def _planner_tables(snapshot: dict[str, pa.Table]) -> dict[str, pa.Table]:
+    """The snapshot tables with ``pid`` added to those keyed by (topic, partition),
+    and ``facts``: a row per partition with its extent, its record-level time cut of
+    each kind and its topic's policy, as the planner reads them.
+
+    ``pid`` is the partition's row in the partitions table. Spark then shuffles,
+    sorts and windows on an integer instead of comparing topic names on every row;
+    being consecutive, the keys make each broadcast join on ``pid`` a lookup in a
+    dense array rather than a hash table, and the plan's rows find their topic and
+    partition by position. The facts are assembled here, by position too, because
+    Spark would rebuild them (a pivot, two joins, three broadcasts) in every plan."""
+    topics = snapshot["topics"]
+
+    def key(table: pa.Table) -> pa.Array:
+        topic_index = pc.cast(pc.index_in(table["topic"], value_set=topics["topic"]), pa.int64())
+        return pc.add(pc.multiply(topic_index, _KEY_STRIDE), pc.cast(table["partition"], pa.int64()))
+
+    partition_keys = key(snapshot["partitions"])
 
     def keyed(table: pa.Table) -> pa.Table:
-        topic_index = pc.cast(pc.index_in(table["topic"], value_set=topics), pa.int64())
-        pid = pc.add(pc.multiply(topic_index, _KEY_STRIDE), pc.cast(table["partition"], pa.int64()))
-        return table.append_column("pid", pid)
+        pid = pc.index_in(key(table), value_set=partition_keys, skip_nulls=True)
+        return table.append_column("pid", pc.cast(pid, pa.int64()))
 
-    return {name: keyed(t) if "partition" in t.column_names else t for name, t in snapshot.items()}
+    keyed_tables = {name: keyed(t) if "partition" in t.column_names else t for name, t in snapshot.items()}
+    return {**keyed_tables, "facts": _facts(keyed_tables)}
+
+
+def _facts(snapshot: dict[str, pa.Table]) -> pa.Table:
+    """The ``facts`` table (schema :data:`_FACTS`) of :func:`_planner_tables`; a
+    partition of a topic the snapshot does not hold has none."""
+    partitions, cuts = snapshot["partitions"], snapshot["time_cuts"]
+    topic = pc.index_in(partitions["topic"], value_set=snapshot["topics"]["topic"])
+    partitions = partitions.filter(pc.is_valid(topic))
+    policy = snapshot["topics"].take(topic.drop_null())
+    columns = {"pid": partitions["pid"], "H": partitions["log_start_offset"], "T": partitions["next_offset"]}
+    for kind in tables.TIME_CUT_KINDS:
+        of_kind = cuts.filter(pc.equal(cuts["kind"], kind)).group_by("pid").aggregate([("offset", "min")])
+        columns[f"tc_{kind}"] = of_kind["offset_min"].take(pc.index_in(partitions["pid"], value_set=of_kind["pid"]))
+    columns.update({name: policy[name] for name in (*_POLICY_NUMBERS, "hold")})
+    columns["message"] = pc.equal(policy["granularity"], "message")
+    columns["protect"] = pc.equal(policy["consumption"], "protect")
+    columns["evicting"] = pc.equal(policy["backlog_policy"], "consumer_backlog_eviction")
+    return pa.table(columns, schema=_FACTS)
 
 
 def _planning_frame(spark: Any, F: Any, Window: Any, paths: dict[str, str], now: int) -> Any:
     """The plan as one frame: a row per partition, per segment and per group position.
 
-    Rows are shuffled by (topic, partition) while still narrow; the per-partition
-    facts (extent, record-level time cuts, topic policy) are then joined by
-    broadcast, which keeps that partitioning, so the windows below need no other
-    exchange. Three levels of window aggregates, each depending on the one before:
-    sizes and the furthest-behind subscriber; the prefixes; what is deleted."""
+    Rows are shuffled by (topic, partition) while narrow, and they stay narrow: a
+    window operator copies every column of every row it passes, so the per-partition
+    facts (extent, record-level time cuts, topic policy) never go through one. They
+    are joined by broadcast, which keeps the partitioning (no other exchange), before
+    each step that reads them and dropped before its windows; what a rule derives
+    from them is evaluated where it is needed (:func:`_rules`). Three levels of
+    window aggregates, each depending on the one before, on one sort: sizes and the
+    furthest-behind subscriber; the prefixes; what is deleted."""
     col = F.col
 
     def read(name: str) -> Any:
-        schema = tables.SNAPSHOT_TABLES[name]
+        schema = {**tables.SNAPSHOT_TABLES, "facts": _FACTS}[name]
         if "partition" in schema.names:
             schema = schema.append(pa.field("pid", pa.int64()))
         return spark.read.schema(_ddl(schema)).parquet(paths[name])
 
-    cuts = (
-        read("time_cuts")
-        .groupBy("pid")
-        .pivot("kind", list(tables.TIME_CUT_KINDS))
-        .agg(F.min("offset"))
-        .select("pid", *(col(k).alias(f"tc_{k}") for k in tables.TIME_CUT_KINDS))
-    )
-    policies = read("topics").select(
-        "topic",
-        *_POLICY_NUMBERS,
-        "hold",
-        (col("granularity") == "message").alias("message"),
-        (col("consumption") == "protect").alias("protect"),
-        (col("backlog_policy") == "consumer_backlog_eviction").alias("evicting"),
-    )
-    partition_facts = (
-        read("partitions")
-        .select("pid", "topic", col("log_start_offset").alias("H"), col("next_offset").alias("T"))
-        .join(cuts, "pid", "left")
-        .join(F.broadcast(policies), "topic")
-        .drop("topic")
-    )
+    facts = read("facts")
+    with_facts = _fact_joiner(facts, F)
     rows = (
-        read("partitions")
-        .select("pid")
-        .withColumn("row", F.lit(PARTITION_ROW))
-        .unionByName(read("segments").drop(*KEYS).withColumn("row", F.lit(SEGMENT_ROW)), allowMissingColumns=True)
+        facts.select("pid", F.lit(PARTITION_ROW).alias("row"))
         .unionByName(
-            read("positions").drop(*KEYS, "committed_at").withColumn("row", F.lit(GROUP_ROW)),
+            read("segments").select(
+                "pid",
+                F.lit(SEGMENT_ROW).alias("row"),
+                *_SEGMENT_COLUMNS,
+                # of the first timestamps only the active segment's is read (idle roll)
+                F.when(~col("sealed") & (col("size_bytes") > 0), col("first_timestamp")).alias("active_first_ts"),
+            ),
+            allowMissingColumns=True,
+        )
+        .unionByName(
+            read("positions").select("pid", F.lit(GROUP_ROW).alias("row"), *_GROUP_COLUMNS),
             allowMissingColumns=True,
         )
         .repartition("pid")
-        .join(F.broadcast(partition_facts), "pid")
     )
+    rules = _rules(F, now)
     w = Window.partitionBy("pid")
-    now_ = F.lit(now)
-    frame = _level_one(rows, F, Window, w, now_)
-    frame = _level_two(frame, F, w, now_)
-    frame = _decide(frame, F, now_)
+    frame = _level_one(rows, with_facts, rules, F, Window, w)
+    frame = _level_two(frame, with_facts, rules, F, w)
+    frame = _decide(frame, with_facts, rules, F, now)
     frame = _level_three(frame, F, w)
-    return _final_positions(frame, F).select(*_output_columns(F))
+    return with_facts(frame).select(*_output_columns(rules, F))
+
+
+def _fact_joiner(facts: Any, F: Any) -> Callable[[Any], Any]:
+    """A function that adds the per-partition facts to a frame, as columns, by a
+    broadcast join on ``pid``.
+
+    The facts travel packed in one array, so that every join broadcasts the very
+    same relation and Spark reads and broadcasts it once: with separate columns (or
+    a struct) it prunes each join's side to the facts that step reads, and then
+    reads and broadcasts them once per join."""
+    fields = [field for field in _FACTS if field.name != "pid"]
+    packed = F.broadcast(facts.select("pid", F.array(*(F.col(f.name).cast("bigint") for f in fields)).alias("facts")))
+
+    def join(frame: Any) -> Any:
+        unpacked = (F.col("facts")[i].cast(_DDL_TYPES[f.type]).alias(f.name) for i, f in enumerate(fields))
+        return frame.join(packed, "pid").select(*frame.columns, *unpacked)
+
+    return join
+
+
+#: snapshot columns that rows carry through the windows (null on the other row kinds)
+_SEGMENT_COLUMNS = ["base_offset", "next_offset", "size_bytes", "max_timestamp", "sealed"]
+_GROUP_COLUMNS = ["group", "kind", "position", "group_last_commit"]
+_SNAPSHOT_COLUMNS = ["pid", "row", *_SEGMENT_COLUMNS, *_GROUP_COLUMNS]
 
 
 def _flag(condition: Any, F: Any) -> Any:
@@ -182,76 +241,116 @@ def _flag(condition: Any, F: Any) -> Any:
     return F.coalesce(condition, F.lit(False))
 
 
-def _level_one(rows: Any, F: Any, Window: Any, w: Any, now: Any) -> Any:
-    """Per row: group expiry and TTL; over the partition: running sizes, segment
-    ranks, the subscriber furthest behind and the active segment's first timestamp.
+def _rules(F: Any, now: int) -> dict[str, Any]:
+    """The row-level rules of docs/RETENTION.md as column expressions, by name.
 
-    Each stage is one ``withColumns``: Spark analyses the plan once per call, so a
-    chain of single ``withColumn`` calls costs seconds on a plan this size."""
+    They read snapshot columns, per-partition facts and window values of earlier
+    levels by name: each step evaluates the ones it needs on its own rows rather
+    than carrying their results (or the facts) through the windows."""
     col = F.col
+    now_ = F.lit(now)
     segment = col("row") == SEGMENT_ROW
     subscriber = _flag((col("row") == GROUP_ROW) & (col("kind") == "subscriber"), F)
-    expired = _flag(now - col("group_last_commit") > col("subscription_expiry"), F)
+    expired = _flag(now_ - col("group_last_commit") > col("subscription_expiry"), F)
     pos_eff = F.greatest(col("position"), col("H"))
     pos_ttl = F.when(subscriber & col("message_ttl").isNotNull(), F.greatest(pos_eff, col("tc_ttl"))).otherwise(pos_eff)
-    holding = subscriber & ~expired & col("protect")
-    # Non-segment rows have no base offset: they sort first and count nothing.
-    ordered = w.orderBy("base_offset").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    frame = rows.withColumns(
-        {
-            "subscriber": subscriber,
-            "expired": expired,
-            "pos_eff": pos_eff,
-            "pos_ttl": pos_ttl,
-            "suffix_after": F.sum("size_bytes").over(w) - F.sum("size_bytes").over(ordered),
-            "rn": F.count("base_offset").over(ordered),
-            "behind": F.min(F.when(holding, F.struct(pos_ttl.alias("pos"), col("group").alias("name")))).over(w),
-            "active_first_ts": F.max(
-                F.when(segment & ~col("sealed") & (col("size_bytes") > 0), col("first_timestamp"))
-            ).over(w),
-        }
-    )
     sealed = _flag(segment & col("sealed"), F)
     suffix_from = col("suffix_after") + col("size_bytes")
-    return frame.withColumns(
-        {
-            "suffix_from": suffix_from,
-            "is_sealed": sealed,
-            "e_time": _flag(sealed & (col("max_timestamp") < now - col("retention_time")), F),
-            "e_size": _flag(sealed & (col("suffix_after") >= col("retention_size")), F),
-            "e_max_time": _flag(sealed & (col("max_timestamp") < now - col("max_time")), F),
-            "e_max_size": _flag(sealed & (suffix_from > col("max_partition_size")), F),
-            "live": _flag(segment & (col("next_offset") > col("H")), F),
-        }
-    )
+    return {
+        "segment": segment,
+        "subscriber": subscriber,
+        "expired": expired,
+        "pos_eff": pos_eff,
+        "pos_ttl": pos_ttl,
+        "holding": subscriber & ~expired & col("protect"),
+        "roll": _flag(now_ - col("active_first_ts") >= col("segment_roll"), F),
+        "is_sealed": sealed,
+        "suffix_from": suffix_from,
+        "e_time": _flag(sealed & (col("max_timestamp") < now_ - col("retention_time")), F),
+        "e_size": _flag(sealed & (col("suffix_after") >= col("retention_size")), F),
+        "e_max_time": _flag(sealed & (col("max_timestamp") < now_ - col("max_time")), F),
+        "e_max_size": _flag(sealed & (suffix_from > col("max_partition_size")), F),
+        "live": _flag(segment & (col("next_offset") > col("H")), F),
+    }
 
 
-def _level_two(frame: Any, F: Any, w: Any, now: Any) -> Any:
-    """Over the partition: the segment-level prefixes (``first_not``) and the backlog
-    size cut; then per row the quota, eviction, barrier, target, hard cut and cut."""
+def _level_one(rows: Any, with_facts: Callable[[Any], Any], rules: dict[str, Any], F: Any, Window: Any, w: Any) -> Any:
+    """Over the partition: running sizes, segment ranks, the subscriber furthest
+    behind (after TTL) and the active segment's first timestamp.
+
+    One window operator: the whole-partition aggregates use the running sums'
+    ordering, and windows with the same partitioning and ordering share one (every
+    other ordering would add an operator)."""
     col = F.col
-    segment = col("row") == SEGMENT_ROW
-
-    def first_not(condition: Any) -> Any:
-        first = F.min(F.when(col("live") & ~condition, col("base_offset"))).over(w)
-        return F.greatest(col("H"), F.coalesce(first, col("T")))
-
-    fits_quota = segment & (col("suffix_from") <= col("backlog_size"))
-    frame = frame.withColumns(
-        {
-            "fn_target": first_not(col("e_time") | col("e_size")),
-            "fn_size": first_not(col("e_size")),
-            "fn_hard": first_not(col("e_max_time") | col("e_max_size")),
-            "fn_max_size": first_not(col("e_max_size")),
-            "size_evict_cut": F.coalesce(F.min(F.when(fits_quota, col("base_offset"))).over(w), col("T")),
-        }
+    holding = F.when(rules["holding"], F.struct(rules["pos_ttl"].alias("pos"), col("group").alias("name")))
+    frame = with_facts(rows).select(*_SNAPSHOT_COLUMNS, "active_first_ts", holding.alias("holding"))
+    # Non-segment rows have no base offset: they sort first and count nothing.
+    ordered = w.orderBy("base_offset")
+    running = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    whole = ordered.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    return frame.select(
+        *_SNAPSHOT_COLUMNS,
+        (F.sum("size_bytes").over(whole) - F.sum("size_bytes").over(running)).alias("suffix_after"),
+        F.count("base_offset").over(running).alias("rn"),
+        F.min("holding").over(whole).alias("behind"),
+        F.max("active_first_ts").over(whole).alias("active_first_ts"),
     )
+
+
+#: level two's prefixes: name -> the segment-level flags it is the ``first_not`` of
+_FIRST_NOT = {
+    "fn_target": ("e_time", "e_size"),
+    "fn_size": ("e_size",),
+    "fn_hard": ("e_max_time", "e_max_size"),
+    "fn_max_size": ("e_max_size",),
+}
+#: what rows carry out of level one
+_LEVEL_ONE = [*_SNAPSHOT_COLUMNS, "suffix_after", "rn", "behind"]
+
+
+def _level_two(frame: Any, with_facts: Callable[[Any], Any], rules: dict[str, Any], F: Any, w: Any) -> Any:
+    """Over the partition: the first live segment outside each prefix and the first
+    segment that fits the backlog size quota (before their bounds, see
+    :func:`_decide`); per row the idle roll, while the facts are at hand."""
+    col = F.col
+
+    def outside(flags: tuple[str, ...]) -> Any:
+        eligible = rules[flags[0]]
+        for name in flags[1:]:
+            eligible = eligible | rules[name]
+        return F.when(rules["live"] & ~eligible, col("base_offset"))
+
+    fits_quota = rules["segment"] & (rules["suffix_from"] <= col("backlog_size"))
+    inputs = with_facts(frame).select(
+        *_LEVEL_ONE,
+        rules["roll"].alias("roll"),
+        *(outside(flags).alias(name) for name, flags in _FIRST_NOT.items()),
+        F.when(fits_quota, col("base_offset")).alias("fits_quota"),
+    )
+    return inputs.select(
+        *_LEVEL_ONE,
+        "roll",
+        *(F.min(name).over(w).alias(name) for name in (*_FIRST_NOT, "fits_quota")),
+    )
+
+
+def _decide(frame: Any, with_facts: Callable[[Any], Any], rules: dict[str, Any], F: Any, now: int) -> Any:
+    """Per row, with the facts: the quota, eviction, barrier, target, hard cut and
+    cut; per segment decision, reason, eligibility time and detail (RETENTION.md
+    tables); per group row its position after eviction and its quota state."""
+    col = F.col
+    now_ = F.lit(now)
+
+    def first_not(name: str) -> Any:
+        return F.greatest(col("H"), F.coalesce(col(name), col("T")))
+
+    size_evict_cut = F.coalesce(col("fits_quota"), col("T"))
     evicting = col("evicting")
-    size_floor = F.when(col("backlog_size").isNotNull(), col("size_evict_cut"))
+    size_floor = F.when(col("backlog_size").isNotNull(), size_evict_cut)
     age_floor = F.when(col("backlog_age").isNotNull(), col("tc_backlog_age"))
-    subscriber = col("subscriber")
-    over_size = _flag(subscriber & col("backlog_size").isNotNull() & (col("pos_ttl") < col("size_evict_cut")), F)
-    over_age = _flag(subscriber & (col("pos_ttl") < col("tc_backlog_age")), F)
+    subscriber, pos_ttl = rules["subscriber"], rules["pos_ttl"]
+    over_size = _flag(subscriber & col("backlog_size").isNotNull() & (pos_ttl < size_evict_cut), F)
+    over_age = _flag(subscriber & (pos_ttl < col("tc_backlog_age")), F)
     # Eviction lifts every subscriber of the partition to the same floor, so the
     # lowest position after eviction is the lowest after TTL, lifted to that floor.
     furthest = col("behind.pos")
@@ -261,36 +360,21 @@ def _level_two(frame: Any, F: Any, w: Any, now: Any) -> Any:
     def record_cut(kind: str, limit: str) -> Any:
         return F.when(col(limit).isNotNull(), col(f"tc_{kind}")).otherwise(col("H"))
 
-    target = F.when(message, F.greatest(record_cut("retention", "retention_time"), col("fn_size"))).otherwise(
-        col("fn_target")
+    target = F.when(message, F.greatest(record_cut("retention", "retention_time"), first_not("fn_size"))).otherwise(
+        first_not("fn_target")
     )
-    hard = F.when(message, F.greatest(record_cut("max_time", "max_time"), col("fn_max_size"))).otherwise(col("fn_hard"))
-    return frame.withColumns(
-        {
-            "over_quota": ~col("expired") & (over_size | over_age),
-            "pos_new": F.when(subscriber & evicting, F.greatest(col("pos_ttl"), size_floor, age_floor)).otherwise(
-                col("pos_ttl")
-            ),
-            "barrier": barrier,
-            "barrier_group": col("behind.name"),
-            "target": target,
-            "hard": hard,
-            "cut": F.least(col("T"), F.greatest(col("H"), hard, F.least(target, barrier))),
-            "roll": _flag(now - col("active_first_ts") >= col("segment_roll"), F),
-        }
+    hard = F.when(message, F.greatest(record_cut("max_time", "max_time"), first_not("fn_max_size"))).otherwise(
+        first_not("fn_hard")
     )
-
-
-def _decide(frame: Any, F: Any, now: Any) -> Any:
-    """Per segment: decision, reason, eligibility time and detail (RETENTION.md tables)."""
-    col = F.col
-    message = col("message")
+    cut = F.least(col("T"), F.greatest(col("H"), hard, F.least(target, barrier)))
     nxt = col("next_offset")
-    wanted = _flag(col("is_sealed") & ~col("hold") & (nxt <= col("cut")), F)
+    is_sealed = rules["is_sealed"]
+    e_time, e_max_time = rules["e_time"], rules["e_max_time"]
+    wanted = _flag(is_sealed & ~col("hold") & (nxt <= cut), F)
     deleted = wanted & _flag(col("rn") <= F.coalesce(col("max_deletes_per_cycle"), F.lit(UNLIMITED)), F)
-    by_target = nxt <= F.least(col("target"), col("barrier"))
-    time_rule = F.when(message, _flag(nxt <= col("tc_retention"), F)).otherwise(col("e_time"))
-    max_time_rule = F.when(message, _flag(nxt <= col("tc_max_time"), F)).otherwise(col("e_max_time"))
+    by_target = nxt <= F.least(target, barrier)
+    time_rule = F.when(message, _flag(nxt <= col("tc_retention"), F)).otherwise(e_time)
+    max_time_rule = F.when(message, _flag(nxt <= col("tc_max_time"), F)).otherwise(e_max_time)
     delete_reason = (
         F.when(nxt <= col("H"), _code("DELETE_BELOW_LOG_START"))
         .when(by_target & time_rule, _code("DELETE_TIME"))
@@ -298,8 +382,8 @@ def _decide(frame: Any, F: Any, now: Any) -> Any:
         .when(max_time_rule, _code("DELETE_MAX_TIME"))
         .otherwise(_code("DELETE_MAX_SIZE"))
     )
-    held_by_barrier = (nxt <= col("target")) & _flag(nxt > col("barrier"), F)
-    eligible_itself = col("e_time") | col("e_size") | col("e_max_time") | col("e_max_size")
+    held_by_barrier = (nxt <= target) & _flag(nxt > barrier, F)
+    eligible_itself = e_time | rules["e_size"] | e_max_time | rules["e_max_size"]
     time_limited = col("retention_time").isNotNull()
     keep_reason = (
         F.when(col("hold"), _code("KEEP_HOLD"))
@@ -307,61 +391,46 @@ def _decide(frame: Any, F: Any, now: Any) -> Any:
         .when(wanted, _code("KEEP_BUDGET"))
         .when(held_by_barrier, _code("KEEP_BARRIER"))
         .when(eligible_itself, _code("KEEP_PREFIX"))
-        .when(time_limited & (col("max_timestamp") > now), _code("KEEP_FUTURE_TIMESTAMP"))
+        .when(time_limited & (col("max_timestamp") > now_), _code("KEEP_FUTURE_TIMESTAMP"))
         .when(time_limited, _code("KEEP_WITHIN_TIME"))
         .when(col("retention_size").isNotNull(), _code("KEEP_SIZE_TARGET"))
         .otherwise(_code("KEEP_NO_LIMIT"))
     )
     barrier_named = ~col("hold") & col("sealed") & ~wanted & held_by_barrier
-    return frame.withColumns(
-        {
-            "wanted": wanted,
-            "deleted": deleted,
-            "reason_code": F.when(deleted, delete_reason).otherwise(keep_reason),
-            "eligible_at": F.when(
-                col("is_sealed"),
-                F.least(col("max_timestamp") + col("retention_time") + 1, col("max_timestamp") + col("max_time") + 1),
-            ),
-            "detail": F.when(
-                barrier_named,
-                F.concat(F.lit("group "), col("barrier_group"), F.lit(" at "), col("barrier").cast("string")),
-            ),
-        }
+    max_ts = col("max_timestamp")
+    return with_facts(frame).select(
+        *_DECIDED_SNAPSHOT,
+        "roll",
+        barrier.alias("barrier"),
+        cut.alias("cut"),
+        wanted.alias("wanted"),
+        deleted.alias("deleted"),
+        F.when(deleted, delete_reason).otherwise(keep_reason).alias("reason_code"),
+        F.when(is_sealed, F.least(max_ts + col("retention_time") + 1, max_ts + col("max_time") + 1)).alias(
+            "eligible_at"
+        ),
+        F.when(
+            barrier_named, F.concat(F.lit("group "), col("behind.name"), F.lit(" at "), barrier.cast("string"))
+        ).alias("detail"),
+        F.when(subscriber & evicting, F.greatest(pos_ttl, size_floor, age_floor)).otherwise(pos_ttl).alias("pos_new"),
+        (~rules["expired"] & (over_size | over_age)).alias("over_quota"),
     )
+
+
+#: snapshot columns that rows carry out of :func:`_decide` (the output and the group
+#: rules read them)
+_DECIDED_SNAPSHOT = [c for c in _SNAPSHOT_COLUMNS if c != "max_timestamp"]
 
 
 def _level_three(frame: Any, F: Any, w: Any) -> Any:
-    """Over the partition: what the cycle deletes; then the new log start H'."""
+    """Over the partition: what the cycle deletes."""
     col = F.col
-    frame = frame.withColumns(
-        {
-            "last_deleted_next": F.max(F.when(col("deleted"), col("next_offset"))).over(w),
-            "first_kept_by_budget": F.min(F.when(col("wanted") & ~col("deleted"), col("base_offset"))).over(w),
-            "segments_deleted": F.count(F.when(col("deleted"), True)).over(w),
-            "bytes_deleted": F.coalesce(F.sum(F.when(col("deleted"), col("size_bytes"))).over(w), F.lit(0)),
-        }
-    )
-    new_start = (
-        F.when(col("hold"), col("H"))
-        .when(col("message"), F.greatest(col("H"), F.least(col("cut"), col("first_kept_by_budget"))))
-        .otherwise(F.greatest(col("H"), F.coalesce(col("last_deleted_next"), col("H"))))
-    )
-    return frame.withColumn("new_log_start_offset", new_start)
-
-
-def _final_positions(frame: Any, F: Any) -> Any:
-    """Per group row: the final position and what moved it."""
-    col = F.col
-    live = ~col("expired")
-    new_position = F.when(live, F.greatest(col("pos_new"), col("new_log_start_offset"))).otherwise(col("position"))
-    return frame.withColumns(
-        {
-            "new_position": new_position,
-            "ttl_skipped": F.when(live, col("pos_ttl") - col("pos_eff")).otherwise(0),
-            "evicted_skipped": F.when(live, col("pos_new") - col("pos_ttl")).otherwise(0),
-            "moved_skipped": F.when(live, new_position - col("pos_new")).otherwise(0),
-            "quota_blocks_producers": col("over_quota") & ~col("evicting"),
-        }
+    return frame.select(
+        "*",
+        F.max(F.when(col("deleted"), col("next_offset"))).over(w).alias("last_deleted_next"),
+        F.min(F.when(col("wanted") & ~col("deleted"), col("base_offset"))).over(w).alias("first_kept_by_budget"),
+        F.count(F.when(col("deleted"), True)).over(w).alias("segments_deleted"),
+        F.coalesce(F.sum(F.when(col("deleted"), col("size_bytes"))).over(w), F.lit(0)).alias("bytes_deleted"),
     )
 
 
@@ -376,15 +445,41 @@ _GROUP_NUMBERS = [
 ]  # fmt: skip
 
 
-def _output_columns(F: Any) -> list[Any]:
-    """What leaves Spark: the segment columns on segment rows, the group names on
-    group rows, and the packed numbers of partition and group rows."""
+def _output_columns(rules: dict[str, Any], F: Any) -> list[Any]:
+    """What leaves Spark, with the facts: the segment columns on segment rows, the
+    group names on group rows, and the packed numbers of partition and group rows:
+    the new log start H' and each group's final position and what moved it."""
     col = F.col
+    new_start = (
+        F.when(col("hold"), col("H"))
+        .when(col("message"), F.greatest(col("H"), F.least(col("cut"), col("first_kept_by_budget"))))
+        .otherwise(F.greatest(col("H"), F.coalesce(col("last_deleted_next"), col("H"))))
+    )
+    live = ~rules["expired"]
+    pos_eff, pos_ttl, pos_new = rules["pos_eff"], rules["pos_ttl"], col("pos_new")
+    new_position = F.when(live, F.greatest(pos_new, new_start)).otherwise(col("position"))
+    numbers = {
+        "H": col("H"),
+        "new_log_start_offset": new_start,
+        "T": col("T"),
+        "roll": col("roll"),
+        "barrier": col("barrier"),
+        "segments_deleted": col("segments_deleted"),
+        "bytes_deleted": col("bytes_deleted"),
+        "position": col("position"),
+        "new_position": new_position,
+        "expired": rules["expired"],
+        "ttl_skipped": F.when(live, pos_ttl - pos_eff).otherwise(0),
+        "evicted_skipped": F.when(live, pos_new - pos_ttl).otherwise(0),
+        "moved_skipped": F.when(live, new_position - pos_new).otherwise(0),
+        "over_quota": col("over_quota"),
+        "quota_blocks_producers": col("over_quota") & ~col("evicting"),
+    }
 
     def packed(names: list[str]) -> Any:
-        return F.array(*(col(n).cast("bigint") for n in names))
+        return F.array(*(numbers[n].cast("bigint") for n in names))
 
-    segment = col("row") == SEGMENT_ROW
+    segment = rules["segment"]
     return [
         col("row").cast("tinyint").alias("row"),
         col("pid"),
@@ -402,9 +497,8 @@ def _split(frame: pa.Table, snapshot: dict[str, pa.Table]) -> dict[str, pa.Table
     """The plan tables from the planning frame's rows, by row kind, with the topic
     and partition of each row's key put back."""
     partitions = snapshot["partitions"]
-    where = pc.index_in(frame["pid"], value_set=partitions["pid"])
-    frame = frame.append_column("topic", partitions["topic"].take(where)).append_column(
-        "partition", partitions["partition"].take(where)
+    frame = frame.append_column("topic", partitions["topic"].take(frame["pid"])).append_column(
+        "partition", partitions["partition"].take(frame["pid"])
     )
 
     def rows(kind: int, schema: pa.Schema, numbers: list[str], renames: dict[str, str] | None = None) -> pa.Table:

@@ -108,6 +108,7 @@ def _arrow(rows: Sequence[tuple], schema: pa.Schema) -> pa.Table:
 
 
 def _in(column: str, names: Sequence[str] | None) -> tuple[str, tuple]:
+    # ``column`` is a literal of this module; the names go as parameters, one "?" each.
     if names is None:
         return "", ()
     return f" WHERE {column} IN ({','.join('?' * len(names))})", tuple(names)
