@@ -90,7 +90,7 @@ class EbbApp(App[None]):
         Binding("colon", "command_palette", "Command", key_display=":"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("r", "refresh", "Refresh"),
-        Binding("p", "toggle_live", "Live on/off"),
+        Binding("p", "toggle_live", "Live"),
         Binding("t", "next_theme", "Theme"),
         Binding("z", "toggle_pause", "Pause deletion", show=False),
         *(Binding(key, f"view('{mode}')", title, show=False) for mode, (key, title) in VIEWS.items()),

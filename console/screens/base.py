@@ -42,7 +42,7 @@ class LiveScreen(Screen[None], Generic[T]):
 
     BINDINGS = [
         Binding("slash", "filter", "Filter"),
-        Binding("escape", "back", "Back"),
+        Binding("escape", "back", "Back", show=False),  # in the help: the footer is full
     ]
 
     #: what the top bar says this view is

@@ -82,8 +82,9 @@ AGE_BAR_WIDTH = 10
 POSITIONS_SHOWN = 3
 #: rows the partitions and groups boxes grow to before they scroll
 SMALL_TABLE_ROWS = 4
-#: a box's lines around its rows: two borders and the header
-BOX_CHROME = 3
+#: a box's lines around its rows: two borders, the header, and the horizontal
+#: scrollbar the groups table shows when its columns are wider than 120 cells
+BOX_CHROME = 4
 
 #: the policy summary, two lines: the limits on data, then how it is cut and who
 #: keeps it; (field, label, shown only when finite)

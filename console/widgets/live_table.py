@@ -75,7 +75,7 @@ class LiveTable(DataTable[Cell]):
     """
 
     BINDINGS = [
-        Binding("s", "sort_next", "Sort", show=True),
+        Binding("s", "sort_next", "Sort", show=False),  # in the help: the footer is full
         Binding("S", "sort_reverse", "Reverse", show=False),
     ]
 

@@ -1,0 +1,121 @@
+"""Regenerate ``screenshots/*.svg`` from the console itself.
+
+Every shot is the real app, headless at 120x40, on the fixed catalog the console's
+tests use (``tests/console_fixtures.py``: one topic per policy, lagging groups) at
+its fixed clock, so the pictures change only when the console does. A local Spark
+session is started once to show plan decisions, previews and a prune.
+
+Run from the repository root: ``python screenshots/generate.py`` (about a minute).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # console_fixtures: the fixed catalog
+
+import os  # noqa: E402
+
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+from console.app import EbbApp  # noqa: E402
+from console.host import ConsoleHost  # noqa: E402
+from console.settings import ConsoleSettings  # noqa: E402
+from console_fixtures import NOW, TERMINAL, build_catalog, settle  # noqa: E402
+from engine.journal.journal import Journal  # noqa: E402
+from engine.prune.operations import set_hold  # noqa: E402
+from engine.prune.session import SparkEngine  # noqa: E402
+from engine.broker import Broker  # noqa: E402
+
+Steps = Callable[[object], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Shot:
+    name: str
+    keys: tuple[str, ...] = ()
+    theme: str = "ebbtide-dark"
+    read_only: bool = False
+    #: plan the whole catalog first, so views show decisions
+    planned: bool = True
+
+
+SHOTS = (
+    Shot("overview"),
+    Shot("overview-light", theme="ebbtide-light"),
+    Shot("overview-high-contrast", theme="ebbtide-high-contrast"),
+    Shot("overview-read-only", read_only=True),
+    Shot("topic", ("down", "down", "down", "enter")),
+    Shot("groups", ("2",)),
+    Shot("quotas", ("3",)),
+    Shot("journal", ("4",)),
+    Shot("engine", ("5",)),
+    Shot("policy-editor", ("down", "down", "down", "e")),
+    Shot("prune-now", ("down", "down", "down", "x")),
+    Shot("truncate", ("down", "down", "down", "T")),
+    Shot("help", ("question_mark",)),
+    Shot("palette", ("colon", "t", "o", "p", "i", "c")),
+)
+
+
+def journal_history(root: Path) -> None:
+    """A few journal rows, so that the Journal and Engine views have something to show."""
+    with Broker(root, clock=lambda: NOW) as broker:
+        set_hold(broker, "metrics", True, actor="operator")
+        set_hold(broker, "metrics", False, actor="operator")
+        journal = Journal(broker.catalog)
+        for minutes, freed in ((30, 4096), (20, 0), (10, 12288)):
+            cycle = journal.start_cycle(trigger="schedule", actor="engine", scope="all", now=NOW - minutes * 60_000,
+                                        started=NOW - minutes * 60_000, spark_master="local[2]")
+            journal.finish_cycle(cycle, status="done", planned=freed // 2048, applied=freed // 2048,
+                                 bytes_freed=freed, finished=NOW - minutes * 60_000 + 1500)
+
+
+async def take(shot: Shot, catalog: Path, spark: SparkEngine, out: Path) -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        data = Path(scratch) / "data"
+        shutil.copytree(catalog, data)
+        host = ConsoleHost(data, read_only=shot.read_only, engine=False, clock=lambda: NOW, spark=spark)
+        if shot.planned:
+            host.plan()
+        settings = ConsoleSettings(Path(scratch) / "console.json")
+        app = EbbApp(host, theme=shot.theme, live=False, watch=False, settings=settings)
+        try:
+            async with app.run_test(size=TERMINAL) as pilot:
+                await settle(pilot)
+                for key in shot.keys:
+                    await pilot.press(key)
+                    await settle(pilot)
+                await pilot.pause(0.5)
+                await settle(pilot)
+                app.save_screenshot(str(out / f"{shot.name}.svg"))
+        finally:
+            host.close()
+
+
+async def main() -> None:
+    out = ROOT / "screenshots"
+    spark = SparkEngine(master="local[2]", log_dir=Path(tempfile.mkdtemp()) / "logs")
+    spark.start()
+    spark.session(timeout=300)
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            catalog = Path(scratch) / "catalog"
+            build_catalog(catalog)
+            journal_history(catalog)
+            for shot in SHOTS:
+                await take(shot, catalog, spark, out)
+                print(f"screenshots/{shot.name}.svg")
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
