@@ -25,7 +25,7 @@ from engine.catalog.catalog import Catalog, GroupKind, GroupRow, PartitionRow, S
 from engine.clock import format_instant, now_ms
 from engine.config import Config, load_config
 from engine.datadir import DataDir
-from engine.errors import DataQuarantined, InvalidInput, NotFound, QuotaExceeded
+from engine.errors import DataQuarantined, InvalidInput, NotFound, QuotaExceeded, StoreError
 from engine.journal.schema import ensure_journal_schema
 from engine.journal.state import EngineState
 from engine.names import check_group_name, check_topic_name
@@ -106,17 +106,18 @@ class TopicDescription:
         }
 
 
-def _acknowledged(results: Sequence[tuple[int, AppendResult]]) -> str:
-    """What a produce acknowledged before it stopped, for its error message."""
+def _acknowledged(results: Sequence[tuple[int, AppendResult]], *, rest: str = "written") -> str:
+    """What a produce acknowledged before it stopped, for its error message; ``rest``:
+    what is sure of the records after (a storage fault may have written some)."""
     if not results:
-        return "no record was written"
+        return f"no record was {rest}"
     spans: dict[int, list[int]] = {}
     for p, r in results:
         first, last = spans.setdefault(p, [r.base_offset, r.next_offset])
         spans[p] = [min(first, r.base_offset), max(last, r.next_offset)]
     count = sum(b - a for a, b in spans.values())
     where = ", ".join(f"partition {p} offsets {a}..{b - 1}" for p, (a, b) in sorted(spans.items()))
-    return f"{count} record(s) before it were acknowledged ({where}), the rest were not written"
+    return f"{count} record(s) before it were acknowledged ({where}), the rest were not {rest}"
 
 
 @dataclass(frozen=True)
@@ -229,7 +230,9 @@ class Broker:
         key = (topic, partition)
         if key not in self._writers:
             self.catalog.partition(topic, partition)
-            self._writers[key] = PartitionWriter(self.data.partition_dir(topic, partition), durable=self.config.fsync)
+            self._writers[key] = PartitionWriter(
+                self.data.partition_dir(topic, partition), durable=self.config.fsync, label=f"{topic}/{partition}"
+            )
         return self._writers[key]
 
     def choose_partition(self, topic: str, key: bytes | None, sequence: int) -> int:
@@ -250,16 +253,25 @@ class Broker:
         row = self.catalog.partition(topic, partition)
         writer = self._writer(topic, partition)
         with writer.locked(row.log_start_offset):
-            if writer.reloaded:
-                self._reconcile(topic, partition, writer)
-            result = writer.append(
-                records,
-                now_ms=self.clock(),
-                segment_size=policy["segment_size"],
-                segment_roll_ms=policy["segment_roll"],
-            )
-            with self.catalog.write():
-                self.catalog.update_segments(topic, partition, result.changed, result.next_offset)
+            try:
+                if writer.reloaded:
+                    self._reconcile(topic, partition, writer)
+                result = writer.append(
+                    records,
+                    now_ms=self.clock(),
+                    segment_size=policy["segment_size"],
+                    segment_roll_ms=policy["segment_roll"],
+                )
+                with self.catalog.write():
+                    self.catalog.update_segments(topic, partition, result.changed, result.next_offset)
+            except StoreError:
+                # A storage fault: the files may now be ahead of the catalog (batches
+                # written, even durable, but not acknowledged). They stay in the log, as
+                # a killed producer's do (Kafka keeps what is in its log): forgetting
+                # the writer's view makes the next lock re-read the files and bring the
+                # catalog up to them.
+                writer.close()
+                raise
         return result
 
     def _quota_gate(self, topic: str, policy: EffectivePolicy) -> EffectivePolicy:
@@ -362,6 +374,8 @@ class Broker:
                     append(p, chunk)
         except (InvalidInput, QuotaExceeded) as error:
             raise type(error)(f"{error}; {_acknowledged(results)}") from None
+        except StoreError as error:
+            raise StoreError(f"{error}; {_acknowledged(results, rest='acknowledged')}") from None
         return results
 
     def _reconcile(self, topic: str, partition: int, writer: PartitionWriter) -> None:
@@ -494,6 +508,13 @@ class Broker:
         if commit and moved:
             now = self.clock()
             with self.catalog.write():
+                # Commit only where the position is still the one read from: a prune
+                # cycle may have moved it up meanwhile (past data it deleted), and
+                # committing from the stale one would move it back, below the log
+                # start. The records are returned all the same; a consumer that lost
+                # the race reads on from the newer position.
+                current = self.catalog.group(topic, group).positions
                 for p, position in moved.items():
-                    self.catalog.set_position(topic, group, p, position, now)
+                    if current.get(p, (None, 0))[0] == positions.get(p, (None, 0))[0]:
+                        self.catalog.set_position(topic, group, p, position, now)
         return out

@@ -52,12 +52,20 @@ def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Databa
         raise StoreError(f"the catalog is busy ({error}); another process holds it, try again") from None
     try:
         yield db
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    else:
         conn.execute("COMMIT")
+    except BaseException as error:
+        # A failed COMMIT too: SQLite may or may not have rolled back on its own
+        # (SQLITE_FULL, SQLITE_IOERR), and a transaction left open would make every
+        # later BEGIN fail.
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # the connection is broken; the error that broke it is the one to raise
+        if isinstance(error, sqlite3.OperationalError):
+            # A full disk, an I/O error: an operator's problem, stated in one line.
+            raise StoreError(f"the catalog could not be written ({error}); nothing of this change was saved") from None
+        raise
 
 
 @contextmanager

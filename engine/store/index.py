@@ -10,9 +10,11 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine import faults
 from engine.store.batch import BatchHeader
 
 _ENTRY = struct.Struct("<qq")
@@ -20,10 +22,18 @@ _ENTRY = struct.Struct("<qq")
 ENTRY_SIZE = _ENTRY.size
 
 
-def _owner_only(path: str, flags: int) -> int:
-    """``open()``'s opener for the index files: owner-only, like the segments
-    (the default would be 0666 less the umask)."""
-    return os.open(path, flags, 0o600)
+def _write_file(path: Path, data: bytes, flags: int, *, sync: bool = False) -> None:
+    """Write ``data`` to the index file at ``path`` (owner-only, like the segments),
+    through the fault seam; with ``sync``, fsync it too."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | flags, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[faults.write(fd, view) :]
+        if sync:
+            faults.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _load(path: Path) -> list[tuple[int, int]]:
@@ -75,19 +85,20 @@ class SegmentIndex:
         """Rewrite both files whole (after a rebuild, or when sealing)."""
         for path, entries in ((self.offset_path, self.offsets), (self.time_path, self.times)):
             tmp = path.with_name(path.name + ".tmp")
-            with open(tmp, "wb", opener=_owner_only) as f:
-                f.write(b"".join(_ENTRY.pack(*e) for e in entries))
-                if sync:
-                    f.flush()
-                    os.fsync(f.fileno())
-            os.replace(tmp, path)
+            try:
+                _write_file(tmp, b"".join(_ENTRY.pack(*e) for e in entries), os.O_TRUNC, sync=sync)
+                faults.replace(tmp, path)
+            except OSError:
+                # A full disk must not also keep a stale copy: the index is rebuilt
+                # from the segment anyway.
+                with suppress(OSError):
+                    tmp.unlink()
+                raise
 
     def append_entry(self, header: BatchHeader) -> None:
         """Record a freshly written batch, in memory and at the end of both files."""
         had_times = len(self.times)
         self.add(header)
-        with open(self.offset_path, "ab", opener=_owner_only) as f:
-            f.write(_ENTRY.pack(header.base_offset, header.position))
+        _write_file(self.offset_path, _ENTRY.pack(header.base_offset, header.position), os.O_APPEND)
         if len(self.times) > had_times:
-            with open(self.time_path, "ab", opener=_owner_only) as f:
-                f.write(_ENTRY.pack(*self.times[-1]))
+            _write_file(self.time_path, _ENTRY.pack(*self.times[-1]), os.O_APPEND)

@@ -5,6 +5,34 @@ stop at a torn tail that a writer is still producing. Writers take the partition
 file lock for each append, so several processes can append to one partition in turn;
 on taking the lock a writer re-reads what others appended and repairs what a killed
 writer left behind.
+
+Storage faults (a full disk, a failing one). Every ``OSError`` of the writer becomes a
+one-line :class:`StoreError`; an append that fails acknowledges none of its records,
+and the writer never builds on a state it cannot vouch for:
+
+- A failed write (``ENOSPC``), index update, rename, unlink or directory fsync: the
+  writer forgets its view. The next ``locked`` block re-reads the files (cutting a
+  torn batch as recovery does) and fsyncs the directory and the active segment before
+  accepting an append, so that what a later append acknowledges sits on durable
+  ground. Whole batches the failed append wrote before the fault stay in the log,
+  unacknowledged, as a killed producer's do (Kafka keeps what is in its log; the
+  catalog is brought up to them).
+- A failed fsync of the active segment (``EIO``: PostgreSQL's "fsyncgate"). The kernel
+  may have dropped the dirty pages while keeping them readable in its cache, and a
+  second fsync would report success for data that is not on disk. So the failed
+  fsync is never retried as if it had succeeded, nor is the segment re-read from the
+  cache and trusted: the writer cuts the active segment back to the end of its last
+  *successful* fsync (which it remembers) and fsyncs the cut, through a new
+  descriptor. Nothing acknowledged lies past that end, and appends go on from there.
+  If the cut fails too, the writer is failed: every later ``locked`` block is refused
+  until the partition is reopened (a new writer: another process, or the data
+  directory opened again), whose recovery reads what the files then hold.
+- With ``durable=False`` nothing is cut (records acknowledged without an fsync must
+  survive anything but a power loss); the failed fsync only fails the roll it was in.
+
+One limit stays: a new writer trusts the batches it reads, including a killed
+producer's that were never fsynced (it does not know which were). They were never
+acknowledged, and its first append's fsync makes them durable.
 """
 
 from __future__ import annotations
@@ -12,13 +40,21 @@ from __future__ import annotations
 import bisect
 import os
 from contextlib import contextmanager
-from itertools import accumulate
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from engine import faults
 from engine.errors import InvalidInput, StoreError
-from engine.store.batch import HEADER_SIZE, MAX_BATCH_BYTES, NewRecord, Record, encode_batch, record_size
+from engine.store.batch import (
+    HEADER_SIZE,
+    MAX_BATCH_BYTES,
+    NewRecord,
+    Record,
+    encode_batch,
+    record_size,
+)
 from engine.store.lock import FileLock
 from engine.store.segment import (
     DELETED_SUFFIX,
@@ -28,6 +64,7 @@ from engine.store.segment import (
     Segment,
     SegmentInfo,
     SegmentMissing,
+    describe,
     fsync_dir,
     remove_files,
     segment_stem,
@@ -172,12 +209,25 @@ def unfit_record(index: int, size: int, segment_size: int) -> InvalidInput:
 
 def create_partition(directory: Path) -> None:
     """Create an empty partition: its directory and a first, active segment at offset 0."""
-    # mkdir(parents=True) gives the parents it creates the umask's mode, not 0700:
-    # the topic's directory is made on its own.
-    directory.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    directory.mkdir(mode=0o700, exist_ok=False)
-    Segment.create(directory, 0)
-    fsync_dir(directory.parent)
+    try:
+        # mkdir(parents=True) gives the parents it creates the umask's mode, not 0700:
+        # the topic's directory is made on its own.
+        directory.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory.mkdir(mode=0o700, exist_ok=False)
+        Segment.create(directory, 0)
+        fsync_dir(directory.parent)
+    except OSError as error:
+        raise StoreError(f"creating partition {directory} failed: {describe(error)}") from None
+
+
+class _SyncFailed(Exception):
+    """An fsync of the active segment's log failed: what the disk holds past the last
+    successful one is unknown (see the module docstring)."""
+
+    def __init__(self, error: OSError, name: str) -> None:
+        # The segment named, not the path the error may carry.
+        super().__init__(f"fsync of {name} failed: {describe(OSError(error.errno, error.strerror))}")
+        self.error = error
 
 
 class PartitionWriter:
@@ -188,20 +238,35 @@ class PartitionWriter:
     directory since, and re-reads it if so.
     """
 
-    def __init__(self, directory: Path, *, durable: bool = True, lock_timeout: float | None = 30.0) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        durable: bool = True,
+        lock_timeout: float | None = 30.0,
+        label: str | None = None,
+    ) -> None:
         self.directory = directory
         #: With ``durable=False`` appends return before their data is on disk (unsafe:
         #: a power loss may lose acknowledged records; a process crash does not).
         self.durable = durable
         self.lock_timeout = lock_timeout
-        self._lock = FileLock(directory / LOCK_FILE, what=f"partition {directory}")
+        #: how errors name the partition (``topic/partition`` for the broker)
+        self.label = label or str(directory)
+        self._lock = FileLock(directory / LOCK_FILE, what=f"partition {self.label}")
         self._segments: list[Segment] = []
         self._fd: int | None = None
-        #: Set when an fsync failed: what the kernel holds is then unknown, and the
-        #: writer must re-read the files instead of trusting its own state.
+        #: Set when an operation failed with an OSError: the writer's view may not be
+        #: the files', and the files may not be durable, so the next ``locked`` block
+        #: re-reads them and fsyncs the directory and the active segment.
         self._unsure = False
+        #: Bytes of the active segment as of its last successful fsync (or as read on
+        #: a reload): what a failed fsync cuts the segment back to.
+        self._durable_end = 0
+        #: Why the writer takes no more appends (a failed fsync it could not undo).
+        self._failed: str | None = None
         #: True when the last ``locked`` block had to re-read the files (first use,
-        #: another writer, a crash): the catalog may then lag behind them.
+        #: another writer, a crash, a fault): the catalog may then lag behind them.
         self.reloaded = False
 
     # -- locking and recovery ---------------------------------------------------
@@ -211,11 +276,19 @@ class PartitionWriter:
         return self
 
     def __enter__(self) -> "PartitionWriter":
-        self._lock.acquire(self.lock_timeout)
+        if self._failed is not None:
+            raise StoreError(self._failed)
+        try:
+            self._lock.acquire(self.lock_timeout)
+        except OSError as error:
+            raise StoreError(f"locking partition {self.label} failed: {describe(error)}") from None
         try:
             self._refresh(self._log_start)
-        except BaseException:
+        except BaseException as error:
             self._lock.release()
+            if isinstance(error, OSError):
+                self._unsure = True
+                raise StoreError(f"recovery of partition {self.label} failed: {describe(error)}") from None
             raise
         return self
 
@@ -240,9 +313,15 @@ class PartitionWriter:
         if not self._lock.held:
             raise RuntimeError("reload outside a held() or locked() block")
         self.close()
-        self._refresh(log_start_offset)
+        try:
+            self._refresh(log_start_offset)
+        except OSError as error:
+            self._unsure = True
+            raise StoreError(f"recovery of partition {self.label} failed: {describe(error)}") from None
 
     def close(self) -> None:
+        """Close the active segment and forget the cached view: the next ``locked``
+        block re-reads the files (and ``reloaded`` tells the caller so)."""
         self._close_fd()
         self._segments = []
 
@@ -262,7 +341,7 @@ class PartitionWriter:
             names = _listdir(self.directory)
             bases = file_bases(names, LOG_SUFFIX)
         if not bases:
-            raise StoreError(f"partition {self.directory} has no segments")
+            raise StoreError(f"partition {self.label} has no segments")
         cached = [s.base_offset for s in self._segments]
         if not self._unsure and cached == bases and self._active_size_on_disk() == self._segments[-1].size:
             self.reloaded = False
@@ -271,8 +350,27 @@ class PartitionWriter:
         sealed = {s.base_offset: s for s in self._segments[:-1]} if not self._unsure else {}
         self._close_fd()
         self._segments = open_segments(self.directory, bases, repair=True, cached=sealed)
-        self._unsure = False
         self.reloaded = True
+        if self._unsure:
+            # After a fault nothing the writer did since its last successful fsync is
+            # known to be on disk (a new segment's directory entry, batches written
+            # before a full disk refused one): make it durable before building on it.
+            fsync_dir(self.directory)
+            try:
+                self._fsync_active()
+            except _SyncFailed as failed:
+                # The file may hold other writers' acknowledged batches past this
+                # writer's last durable end now: cutting is not this writer's to do.
+                self._close_fd()
+                self._failed = (
+                    f"partition {self.label} takes no appends: {failed} while recovering from an earlier "
+                    "fault; reopen the partition (restart the process) once the disk is fixed"
+                )
+                raise StoreError(self._failed) from None
+        else:
+            active = self._segments[-1]
+            self._durable_end = active.size
+        self._unsure = False
 
     def _active_size_on_disk(self) -> int:
         try:
@@ -290,7 +388,7 @@ class PartitionWriter:
                 remove_files(self.directory, base)
             else:
                 stem = segment_stem(base)
-                os.replace(self.directory / (stem + DELETED_SUFFIX), self.directory / (stem + LOG_SUFFIX))
+                faults.replace(self.directory / (stem + DELETED_SUFFIX), self.directory / (stem + LOG_SUFFIX))
                 fsync_dir(self.directory)
                 live = sorted([*live, base])
         # Sealed segments wholly below the log start: the deletion was decided but
@@ -347,7 +445,7 @@ class PartitionWriter:
         base_offset = self.next_offset
         changed: dict[int, Segment] = {}
         batches = 0
-        try:
+        with self._faults(f"append to partition {self.label}"):
             i = 0
             while i < len(records):
                 active = self._segments[-1]
@@ -371,10 +469,8 @@ class PartitionWriter:
                 changed[active.base_offset] = active
                 batches += 1
                 i = end
-            self._sync()
-        except OSError as error:
-            self._unsure = True
-            raise StoreError(f"append to {self.directory} failed: {error.strerror or error}") from None
+            if self.durable:
+                self._fsync_active()
         last = len(self._segments) - 1
         infos = tuple(
             s.info(sealed=i < last) for i, s in enumerate(self._segments) if s.base_offset in changed or i == last
@@ -386,37 +482,96 @@ class PartitionWriter:
         active = self._segments[-1]
         if active.size == 0:
             return None
-        try:
+        with self._faults(f"roll of partition {self.label}"):
             self._roll()
+        return active.info(sealed=True)
+
+    @contextmanager
+    def _faults(self, what: str) -> Iterator[None]:
+        """Turn the OSErrors of an append or roll into one-line StoreErrors, leaving
+        the writer in a state it can vouch for (see the module docstring)."""
+        try:
+            yield
+        except _SyncFailed as failed:
+            undone = self._undo_failed_sync()
+            raise StoreError(f"{what} failed: {failed}; {undone}") from None
         except OSError as error:
             self._unsure = True
-            raise StoreError(f"roll of {self.directory} failed: {error.strerror or error}") from None
-        return active.info(sealed=True)
+            raise StoreError(f"{what} failed: {describe(error)}") from None
 
     def _active_fd(self) -> int:
         if self._fd is None:
             self._fd = os.open(self._segments[-1].log_path, os.O_WRONLY)
         return self._fd
 
-    def _sync(self) -> None:
-        if self.durable and self._fd is not None:
-            os.fsync(self._fd)
+    def _fsync_active(self) -> None:
+        """fsync the active segment's log and remember where durable data ends."""
+        active = self._segments[-1]
+        try:
+            faults.fsync(self._active_fd())
+        except OSError as error:
+            raise _SyncFailed(error, active.log_path.name) from None
+        self._durable_end = active.size
+
+    def _undo_failed_sync(self) -> str:
+        """After a failed fsync of the active segment: never fsync that descriptor
+        again (it would report success for pages the kernel dropped), cut the segment
+        back to its last durable end through a new descriptor, fsync the cut, and
+        re-read it on the next ``locked`` block. Returns what was done, for the error;
+        if the cut fails, the writer takes no more appends."""
+        self._close_fd()
+        self._unsure = True
+        active = self._segments[-1]
+        if not self.durable:
+            return "records acknowledged without fsync (durable=False) are kept as they are"
+        # Within a locked block, everything past the durable end is this writer's own
+        # unacknowledged data: the block's refresh found the files as the writer left
+        # them (or re-read them and set the end), and a roll sets the end of the
+        # segment it creates. So the end is always the active segment's.
+        end = self._durable_end
+        try:
+            fd = os.open(active.log_path, os.O_WRONLY)
+            try:
+                faults.ftruncate(fd, end)
+                faults.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as error:
+            self._failed = (
+                f"partition {self.label} takes no appends: an fsync of {active.log_path.name} failed and cutting "
+                f"it back to its last durable end (byte {end}) failed too ({describe(error)}); reopen the "
+                "partition (restart the process) once the disk is fixed"
+            )
+            return f"cutting its data off the segment failed too ({describe(error)}): the partition takes no more appends until reopened"
+        return f"the segment was cut back to its last durable end (byte {end} of {active.log_path.name})"
 
     def _roll(self) -> None:
         active = self._segments[-1]
-        self._sync()
-        active.seal()
+        # A sealed segment is durable whole before its successor exists (recovery
+        # reads an invalid tail there as corruption), whatever ``durable`` says.
+        self._fsync_active()
+        active.index.write(sync=True)
         self._close_fd()
         self._segments.append(Segment.create(self.directory, active.next_offset))
+        self._durable_end = 0
 
     # -- deleting ---------------------------------------------------------------------
 
     def delete_segment(self, base_offset: int) -> None:
         """Delete a sealed segment. The caller has already made the new log start
-        durable, so that a crash half-way is finished by recovery, not undone."""
+        durable, so that a crash half-way is finished by recovery, not undone; so is a
+        failure half-way, by the next ``locked`` block."""
         for i, segment in enumerate(self._segments[:-1]):
             if segment.base_offset == base_offset:
-                segment.delete()
+                try:
+                    segment.delete()
+                except OSError as error:
+                    self._unsure = True
+                    raise StoreError(
+                        f"deleting segment {segment.log_path.name} of partition {self.label} failed: "
+                        f"{describe(error)}; the log start is past it, so the partition's next writer "
+                        "finishes the deletion"
+                    ) from None
                 del self._segments[i]
                 return
-        raise StoreError(f"segment {base_offset} of {self.directory} is not a sealed segment")
+        raise StoreError(f"segment {base_offset} of {self.label} is not a sealed segment")

@@ -4,15 +4,20 @@ File names carry the base offset, zero-padded so that a directory listing sorts 
 offset order: ``00000000000000001234.log``, ``.index``, ``.timeindex``. A segment being
 deleted is first renamed to ``.log.deleted`` so that recovery can tell an interrupted
 deletion from live data.
+
+Every call that a full or failing disk can refuse (write, fsync, truncate, rename,
+unlink) goes through :mod:`engine.faults`, the seam of the storage-fault tests.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
+from engine import faults
 from engine.errors import StoreError
 from engine.faults import fault_point
 from engine.store.batch import (
@@ -52,11 +57,18 @@ def segment_stem(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
+def describe(error: OSError) -> str:
+    """An OSError as an operator reads it: ``No space left on device (ENOSPC): PATH``."""
+    code = errno.errorcode.get(error.errno or 0)
+    text = f"{error.strerror} ({code})" if error.strerror and code else str(error)
+    return f"{text}: {error.filename}" if error.filename and error.strerror else text
+
+
 def fsync_dir(directory: Path) -> None:
     """Make renames, creations and unlinks in ``directory`` durable."""
     fd = os.open(directory, os.O_RDONLY)
     try:
-        os.fsync(fd)
+        faults.fsync(fd)
     finally:
         os.close(fd)
 
@@ -139,10 +151,12 @@ class Segment:
             self.max_timestamp = self.index.times[-1][0]
         if repair:
             if self.cut_bytes:
-                with open(self.log_path, "r+b") as f:
-                    f.truncate(self.size)
-                    f.flush()
-                    os.fsync(f.fileno())
+                fd = os.open(self.log_path, os.O_WRONLY)
+                try:
+                    faults.ftruncate(fd, self.size)
+                    faults.fsync(fd)
+                finally:
+                    os.close(fd)
             if self.index.offsets != loaded.offsets or self.index.times != loaded.times:
                 self.index.write(sync=sealed)
 
@@ -156,7 +170,7 @@ class Segment:
         view = memoryview(data)
         written = 0
         while written < len(view):
-            written += os.pwrite(fd, view[written:], self.size + written)
+            written += faults.pwrite(fd, view[written:], self.size + written)
         self.size += len(data)
         if self.first_timestamp is None:
             self.first_timestamp = header.first_timestamp
@@ -166,8 +180,11 @@ class Segment:
 
     def seal(self) -> None:
         """Make the segment and its indexes durable; it takes no more appends."""
-        with open(self.log_path, "r+b") as f:
-            os.fsync(f.fileno())
+        fd = os.open(self.log_path, os.O_RDONLY)
+        try:
+            faults.fsync(fd)
+        finally:
+            os.close(fd)
         self.index.write(sync=True)
 
     # -- reading ----------------------------------------------------------------
@@ -241,7 +258,7 @@ class Segment:
         A crash after the rename leaves ``.log.deleted``, which recovery completes
         (or rolls back when the log start does not cover the segment)."""
         doomed = self.directory / (segment_stem(self.base_offset) + DELETED_SUFFIX)
-        os.replace(self.log_path, doomed)
+        faults.replace(self.log_path, doomed)
         fsync_dir(self.directory)
         fault_point("after_segment_renamed")
         remove_files(self.directory, self.base_offset)
@@ -270,7 +287,7 @@ def remove_files(directory: Path, base_offset: int) -> None:
     stem = segment_stem(base_offset)
     for suffix in (DELETED_SUFFIX, *INDEX_SUFFIXES):
         try:
-            os.unlink(directory / (stem + suffix))
+            faults.unlink(directory / (stem + suffix))
         except FileNotFoundError:
             pass
     fsync_dir(directory)
