@@ -211,14 +211,22 @@ class Catalog:
 
     def reconcile_segments(self, topic: str, partition: int, infos: list[SegmentInfo]) -> bool:
         """Make the catalog's segments exactly the ones on disk, and the partition's
-        next offset their end; True if anything differed."""
-        if (
-            self.segments(topic, partition) == infos
-            and self.partition(topic, partition).next_offset == infos[-1].next_offset
-        ):
+        next offset their end; True if anything differed.
+
+        Only the rows that differ are written: the executor calls this after each
+        segment it deletes, and rewriting every row made a cycle quadratic in the
+        partition's segments (64 ms a call at 3,000), all under the partition lock."""
+        current = {s.base_offset: s for s in self.segments(topic, partition)}
+        wanted = {s.base_offset: s for s in infos}
+        gone = [base for base in current if base not in wanted]
+        changed = [s for base, s in wanted.items() if current.get(base) != s]
+        if not gone and not changed and self.partition(topic, partition).next_offset == infos[-1].next_offset:
             return False
-        self.db.execute("DELETE FROM segments WHERE topic = ? AND partition = ?", (topic, partition))
-        self.update_segments(topic, partition, infos, infos[-1].next_offset)
+        self.db.conn.executemany(
+            "DELETE FROM segments WHERE topic = ? AND partition = ? AND base_offset = ?",
+            [(topic, partition, base) for base in gone],
+        )
+        self.update_segments(topic, partition, changed, infos[-1].next_offset)
         return True
 
     def quarantined(self, topic: str, partition: int) -> list[QuarantinedRange]:
