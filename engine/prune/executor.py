@@ -184,6 +184,8 @@ class _Cycle:
         self.trigger = trigger
         self.actor = actor
         self.applied = 0
+        #: deletions journaled on the way that the plan did not name (sealed since)
+        self.unplanned = 0
         self.bytes_freed = 0
         self.skipped: dict[str, str] = {}
         self.failed: dict[str, str] = {}
@@ -287,10 +289,38 @@ class _Cycle:
                     raise _Stale(f"segment {d.base_offset} is gone or changed since the plan")
                 else:
                     doomed.append((present, action_id))
+            # A segment that was active when planned may have been sealed since (by a
+            # producer's roll or this cycle's idle roll) and now lie wholly below the
+            # new log start (message granularity cuts inside the active segment). The
+            # store removes such a segment once the log start passes it, so it is
+            # journaled and deleted here, with the same durable point as the others.
+            planned_bases = {d.base_offset for d in pw.deletions}
+            sealed_since = [
+                s
+                for s in segments.values()
+                if s.sealed and s.next_offset <= pw.new_log_start_offset and s.base_offset not in planned_bases
+            ]
 
             with self.catalog.write():
                 self.move(pw, ids)
                 self.settle([action_id for _d, action_id in removed], "applied", {"already_removed": True})
+                sealed_since_ids = self.record(
+                    [
+                        _segment_entry(
+                            "delete_segment",
+                            pw.topic,
+                            pw.partition,
+                            s.base_offset,
+                            s.next_offset,
+                            s.size_bytes,
+                            "DELETE_BELOW_LOG_START",
+                        )
+                        for s in sealed_since
+                    ],
+                    "planned",
+                )
+            doomed += zip(sealed_since, sealed_since_ids)
+            self.unplanned += len(sealed_since)
             fault_point("after_log_start_moved")
             self.applied += len(removed)
             self.bytes_freed += sum(d.size_bytes for d, _id in removed)
@@ -518,11 +548,12 @@ def execute(
             for tw in work:
                 _apply_topic_guarded(cycle, tw, None if paused else ids[tw.topic])
         except BaseException as error:
-            _fail(cycle, planned, error)
+            _fail(cycle, planned + cycle.unplanned, error)
             raise
         fault_point("before_cycle_finished")
         status: CycleStatus = "paused" if paused else "done"
         failures = "; ".join(f"{t}: {e}" for t, e in cycle.failed.items())
+        planned += cycle.unplanned
         journal.finish_cycle(
             cycle_id,
             status=status,
