@@ -185,9 +185,10 @@ class ConsoleHost:
         interval = reader.config.prune_interval_ms if reader is not None else 60_000
         return EngineStatus(
             master=spark.description if spark else (self._spark_remote or self._spark_master or "local[*]"),
-            session=spark.state if spark else "off",
+            # Until the worker has built the engine, an enabled one is starting.
+            session=spark.state if spark else ("starting" if self.engine_enabled else "off"),
             error=spark.error if spark else None,
-            scheduling=scheduler is not None,
+            scheduling=self.engine_enabled and not self.read_only,
             cycle_running=bool(scheduler and scheduler.running),
             next_cycle_at=scheduler.next_cycle_at if scheduler else None,
             interval_ms=scheduler.interval_ms if scheduler else interval,

@@ -36,7 +36,7 @@ def cycle_phrase(status: EngineStatus, now: int) -> str:
         return "cycle running" if status.session == "ready" else "first cycle waits for Spark"
     if status.next_cycle_at is not None:
         return f"next cycle in {format.age(max(0, status.next_cycle_at - now))}"
-    return "schedule stopped"
+    return "first cycle waits for Spark" if status.session in ("stopped", "starting") else "schedule stopped"
 
 
 def status_line(status: EngineStatus, now: int) -> str:
