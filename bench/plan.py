@@ -457,7 +457,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
           f"time cuts {cuts_s:.2f} s ({cuts:,} cuts, {calls:,} RecordTimes calls)", flush=True)
 
     # spark
-    engine = SparkEngine(master=args.master, log_dir=workdir / "spark-logs")
+    engine = SparkEngine(master=args.master, conf=dict(args.conf), log_dir=workdir / "spark-logs")
     try:
         start = time.perf_counter()
         engine.start()
@@ -617,13 +617,15 @@ def parse_args() -> argparse.Namespace:
         help=f"fraction of topics the reference model runs on (default: all up to {AUTO_MODEL_SEGMENTS:,} segments, "
         "else that many segments' worth)",
     )
+    parser.add_argument(
+        "--conf", action="append", default=[], type=lambda text: tuple(text.split("=", 1)), metavar="KEY=VALUE",
+        help="a Spark setting on top of the engine's defaults (repeatable), as [spark.conf] in ebb.toml",
+    )
     parser.add_argument("--dir", type=Path, default=None, help="parent of the temporary directory (default: system temp)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON after the report")
     args = parser.parse_args()
     if args.topics is None:
         args.topics = max(1, args.partitions // 10)
-    if args.stages < 0:
-        parser.error("--stages must be >= 0")
     if args.partitions < 1 or args.segments < 1 or args.repeat < 1 or not 1 <= args.topics <= args.partitions:
         parser.error("need --partitions, --segments, --repeat >= 1 and 1 <= --topics <= --partitions")
     if args.model_fraction is not None and not 0 < args.model_fraction <= 1:
