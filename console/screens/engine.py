@@ -88,11 +88,6 @@ class EngineScreen(LiveScreen[EngineRows]):
     EngineScreen EnginePanel Sparkline {
         height: 6;
     }
-    EngineScreen #engine-cycles {
-        border: round $primary;
-        border-title-color: $primary;
-        border-subtitle-color: $text-muted;
-    }
     """
 
     def compose_view(self) -> ComposeResult:
@@ -100,7 +95,7 @@ class EngineScreen(LiveScreen[EngineRows]):
         facts_box.border_title = "Spark and schedule"
         yield facts_box
         yield EnginePanel()
-        cycles = LiveTable(CYCLE_COLUMNS, id="engine-cycles")
+        cycles = LiveTable(CYCLE_COLUMNS, id="engine-cycles", classes="box")
         cycles.border_title = "Recent cycles (any process)"
         yield cycles
 

@@ -88,16 +88,9 @@ class GroupsRows:
 class GroupsScreen(GroupActions, LiveScreen[GroupsRows]):
     VIEW_TITLE = "Groups"
     BINDINGS = [Binding("enter", "open_topic", "Open topic", show=True), *GROUP_BINDINGS]
-    DEFAULT_CSS = """
-    GroupsScreen #groups {
-        border: round $primary;
-        border-title-color: $primary;
-        border-subtitle-color: $text-muted;
-    }
-    """
 
     def compose_view(self) -> ComposeResult:
-        table = LiveTable(COLUMNS, id="groups")
+        table = LiveTable(COLUMNS, id="groups", classes="box")
         table.border_title = "Consumer groups"
         yield table
 

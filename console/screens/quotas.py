@@ -86,16 +86,9 @@ class QuotasRows:
 class QuotasScreen(LiveScreen[QuotasRows]):
     VIEW_TITLE = "Quotas"
     BINDINGS = [Binding("enter", "open_topic", "Open topic", show=True)]
-    DEFAULT_CSS = """
-    QuotasScreen #quotas {
-        border: round $primary;
-        border-title-color: $primary;
-        border-subtitle-color: $text-muted;
-    }
-    """
 
     def compose_view(self) -> ComposeResult:
-        table = LiveTable(COLUMNS, id="quotas")
+        table = LiveTable(COLUMNS, id="quotas", classes="box")
         table.border_title = "Backlog quotas"
         yield table
 

@@ -296,15 +296,6 @@ class TopicScreen(GroupActions, TopicActions, LiveScreen[TopicRows]):
         padding: 0 1;
         background: $surface;
     }
-    TopicScreen .box {
-        border: round $primary;
-        border-title-color: $primary;
-        border-subtitle-color: $text-muted;
-    }
-    TopicScreen .box:focus-within {
-        border: round $accent;
-        border-title-color: $accent;
-    }
     TopicScreen .small {
         height: 5;
     }
