@@ -122,3 +122,8 @@ async def settle(pilot) -> None:
         except WorkerCancelled:
             pass
         await pilot.pause()
+    # The top bars show the engine as of their last 1 s tick: bring every screen's up
+    # to date, so a snapshot never races the tick (Spark "starting" against "ready").
+    for screen in pilot.app.screen_stack:
+        pilot.app.sync_top_bar(screen)
+    await pilot.pause()
