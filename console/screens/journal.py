@@ -35,7 +35,7 @@ from console.model.journal import (
     load_journal,
 )
 from console.screens.base import LiveScreen
-from console.widgets.cells import Palette
+from console.widgets.cells import Palette, state
 from console.widgets.live_table import Column, LiveRow, LiveTable
 
 CYCLE_COLUMNS = (
@@ -75,22 +75,6 @@ def scope_text(scope: Any) -> str:
     return "all" if scope == "all" else ", ".join(scope)
 
 
-def status_cell(status: str, palette: Palette) -> Text:
-    """A cycle's or an action's status in the colour of its outcome."""
-    tone = {
-        "done": palette.success,
-        "applied": palette.success,
-        "running": palette.accent,
-        "planned": palette.accent,
-        "paused": palette.warning,
-        "skipped": palette.warning,
-        "failed": palette.error,
-        "interrupted": palette.error,
-        "rolled_back": palette.error,
-    }.get(status, palette.muted)
-    return Text(status, style=tone)
-
-
 def cycle_row(cycle: dict[str, Any], palette: Palette) -> LiveRow:
     """One journaled cycle (shared with the Engine view)."""
     return LiveRow(
@@ -100,7 +84,7 @@ def cycle_row(cycle: dict[str, Any], palette: Palette) -> LiveRow:
             format.instant(cycle["started"]),
             cycle["trigger"],
             scope_text(cycle["scope"]),
-            status_cell(cycle["status"], palette),
+            state(cycle["status"], palette),
             format.count(cycle["planned"]),
             format.count(cycle["applied"]),
             format.size(cycle["bytes_freed"]),
@@ -138,7 +122,7 @@ def action_row(action: dict[str, Any], palette: Palette) -> LiveRow:
             _offsets(action),
             "" if action["messages"] is None else format.count(action["messages"]),
             "" if action["bytes"] is None else format.size(action["bytes"]),
-            status_cell(action["status"], palette),
+            state(action["status"], palette),
             action["reason"] or "",
             action["trigger"],
             action["actor"],

@@ -78,15 +78,23 @@ def age_bar(age_ms: int | None, limit_ms: int | None, palette: Palette, *, width
 
 
 def state(text: str, palette: Palette) -> Text:
-    """A topic or engine state word in the colour of its urgency."""
+    """A state word (a topic's, the engine's, a journaled cycle's or action's) in the
+    colour of its urgency."""
     tone = {
         "ok": palette.success,
         "ready": palette.success,
+        "done": palette.success,
+        "applied": palette.success,
+        "running": palette.accent,
+        "planned": palette.accent,
         "held": palette.warning,
         "paused": palette.warning,
         "starting": palette.warning,
+        "skipped": palette.warning,
         "quota exceeded": palette.error,
         "invalid policy": palette.error,
         "failed": palette.error,
+        "interrupted": palette.error,
+        "rolled_back": palette.error,
     }.get(text, palette.muted)
     return Text(text, style=tone)
