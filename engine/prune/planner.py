@@ -14,7 +14,6 @@ Python loops: the plan leaves Spark as one Arrow table, split by row kind.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,11 +37,13 @@ _POLICY_NUMBERS = [
 #: partitions per topic that the partition key leaves room for (Broker's MAX_PARTITIONS)
 _KEY_STRIDE = 10_000
 
-#: per-partition facts (:func:`_planner_tables`): extent, record-level time cuts
-#: (null: none), topic policy (numbers as in the snapshot, choices as flags)
+#: per-partition facts (:func:`_planner_tables`): the planning instant, extent,
+#: record-level time cuts (null: none), topic policy (numbers as in the snapshot,
+#: choices as flags)
 _FACTS = pa.schema(
     [
         ("pid", pa.int64()),
+        ("now", pa.int64()),
         ("H", pa.int64()),
         ("T", pa.int64()),
         *((f"tc_{kind}", pa.int64()) for kind in tables.TIME_CUT_KINDS),
@@ -95,20 +96,17 @@ class Planner:
 
     def plan(self, snapshot: Snapshot, *, tag: str | None = None) -> Plan:
         """Plan ``snapshot``; ``tag`` names the Spark job for :meth:`cancel`."""
-        keyed = Snapshot(snapshot.now, _planner_tables(snapshot.tables), snapshot.rejected)
-        with SnapshotFiles(keyed, self.scratch) as files:
-            frame = self.engine.run(
-                lambda spark: _plan(spark, self.engine.functions(), self.engine.window(), files.paths, snapshot.now),
-                tag or f"plan-{uuid.uuid4().hex}",
-            )
-        return Plan(snapshot.now, _split(frame, keyed.tables), snapshot.rejected)
+        inputs = Snapshot(snapshot.now, _spark_inputs(snapshot.tables, snapshot.now), snapshot.rejected)
+        with SnapshotFiles(inputs, self.scratch) as files:
+            frame = self.engine.run(lambda spark: _plan(spark, files.paths), tag or f"plan-{uuid.uuid4().hex}")
+        return Plan(snapshot.now, _split(frame, snapshot.tables), snapshot.rejected)
 
     def cancel(self, tag: str) -> None:
         self.engine.cancel(tag)
 
 
-def _plan(spark: Any, F: Any, Window: Any, paths: dict[str, str], now: int) -> pa.Table:
-    return _planning_frame(spark, F, Window, paths, now).toArrow()
+def _plan(spark: Any, paths: dict[str, str]) -> pa.Table:
+    return _planning_frame(spark, paths).toArrow()
 
 
 _DDL_TYPES = {pa.string(): "STRING", pa.int32(): "INT", pa.int64(): "BIGINT", pa.bool_(): "BOOLEAN"}
@@ -119,17 +117,38 @@ def _ddl(schema: pa.Schema) -> str:
     return ", ".join(f"`{f.name}` {_DDL_TYPES[f.type]}" for f in schema)
 
 
-def _planner_tables(snapshot: dict[str, pa.Table]) -> dict[str, pa.Table]:
-    """The snapshot tables with ``pid`` added to those keyed by (topic, partition),
-    and ``facts``: a row per partition with its extent, its record-level time cut of
-    each kind and its topic's policy, as the planner reads them.
+#: what Spark reads of the snapshot's segments and positions, keyed by ``pid``
+_SEGMENT_INPUT = ["pid", "base_offset", "next_offset", "size_bytes", "first_timestamp", "max_timestamp", "sealed"]
+_POSITION_INPUT = ["pid", "gid", "kind", "position", "group_last_commit"]
+#: Spark's input tables and their schemas
+_INPUTS = {
+    "segments": pa.schema([pa.field("pid", pa.int64()), *(tables.SEGMENTS.field(c) for c in _SEGMENT_INPUT[1:])]),
+    "positions": pa.schema(
+        [pa.field("pid", pa.int64()), pa.field("gid", pa.int64()), *(tables.POSITIONS.field(c) for c in _POSITION_INPUT[2:])]
+    ),
+    "facts": _FACTS,
+}
+
+
+def _spark_inputs(snapshot: dict[str, pa.Table], now: int) -> dict[str, pa.Table]:
+    """What Spark reads (:data:`_INPUTS`): the segments and positions, keyed by
+    ``pid`` instead of (topic, partition), the positions' groups as ``gid``, and
+    ``facts``: a row per partition with the planning instant, its extent, its
+    record-level time cut of each kind and its topic's policy.
 
     ``pid`` is the partition's row in the partitions table. Spark then shuffles,
     sorts and windows on an integer instead of comparing topic names on every row;
     being consecutive, the keys make each broadcast join on ``pid`` a lookup in a
     dense array rather than a hash table, and the plan's rows find their topic and
-    partition by position. The facts are assembled here, by position too, because
-    Spark would rebuild them (a pivot, two joins, three broadcasts) in every plan."""
+    partition by position. ``gid`` is the group name's rank among the snapshot's
+    group names (:func:`_group_names`): it orders groups as their names do, and is
+    all of a group that Spark carries (a string would be copied with every row of
+    the partition by each window). The facts are assembled here, by position too, because
+    Spark would rebuild them (a pivot, two joins, three broadcasts) in every plan.
+
+    The planning instant ``now`` is a fact too, not a literal: Spark compiles the
+    generated code of each query stage once per distinct source text, and a literal
+    ``now`` would make that text, and the compilation, new in every cycle."""
     topics = snapshot["topics"]
 
     def key(table: pa.Table) -> pa.Array:
@@ -142,18 +161,35 @@ def _planner_tables(snapshot: dict[str, pa.Table]) -> dict[str, pa.Table]:
         pid = pc.index_in(key(table), value_set=partition_keys, skip_nulls=True)
         return table.append_column("pid", pc.cast(pid, pa.int64()))
 
-    keyed_tables = {name: keyed(t) if "partition" in t.column_names else t for name, t in snapshot.items()}
-    return {**keyed_tables, "facts": _facts(keyed_tables)}
+    partitions = keyed(snapshot["partitions"])
+    positions = snapshot["positions"]
+    gid = pc.cast(pc.index_in(positions["group"], value_set=_group_names(positions)), pa.int64())
+    return {
+        "segments": keyed(snapshot["segments"]).select(_SEGMENT_INPUT),
+        "positions": keyed(positions).append_column("gid", gid).select(_POSITION_INPUT),
+        "facts": _facts(snapshot["topics"], partitions, keyed(snapshot["time_cuts"]), now),
+    }
 
 
-def _facts(snapshot: dict[str, pa.Table]) -> pa.Table:
-    """The ``facts`` table (schema :data:`_FACTS`) of :func:`_planner_tables`; a
+def _group_names(positions: pa.Table) -> pa.Array:
+    """The distinct group names of ``positions``, sorted: a group's ``gid`` is its
+    index here."""
+    names = pc.unique(positions["group"])
+    return names.take(pc.array_sort_indices(names))
+
+
+def _facts(topics: pa.Table, partitions: pa.Table, cuts: pa.Table, now: int) -> pa.Table:
+    """The ``facts`` table (schema :data:`_FACTS`) of :func:`_spark_inputs`; a
     partition of a topic the snapshot does not hold has none."""
-    partitions, cuts = snapshot["partitions"], snapshot["time_cuts"]
-    topic = pc.index_in(partitions["topic"], value_set=snapshot["topics"]["topic"])
+    topic = pc.index_in(partitions["topic"], value_set=topics["topic"])
     partitions = partitions.filter(pc.is_valid(topic))
-    policy = snapshot["topics"].take(topic.drop_null())
-    columns = {"pid": partitions["pid"], "H": partitions["log_start_offset"], "T": partitions["next_offset"]}
+    policy = topics.take(topic.drop_null())
+    columns = {
+        "pid": partitions["pid"],
+        "now": pa.repeat(pa.scalar(now, pa.int64()), partitions.num_rows),
+        "H": partitions["log_start_offset"],
+        "T": partitions["next_offset"],
+    }
     for kind in tables.TIME_CUT_KINDS:
         of_kind = cuts.filter(pc.equal(cuts["kind"], kind)).group_by("pid").aggregate([("offset", "min")])
         columns[f"tc_{kind}"] = of_kind["offset_min"].take(pc.index_in(partitions["pid"], value_set=of_kind["pid"]))
@@ -164,137 +200,133 @@ def _facts(snapshot: dict[str, pa.Table]) -> pa.Table:
     return pa.table(columns, schema=_FACTS)
 
 
-def _planning_frame(spark: Any, F: Any, Window: Any, paths: dict[str, str], now: int) -> Any:
-    """The plan as one frame: a row per partition, per segment and per group position.
+def _planning_frame(spark: Any, paths: dict[str, str]) -> Any:
+    """The plan as one DataFrame: :data:`PLAN_QUERY` over the Parquet inputs."""
+    inputs = {name: spark.read.schema(_ddl(schema)).parquet(paths[name]) for name, schema in _INPUTS.items()}
+    return spark.sql(PLAN_QUERY, **inputs)
 
-    Rows are shuffled by (topic, partition) while narrow, and they stay narrow: a
-    window operator copies every column of every row it passes, so the per-partition
-    facts (extent, record-level time cuts, topic policy) never go through one. They
-    are joined by broadcast, which keeps the partitioning (no other exchange), before
-    each step that reads them and dropped before its windows; what a rule derives
-    from them is evaluated where it is needed (:func:`_rules`). Three levels of
-    window aggregates, each depending on the one before, on one sort: sizes and the
-    furthest-behind subscriber; the prefixes; what is deleted."""
-    col = F.col
 
-    def read(name: str) -> Any:
-        schema = {**tables.SNAPSHOT_TABLES, "facts": _FACTS}[name]
-        if "partition" in schema.names:
-            schema = schema.append(pa.field("pid", pa.int64()))
-        return spark.read.schema(_ddl(schema)).parquet(paths[name])
+# -- the planning query --------------------------------------------------------------
+#
+# The plan is one SQL query, written once: Spark parses and analyses it in one call,
+# where the DataFrame API would cost a round trip to the JVM per column expression
+# (thousands per plan). Every row of a partition (the partition itself, its
+# segments, its group positions) is in one relation, tagged by ``row``, so that every
+# per-partition quantity (prefixes, barrier, cut, new log start) is a window
+# aggregate over ``pid`` attached to each row: one shuffle of narrow rows, one local
+# sort, no joins back. Rows stay narrow: a window operator copies every column of
+# every row it passes, so the per-partition facts never go through one; they are
+# joined by broadcast (which keeps the partitioning) before each step that reads
+# them, and what a rule derives from them is evaluated where it is needed. Three
+# levels of window aggregates, each depending on the one before, on one sort: sizes
+# and the furthest-behind subscriber; the prefixes; what is deleted.
 
-    facts = read("facts")
-    with_facts = _fact_joiner(facts, F)
-    rows = (
-        facts.select("pid", F.lit(PARTITION_ROW).alias("row"))
-        .unionByName(
-            read("segments").select(
-                "pid",
-                F.lit(SEGMENT_ROW).alias("row"),
-                *_SEGMENT_COLUMNS,
-                # of the first timestamps only the active segment's is read (idle roll)
-                F.when(~col("sealed") & (col("size_bytes") > 0), col("first_timestamp")).alias("active_first_ts"),
-            ),
-            allowMissingColumns=True,
-        )
-        .unionByName(
-            read("positions").select("pid", F.lit(GROUP_ROW).alias("row"), *_GROUP_COLUMNS),
-            allowMissingColumns=True,
-        )
-        .repartition("pid")
+
+def _names(columns: list[str]) -> str:
+    return ", ".join(f"`{c}`" for c in columns)
+
+
+def _flag(condition: str) -> str:
+    """A rule with an infinite limit compares with null: never true."""
+    return f"coalesce({condition}, false)"
+
+
+#: the facts' columns after the pid, in the order they are packed
+_FACT_FIELDS = [field for field in _FACTS if field.name != "pid"]
+
+
+def _with_facts(source: str) -> str:
+    """``source`` with the per-partition facts as columns, by a broadcast join on
+    ``pid``.
+
+    The facts travel packed in one array (``packed``), so that every join
+    broadcasts the very same relation and Spark reads and broadcasts it once: with
+    separate columns it prunes each join's side to the facts that step reads, and
+    then reads and broadcasts them once per join."""
+    unpacked = ", ".join(
+        f"CAST(f.facts[{i}] AS {_DDL_TYPES[field.type]}) AS `{field.name}`" for i, field in enumerate(_FACT_FIELDS)
     )
-    rules = _rules(F, now)
-    w = Window.partitionBy("pid")
-    frame = _level_one(rows, with_facts, rules, F, Window, w)
-    frame = _level_two(frame, with_facts, rules, F, w)
-    frame = _decide(frame, with_facts, rules, F, now)
-    frame = _level_three(frame, F, w)
-    return with_facts(frame).select(*_output_columns(rules, F))
-
-
-def _fact_joiner(facts: Any, F: Any) -> Callable[[Any], Any]:
-    """A function that adds the per-partition facts to a frame, as columns, by a
-    broadcast join on ``pid``.
-
-    The facts travel packed in one array, so that every join broadcasts the very
-    same relation and Spark reads and broadcasts it once: with separate columns (or
-    a struct) it prunes each join's side to the facts that step reads, and then
-    reads and broadcasts them once per join."""
-    fields = [field for field in _FACTS if field.name != "pid"]
-    packed = F.broadcast(facts.select("pid", F.array(*(F.col(f.name).cast("bigint") for f in fields)).alias("facts")))
-
-    def join(frame: Any) -> Any:
-        unpacked = (F.col("facts")[i].cast(_DDL_TYPES[f.type]).alias(f.name) for i, f in enumerate(fields))
-        return frame.join(packed, "pid").select(*frame.columns, *unpacked)
-
-    return join
+    return f"(SELECT /*+ BROADCAST(f) */ s.*, {unpacked} FROM {source} s JOIN packed f ON s.pid = f.pid)"
 
 
 #: snapshot columns that rows carry through the windows (null on the other row kinds)
 _SEGMENT_COLUMNS = ["base_offset", "next_offset", "size_bytes", "max_timestamp", "sealed"]
-_GROUP_COLUMNS = ["group", "kind", "position", "group_last_commit"]
+_GROUP_COLUMNS = ["gid", "kind", "position", "group_last_commit"]
 _SNAPSHOT_COLUMNS = ["pid", "row", *_SEGMENT_COLUMNS, *_GROUP_COLUMNS]
 
 
-def _flag(condition: Any, F: Any) -> Any:
-    """A rule with an infinite limit compares with null: never true."""
-    return F.coalesce(condition, F.lit(False))
+def _rows() -> str:
+    """The union of partition, segment and group rows, shuffled by ``pid``. Of the
+    segments' first timestamps only the active segment's is read (idle roll)."""
+    types = {f.name: _DDL_TYPES[f.type] for f in (*_INPUTS["segments"], *_INPUTS["positions"])}
+    columns = [*_SNAPSHOT_COLUMNS[2:], "active_first_ts"]
+    types["active_first_ts"] = "BIGINT"
+
+    def select(kind: int, table: str, values: dict[str, str]) -> str:
+        listed = (f"{values.get(c, f'CAST(NULL AS {types[c]})')} AS `{c}`" for c in columns)
+        return f"SELECT pid, {kind} AS `row`, {', '.join(listed)} FROM {{{table}}}"
+
+    segment_values = {c: f"`{c}`" for c in _SEGMENT_COLUMNS}
+    segment_values["active_first_ts"] = "CASE WHEN NOT sealed AND size_bytes > 0 THEN first_timestamp END"
+    return "\n  UNION ALL ".join(
+        [
+            select(PARTITION_ROW, "facts", {}),
+            select(SEGMENT_ROW, "segments", segment_values),
+            select(GROUP_ROW, "positions", {c: f"`{c}`" for c in _GROUP_COLUMNS}),
+        ]
+    )
 
 
-def _rules(F: Any, now: int) -> dict[str, Any]:
-    """The row-level rules of docs/RETENTION.md as column expressions, by name.
+def _rules() -> dict[str, str]:
+    """The row-level rules of docs/RETENTION.md as SQL expressions, by name.
 
     They read snapshot columns, per-partition facts and window values of earlier
     levels by name: each step evaluates the ones it needs on its own rows rather
     than carrying their results (or the facts) through the windows."""
-    col = F.col
-    now_ = F.lit(now)
-    segment = col("row") == SEGMENT_ROW
-    subscriber = _flag((col("row") == GROUP_ROW) & (col("kind") == "subscriber"), F)
-    expired = _flag(now_ - col("group_last_commit") > col("subscription_expiry"), F)
-    pos_eff = F.greatest(col("position"), col("H"))
-    pos_ttl = F.when(subscriber & col("message_ttl").isNotNull(), F.greatest(pos_eff, col("tc_ttl"))).otherwise(pos_eff)
-    sealed = _flag(segment & col("sealed"), F)
-    suffix_from = col("suffix_after") + col("size_bytes")
+    segment = f"(`row` = {SEGMENT_ROW})"
+    subscriber = _flag(f"`row` = {GROUP_ROW} AND kind = 'subscriber'")
+    expired = _flag("now - group_last_commit > subscription_expiry")
+    pos_eff = "greatest(`position`, H)"
+    pos_ttl = f"(CASE WHEN {subscriber} AND message_ttl IS NOT NULL THEN greatest({pos_eff}, tc_ttl) ELSE {pos_eff} END)"
+    sealed = _flag(f"{segment} AND sealed")
+    suffix_from = "(suffix_after + size_bytes)"
     return {
         "segment": segment,
         "subscriber": subscriber,
         "expired": expired,
         "pos_eff": pos_eff,
         "pos_ttl": pos_ttl,
-        "holding": subscriber & ~expired & col("protect"),
-        "roll": _flag(now_ - col("active_first_ts") >= col("segment_roll"), F),
+        "holding": f"({subscriber} AND NOT {expired} AND protect)",
+        "roll": _flag("now - active_first_ts >= segment_roll"),
         "is_sealed": sealed,
         "suffix_from": suffix_from,
-        "e_time": _flag(sealed & (col("max_timestamp") < now_ - col("retention_time")), F),
-        "e_size": _flag(sealed & (col("suffix_after") >= col("retention_size")), F),
-        "e_max_time": _flag(sealed & (col("max_timestamp") < now_ - col("max_time")), F),
-        "e_max_size": _flag(sealed & (suffix_from > col("max_partition_size")), F),
-        "live": _flag(segment & (col("next_offset") > col("H")), F),
+        "e_time": _flag(f"{sealed} AND max_timestamp < now - retention_time"),
+        "e_size": _flag(f"{sealed} AND suffix_after >= retention_size"),
+        "e_max_time": _flag(f"{sealed} AND max_timestamp < now - max_time"),
+        "e_max_size": _flag(f"{sealed} AND {suffix_from} > max_partition_size"),
+        "live": _flag(f"{segment} AND next_offset > H"),
     }
 
 
-def _level_one(rows: Any, with_facts: Callable[[Any], Any], rules: dict[str, Any], F: Any, Window: Any, w: Any) -> Any:
+def _level_one(rules: dict[str, str]) -> str:
     """Over the partition: running sizes, segment ranks, the subscriber furthest
     behind (after TTL) and the active segment's first timestamp.
 
     One window operator: the whole-partition aggregates use the running sums'
     ordering, and windows with the same partitioning and ordering share one (every
-    other ordering would add an operator)."""
-    col = F.col
-    holding = F.when(rules["holding"], F.struct(rules["pos_ttl"].alias("pos"), col("group").alias("name")))
-    frame = with_facts(rows).select(*_SNAPSHOT_COLUMNS, "active_first_ts", holding.alias("holding"))
-    # Non-segment rows have no base offset: they sort first and count nothing.
-    ordered = w.orderBy("base_offset")
-    running = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    whole = ordered.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    return frame.select(
-        *_SNAPSHOT_COLUMNS,
-        (F.sum("size_bytes").over(whole) - F.sum("size_bytes").over(running)).alias("suffix_after"),
-        F.count("base_offset").over(running).alias("rn"),
-        F.min("holding").over(whole).alias("behind"),
-        F.max("active_first_ts").over(whole).alias("active_first_ts"),
-    )
+    other ordering would add an operator). Non-segment rows have no base offset:
+    they sort first and count nothing. Of the subscribers at the lowest position,
+    the one first by name is named as the barrier."""
+    holding = f"CASE WHEN {rules['holding']} THEN named_struct('pos', {rules['pos_ttl']}, 'gid', gid) END"
+    return f"""SELECT {_names(_SNAPSHOT_COLUMNS)},
+    sum(size_bytes) OVER whole - sum(size_bytes) OVER running AS suffix_after,
+    count(base_offset) OVER running AS rn,
+    min(holding) OVER whole AS behind,
+    max(active_first_ts) OVER whole AS active_first_ts
+  FROM (SELECT {_names(_SNAPSHOT_COLUMNS)}, active_first_ts, {holding} AS holding FROM {_with_facts("rows")})
+  WINDOW
+    whole AS (PARTITION BY pid ORDER BY base_offset ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING),
+    running AS (PARTITION BY pid ORDER BY base_offset ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"""
 
 
 #: level two's prefixes: name -> the segment-level flags it is the ``first_not`` of
@@ -308,113 +340,28 @@ _FIRST_NOT = {
 _LEVEL_ONE = [*_SNAPSHOT_COLUMNS, "suffix_after", "rn", "behind"]
 
 
-def _level_two(frame: Any, with_facts: Callable[[Any], Any], rules: dict[str, Any], F: Any, w: Any) -> Any:
+def _level_two(rules: dict[str, str]) -> str:
     """Over the partition: the first live segment outside each prefix and the first
     segment that fits the backlog size quota (before their bounds, see
     :func:`_decide`); per row the idle roll, while the facts are at hand."""
-    col = F.col
 
-    def outside(flags: tuple[str, ...]) -> Any:
-        eligible = rules[flags[0]]
-        for name in flags[1:]:
-            eligible = eligible | rules[name]
-        return F.when(rules["live"] & ~eligible, col("base_offset"))
+    def outside(flags: tuple[str, ...]) -> str:
+        eligible = " OR ".join(rules[name] for name in flags)
+        return f"CASE WHEN {rules['live']} AND NOT ({eligible}) THEN base_offset END"
 
-    fits_quota = rules["segment"] & (rules["suffix_from"] <= col("backlog_size"))
-    inputs = with_facts(frame).select(
-        *_LEVEL_ONE,
-        rules["roll"].alias("roll"),
-        *(outside(flags).alias(name) for name, flags in _FIRST_NOT.items()),
-        F.when(fits_quota, col("base_offset")).alias("fits_quota"),
+    fits_quota = f"CASE WHEN {rules['segment']} AND {rules['suffix_from']} <= backlog_size THEN base_offset END"
+    inputs = ", ".join(
+        [
+            _names(_LEVEL_ONE),
+            f"{rules['roll']} AS roll",
+            *(f"{outside(flags)} AS {name}" for name, flags in _FIRST_NOT.items()),
+            f"{fits_quota} AS fits_quota",
+        ]
     )
-    return inputs.select(
-        *_LEVEL_ONE,
-        "roll",
-        *(F.min(name).over(w).alias(name) for name in (*_FIRST_NOT, "fits_quota")),
-    )
-
-
-def _decide(frame: Any, with_facts: Callable[[Any], Any], rules: dict[str, Any], F: Any, now: int) -> Any:
-    """Per row, with the facts: the quota, eviction, barrier, target, hard cut and
-    cut; per segment decision, reason, eligibility time and detail (RETENTION.md
-    tables); per group row its position after eviction and its quota state."""
-    col = F.col
-    now_ = F.lit(now)
-
-    def first_not(name: str) -> Any:
-        return F.greatest(col("H"), F.coalesce(col(name), col("T")))
-
-    size_evict_cut = F.coalesce(col("fits_quota"), col("T"))
-    evicting = col("evicting")
-    size_floor = F.when(col("backlog_size").isNotNull(), size_evict_cut)
-    age_floor = F.when(col("backlog_age").isNotNull(), col("tc_backlog_age"))
-    subscriber, pos_ttl = rules["subscriber"], rules["pos_ttl"]
-    over_size = _flag(subscriber & col("backlog_size").isNotNull() & (pos_ttl < size_evict_cut), F)
-    over_age = _flag(subscriber & (pos_ttl < col("tc_backlog_age")), F)
-    # Eviction lifts every subscriber of the partition to the same floor, so the
-    # lowest position after eviction is the lowest after TTL, lifted to that floor.
-    furthest = col("behind.pos")
-    barrier = F.when(furthest.isNotNull() & evicting, F.greatest(furthest, size_floor, age_floor)).otherwise(furthest)
-    message = col("message")
-
-    def record_cut(kind: str, limit: str) -> Any:
-        return F.when(col(limit).isNotNull(), col(f"tc_{kind}")).otherwise(col("H"))
-
-    target = F.when(message, F.greatest(record_cut("retention", "retention_time"), first_not("fn_size"))).otherwise(
-        first_not("fn_target")
-    )
-    hard = F.when(message, F.greatest(record_cut("max_time", "max_time"), first_not("fn_max_size"))).otherwise(
-        first_not("fn_hard")
-    )
-    cut = F.least(col("T"), F.greatest(col("H"), hard, F.least(target, barrier)))
-    nxt = col("next_offset")
-    is_sealed = rules["is_sealed"]
-    e_time, e_max_time = rules["e_time"], rules["e_max_time"]
-    wanted = _flag(is_sealed & ~col("hold") & (nxt <= cut), F)
-    deleted = wanted & _flag(col("rn") <= F.coalesce(col("max_deletes_per_cycle"), F.lit(UNLIMITED)), F)
-    by_target = nxt <= F.least(target, barrier)
-    time_rule = F.when(message, _flag(nxt <= col("tc_retention"), F)).otherwise(e_time)
-    max_time_rule = F.when(message, _flag(nxt <= col("tc_max_time"), F)).otherwise(e_max_time)
-    delete_reason = (
-        F.when(nxt <= col("H"), _code("DELETE_BELOW_LOG_START"))
-        .when(by_target & time_rule, _code("DELETE_TIME"))
-        .when(by_target, _code("DELETE_SIZE"))
-        .when(max_time_rule, _code("DELETE_MAX_TIME"))
-        .otherwise(_code("DELETE_MAX_SIZE"))
-    )
-    held_by_barrier = (nxt <= target) & _flag(nxt > barrier, F)
-    eligible_itself = e_time | rules["e_size"] | e_max_time | rules["e_max_size"]
-    time_limited = col("retention_time").isNotNull()
-    keep_reason = (
-        F.when(col("hold"), _code("KEEP_HOLD"))
-        .when(~col("sealed"), _code("KEEP_ACTIVE"))
-        .when(wanted, _code("KEEP_BUDGET"))
-        .when(held_by_barrier, _code("KEEP_BARRIER"))
-        .when(eligible_itself, _code("KEEP_PREFIX"))
-        .when(time_limited & (col("max_timestamp") > now_), _code("KEEP_FUTURE_TIMESTAMP"))
-        .when(time_limited, _code("KEEP_WITHIN_TIME"))
-        .when(col("retention_size").isNotNull(), _code("KEEP_SIZE_TARGET"))
-        .otherwise(_code("KEEP_NO_LIMIT"))
-    )
-    barrier_named = ~col("hold") & col("sealed") & ~wanted & held_by_barrier
-    max_ts = col("max_timestamp")
-    return with_facts(frame).select(
-        *_DECIDED_SNAPSHOT,
-        "roll",
-        barrier.alias("barrier"),
-        cut.alias("cut"),
-        wanted.alias("wanted"),
-        deleted.alias("deleted"),
-        F.when(deleted, delete_reason).otherwise(keep_reason).alias("reason_code"),
-        F.when(is_sealed, F.least(max_ts + col("retention_time") + 1, max_ts + col("max_time") + 1)).alias(
-            "eligible_at"
-        ),
-        F.when(
-            barrier_named, F.concat(F.lit("group "), col("behind.name"), F.lit(" at "), barrier.cast("string"))
-        ).alias("detail"),
-        F.when(subscriber & evicting, F.greatest(pos_ttl, size_floor, age_floor)).otherwise(pos_ttl).alias("pos_new"),
-        (~rules["expired"] & (over_size | over_age)).alias("over_quota"),
-    )
+    minima = ", ".join(f"min({name}) OVER whole AS {name}" for name in (*_FIRST_NOT, "fits_quota"))
+    return f"""SELECT {_names(_LEVEL_ONE)}, roll, {minima}
+  FROM (SELECT {inputs} FROM {_with_facts("level_one")})
+  WINDOW whole AS (PARTITION BY pid)"""
 
 
 #: snapshot columns that rows carry out of :func:`_decide` (the output and the group
@@ -422,20 +369,87 @@ def _decide(frame: Any, with_facts: Callable[[Any], Any], rules: dict[str, Any],
 _DECIDED_SNAPSHOT = [c for c in _SNAPSHOT_COLUMNS if c != "max_timestamp"]
 
 
-def _level_three(frame: Any, F: Any, w: Any) -> Any:
+def _decide(rules: dict[str, str]) -> str:
+    """Per row, with the facts: the quota, eviction, barrier, target, hard cut and
+    cut; per segment decision, reason, eligibility time and the group that holds it
+    back, if any (RETENTION.md tables); per group row its position after eviction
+    and its quota state.
+
+    Three projections, each naming what the next reads; Spark merges them into one
+    operator."""
+    subscriber, pos_ttl = rules["subscriber"], rules["pos_ttl"]
+
+    def first_not(name: str) -> str:
+        return f"greatest(H, coalesce({name}, T))"
+
+    def record_cut(kind: str, limit: str) -> str:
+        return f"CASE WHEN {limit} IS NOT NULL THEN tc_{kind} ELSE H END"
+
+    size_evict_cut = "coalesce(fits_quota, T)"
+    size_floor = f"CASE WHEN backlog_size IS NOT NULL THEN {size_evict_cut} END"
+    age_floor = "CASE WHEN backlog_age IS NOT NULL THEN tc_backlog_age END"
+    over_size = _flag(f"{subscriber} AND backlog_size IS NOT NULL AND {pos_ttl} < {size_evict_cut}")
+    over_age = _flag(f"{subscriber} AND {pos_ttl} < tc_backlog_age")
+    # Eviction lifts every subscriber of the partition to the same floor, so the
+    # lowest position after eviction is the lowest after TTL, lifted to that floor.
+    limits = f"""SELECT *,
+    CASE WHEN behind.pos IS NOT NULL AND evicting THEN greatest(behind.pos, {size_floor}, {age_floor})
+      ELSE behind.pos END AS barrier,
+    CASE WHEN message THEN greatest({record_cut("retention", "retention_time")}, {first_not("fn_size")})
+      ELSE {first_not("fn_target")} END AS target,
+    CASE WHEN message THEN greatest({record_cut("max_time", "max_time")}, {first_not("fn_max_size")})
+      ELSE {first_not("fn_hard")} END AS hard
+  FROM {_with_facts("level_two")}"""
+    cuts = "SELECT *, least(T, greatest(H, hard, least(target, barrier))) AS cut FROM limits"
+    wanted = _flag(f"{rules['is_sealed']} AND NOT hold AND next_offset <= cut")
+    within_budget = _flag(f"rn <= coalesce(max_deletes_per_cycle, {UNLIMITED})")
+    chosen = f"SELECT *, {wanted} AS wanted, {wanted} AND {within_budget} AS deleted FROM cuts"
+
+    by_target = "next_offset <= least(target, barrier)"
+    time_rule = f"CASE WHEN message THEN {_flag('next_offset <= tc_retention')} ELSE {rules['e_time']} END"
+    max_time_rule = f"CASE WHEN message THEN {_flag('next_offset <= tc_max_time')} ELSE {rules['e_max_time']} END"
+    delete_reason = f"""CASE WHEN next_offset <= H THEN {_code("DELETE_BELOW_LOG_START")}
+      WHEN {by_target} AND {time_rule} THEN {_code("DELETE_TIME")}
+      WHEN {by_target} THEN {_code("DELETE_SIZE")}
+      WHEN {max_time_rule} THEN {_code("DELETE_MAX_TIME")}
+      ELSE {_code("DELETE_MAX_SIZE")} END"""
+    held_by_barrier = f"(next_offset <= target AND {_flag('next_offset > barrier')})"
+    eligible_itself = " OR ".join(rules[name] for name in ("e_time", "e_size", "e_max_time", "e_max_size"))
+    keep_reason = f"""CASE WHEN hold THEN {_code("KEEP_HOLD")}
+      WHEN NOT sealed THEN {_code("KEEP_ACTIVE")}
+      WHEN wanted THEN {_code("KEEP_BUDGET")}
+      WHEN {held_by_barrier} THEN {_code("KEEP_BARRIER")}
+      WHEN {eligible_itself} THEN {_code("KEEP_PREFIX")}
+      WHEN retention_time IS NOT NULL AND max_timestamp > now THEN {_code("KEEP_FUTURE_TIMESTAMP")}
+      WHEN retention_time IS NOT NULL THEN {_code("KEEP_WITHIN_TIME")}
+      WHEN retention_size IS NOT NULL THEN {_code("KEEP_SIZE_TARGET")}
+      ELSE {_code("KEEP_NO_LIMIT")} END"""
+    barrier_named = f"NOT hold AND sealed AND NOT wanted AND {held_by_barrier}"
+    evicted = f"CASE WHEN {subscriber} AND evicting THEN greatest({pos_ttl}, {size_floor}, {age_floor}) ELSE {pos_ttl} END"
+    decided = f"""SELECT {_names(_DECIDED_SNAPSHOT)}, roll, barrier, cut, wanted, deleted,
+    CASE WHEN deleted THEN {delete_reason} ELSE {keep_reason} END AS reason_code,
+    CASE WHEN {rules["is_sealed"]} THEN least(max_timestamp + retention_time + 1, max_timestamp + max_time + 1) END
+      AS eligible_at,
+    CASE WHEN {barrier_named} THEN behind.gid END AS held_by,
+    {evicted} AS pos_new,
+    NOT {rules["expired"]} AND ({over_size} OR {over_age}) AS over_quota
+  FROM chosen"""
+    return f"limits AS ({limits}),\ncuts AS ({cuts}),\nchosen AS ({chosen}),\ndecided AS ({decided})"
+
+
+def _level_three() -> str:
     """Over the partition: what the cycle deletes."""
-    col = F.col
-    return frame.select(
-        "*",
-        F.max(F.when(col("deleted"), col("next_offset"))).over(w).alias("last_deleted_next"),
-        F.min(F.when(col("wanted") & ~col("deleted"), col("base_offset"))).over(w).alias("first_kept_by_budget"),
-        F.count(F.when(col("deleted"), True)).over(w).alias("segments_deleted"),
-        F.coalesce(F.sum(F.when(col("deleted"), col("size_bytes"))).over(w), F.lit(0)).alias("bytes_deleted"),
-    )
+    return """SELECT *,
+    max(CASE WHEN deleted THEN next_offset END) OVER whole AS last_deleted_next,
+    min(CASE WHEN wanted AND NOT deleted THEN base_offset END) OVER whole AS first_kept_by_budget,
+    count(CASE WHEN deleted THEN true END) OVER whole AS segments_deleted,
+    coalesce(sum(CASE WHEN deleted THEN size_bytes END) OVER whole, 0) AS bytes_deleted
+  FROM decided
+  WINDOW whole AS (PARTITION BY pid)"""
 
 
 #: columns of the planning frame that leave Spark (the union of the plan tables')
-_SEGMENT_OUTPUT = ["base_offset", "next_offset", "size_bytes", "sealed", "deleted", "eligible_at", "detail"]
+_SEGMENT_OUTPUT = ["base_offset", "next_offset", "size_bytes", "sealed", "deleted", "eligible_at", "held_by"]
 #: the numbers of partition rows and of group rows travel packed in one array column:
 #: a null array costs a segment row 4 bytes, where a dozen null columns would cost 100
 _PARTITION_NUMBERS = ["H", "new_log_start_offset", "T", "roll", "barrier", "segments_deleted", "bytes_deleted"]
@@ -445,84 +459,101 @@ _GROUP_NUMBERS = [
 ]  # fmt: skip
 
 
-def _output_columns(rules: dict[str, Any], F: Any) -> list[Any]:
+def _output(rules: dict[str, str]) -> str:
     """What leaves Spark, with the facts: the segment columns on segment rows, the
-    group names on group rows, and the packed numbers of partition and group rows:
+    group ids on group rows, and the packed numbers of partition and group rows:
     the new log start H' and each group's final position and what moved it."""
-    col = F.col
-    new_start = (
-        F.when(col("hold"), col("H"))
-        .when(col("message"), F.greatest(col("H"), F.least(col("cut"), col("first_kept_by_budget"))))
-        .otherwise(F.greatest(col("H"), F.coalesce(col("last_deleted_next"), col("H"))))
-    )
-    live = ~rules["expired"]
-    pos_eff, pos_ttl, pos_new = rules["pos_eff"], rules["pos_ttl"], col("pos_new")
-    new_position = F.when(live, F.greatest(pos_new, new_start)).otherwise(col("position"))
+    new_start = """CASE WHEN hold THEN H
+      WHEN message THEN greatest(H, least(cut, first_kept_by_budget))
+      ELSE greatest(H, coalesce(last_deleted_next, H)) END"""
+    live = f"NOT {rules['expired']}"
+    final = f"""SELECT *, {new_start} AS new_log_start_offset FROM {_with_facts("level_three")}"""
+    new_position = f"CASE WHEN {live} THEN greatest(pos_new, new_log_start_offset) ELSE `position` END"
     numbers = {
-        "H": col("H"),
-        "new_log_start_offset": new_start,
-        "T": col("T"),
-        "roll": col("roll"),
-        "barrier": col("barrier"),
-        "segments_deleted": col("segments_deleted"),
-        "bytes_deleted": col("bytes_deleted"),
-        "position": col("position"),
+        **{name: f"`{name}`" for name in (*_PARTITION_NUMBERS, "position", "over_quota")},
         "new_position": new_position,
         "expired": rules["expired"],
-        "ttl_skipped": F.when(live, pos_ttl - pos_eff).otherwise(0),
-        "evicted_skipped": F.when(live, pos_new - pos_ttl).otherwise(0),
-        "moved_skipped": F.when(live, new_position - pos_new).otherwise(0),
-        "over_quota": col("over_quota"),
-        "quota_blocks_producers": col("over_quota") & ~col("evicting"),
+        "ttl_skipped": f"CASE WHEN {live} THEN {rules['pos_ttl']} - {rules['pos_eff']} ELSE 0 END",
+        "evicted_skipped": f"CASE WHEN {live} THEN pos_new - {rules['pos_ttl']} ELSE 0 END",
+        "moved_skipped": f"CASE WHEN {live} THEN {new_position} - pos_new ELSE 0 END",
+        "quota_blocks_producers": "over_quota AND NOT evicting",
     }
 
-    def packed(names: list[str]) -> Any:
-        return F.array(*(numbers[n].cast("bigint") for n in names))
+    def packed(names: list[str]) -> str:
+        return "array(" + ", ".join(f"CAST({numbers[n]} AS BIGINT)" for n in names) + ")"
 
     segment = rules["segment"]
-    return [
-        col("row").cast("tinyint").alias("row"),
-        col("pid"),
-        *(F.when(segment, col(n)).alias(n) for n in _SEGMENT_OUTPUT),
-        F.when(segment, col("reason_code")).cast("tinyint").alias("reason_code"),
-        F.when(col("row") == GROUP_ROW, col("group")).alias("group"),
-        F.when(col("row") == GROUP_ROW, col("kind")).alias("kind"),
-        F.when(col("row") == PARTITION_ROW, packed(_PARTITION_NUMBERS))
-        .when(col("row") == GROUP_ROW, packed(_GROUP_NUMBERS))
-        .alias("numbers"),
+    columns = [
+        "CAST(`row` AS TINYINT) AS `row`",
+        "pid",
+        *(f"CASE WHEN {segment} THEN `{n}` END AS `{n}`" for n in _SEGMENT_OUTPUT),
+        f"CAST(CASE WHEN {segment} THEN reason_code END AS TINYINT) AS reason_code",
+        f"CASE WHEN `row` = {GROUP_ROW} THEN gid END AS gid",
+        f"CASE WHEN `row` = {GROUP_ROW} THEN kind END AS kind",
+        f"""CASE WHEN `row` = {PARTITION_ROW} THEN {packed(_PARTITION_NUMBERS)}
+      WHEN `row` = {GROUP_ROW} THEN {packed(_GROUP_NUMBERS)} END AS numbers""",
     ]
+    return f"final AS ({final})\nSELECT {', '.join(columns)} FROM final"
+
+
+def _plan_query() -> str:
+    """The planning query over the inputs ``{segments}``, ``{positions}`` and
+    ``{facts}`` (:data:`_INPUTS`; ``SparkSession.sql`` puts them in)."""
+    rules = _rules()
+    packed = "array(" + ", ".join(f"CAST(`{field.name}` AS BIGINT)" for field in _FACT_FIELDS) + ")"
+    return f"""WITH
+packed AS (SELECT pid, {packed} AS facts FROM {{facts}}),
+rows AS (SELECT * FROM ({_rows()}) DISTRIBUTE BY pid),
+level_one AS ({_level_one(rules)}),
+level_two AS ({_level_two(rules)}),
+{_decide(rules)},
+level_three AS ({_level_three()}),
+{_output(rules)}"""
+
+
+#: the planning query; the same text every plan, so Spark's compiled code is reused
+PLAN_QUERY = _plan_query()
 
 
 def _split(frame: pa.Table, snapshot: dict[str, pa.Table]) -> dict[str, pa.Table]:
     """The plan tables from the planning frame's rows, by row kind, with the topic
-    and partition of each row's key put back."""
+    and partition of each row's key put back, the group names of their ids, and the
+    detail of segments held back by a group: "group G at P"."""
     partitions = snapshot["partitions"]
     frame = frame.append_column("topic", partitions["topic"].take(frame["pid"])).append_column(
         "partition", partitions["partition"].take(frame["pid"])
     )
+    names = _group_names(snapshot["positions"])
 
-    def rows(kind: int, schema: pa.Schema, numbers: list[str], renames: dict[str, str] | None = None) -> pa.Table:
+    def rows(kind: int, numbers: list[str]) -> pa.Table:
         part = frame.filter(pc.equal(frame["row"], kind))
         for i, name in enumerate(numbers):
             part = part.append_column(name, pc.list_element(part["numbers"], i))
-        if kind == SEGMENT_ROW:
-            names = pa.array(REASONS).take(part["reason_code"])
-            decision = pc.if_else(part["deleted"], "delete", "keep")
-            part = part.append_column("reason", names).append_column("decision", decision)
-        if renames:
-            part = part.rename_columns([renames.get(n, n) for n in part.column_names])
-        return part.select(schema.names).cast(schema)
+        return part
 
-    groups = rows(GROUP_ROW, tables.PLAN_GROUPS.append(pa.field("quota_blocks_producers", pa.bool_())), _GROUP_NUMBERS)
+    partition_rows = rows(PARTITION_ROW, _PARTITION_NUMBERS)
+    segments = rows(SEGMENT_ROW, [])
+    barrier = partition_rows["barrier"].take(pc.index_in(segments["pid"], value_set=partition_rows["pid"]))
+    segments = (
+        segments.append_column("reason", pa.array(REASONS).take(segments["reason_code"]))
+        .append_column("decision", pc.if_else(segments["deleted"], "delete", "keep"))
+        .append_column(
+            "detail",
+            pc.binary_join_element_wise("group ", names.take(segments["held_by"]), " at ", pc.cast(barrier, pa.string()), ""),
+        )
+    )
+    groups = rows(GROUP_ROW, _GROUP_NUMBERS)
+    groups = groups.append_column("group", names.take(groups["gid"]))
     # The decision per group was made on Spark; a topic is in the quota-exceeded state
     # when any of its groups' rows says so.
-    blocked = pc.unique(groups.filter(groups["quota_blocks_producers"])["topic"])
+    blocked = pc.unique(groups.filter(pc.cast(groups["quota_blocks_producers"], pa.bool_()))["topic"])
     topics = snapshot["topics"]
     renamed = {"H": "log_start_offset", "next_offset": "_segment_next", "T": "next_offset"}
+    partition_rows = partition_rows.rename_columns([renamed.get(n, n) for n in partition_rows.column_names])
     return {
-        "segments": rows(SEGMENT_ROW, tables.PLAN_SEGMENTS, []),
-        "partitions": rows(PARTITION_ROW, tables.PLAN_PARTITIONS, _PARTITION_NUMBERS, renamed),
-        "groups": groups.drop_columns("quota_blocks_producers"),
+        "segments": segments.select(tables.PLAN_SEGMENTS.names).cast(tables.PLAN_SEGMENTS),
+        "partitions": partition_rows.select(tables.PLAN_PARTITIONS.names).cast(tables.PLAN_PARTITIONS),
+        "groups": groups.select(tables.PLAN_GROUPS.names).cast(tables.PLAN_GROUPS),
         "topics": pa.table(
             {
                 "topic": topics["topic"],
