@@ -21,7 +21,7 @@ import pyarrow as pa
 import pytest
 
 from engine.errors import PlanCancelled, SparkUnavailable
-from engine.prune.session import SparkEngine
+from engine.prune.session import LOCAL_COLLECTOR, SparkEngine, java_log_options, local_java_options
 
 REPO = Path(__file__).resolve().parent.parent
 READY_TIMEOUT = 180.0  # generous: CI machines are slow and other JVMs may be running
@@ -146,6 +146,23 @@ def test_local_session_is_reused_and_runs_queries(spark_engine: SparkEngine) -> 
     assert table.column("id").to_pylist() == list(range(990, 1000))
     assert first.conf.get("spark.sql.session.timeZone") == "UTC"
     assert first.conf.get("spark.sql.shuffle.partitions") == "4"
+
+
+def test_the_local_jvm_runs_the_throughput_collector(spark_engine: SparkEngine) -> None:
+    beans = spark_engine.session()._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    assert sorted(bean.getName() for bean in beans) == ["PS MarkSweep", "PS Scavenge"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "collector"),
+    [("", LOCAL_COLLECTOR), ("-Xss4m", LOCAL_COLLECTOR), ("-XX:+UseG1GC -Xss4m", "-XX:+UseG1GC")],
+)
+def test_the_config_may_choose_another_collector(extra: str, collector: str, tmp_path: Path) -> None:
+    options = local_java_options(tmp_path, extra)
+    assert options.startswith(java_log_options(tmp_path))
+    assert options.endswith(extra)
+    # One collector only: a JVM given two refuses to start.
+    assert [o for o in options.split() if o.startswith("-XX:+Use") and o.endswith("GC")] == [collector]
 
 
 def test_a_second_local_engine_in_the_process_fails_and_the_first_keeps_working(
