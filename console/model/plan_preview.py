@@ -8,7 +8,9 @@ Arrow (deletions, held-back segments, groups that move), never every segment.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -55,6 +57,25 @@ class GroupEffect:
     ttl_skipped: int
     evicted_skipped: int
     moved_skipped: int
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> GroupEffect:
+        """The effect a row of a plan's groups table describes."""
+        return cls(
+            topic=row["topic"], group=row["group"], kind=row["kind"], partition=row["partition"],
+            position=row["position"], new_position=row["new_position"], expired=bool(row["expired"]),
+            ttl_skipped=row["ttl_skipped"] or 0, evicted_skipped=row["evicted_skipped"] or 0,
+            moved_skipped=row["moved_skipped"] or 0,
+        )  # fmt: skip
+
+    @property
+    def causes(self) -> tuple[str, ...]:
+        """What moves the group, in one word each: ``expired`` alone, or ``ttl``,
+        ``eviction``, ``log start``."""
+        if self.expired:
+            return ("expired",)
+        counts = (("ttl", self.ttl_skipped), ("eviction", self.evicted_skipped), ("log start", self.moved_skipped))
+        return tuple(cause for cause, skipped in counts if skipped)
 
     @property
     def skipped(self) -> int:
@@ -163,11 +184,7 @@ def preview(plan: Plan) -> PlanPreview:
     groups_table = plan.tables["groups"]
     changed = pc.or_(pc.not_equal(groups_table["new_position"], groups_table["position"]), groups_table["expired"])
     groups = tuple(
-        GroupEffect(
-            topic=r["topic"], group=r["group"], kind=r["kind"], partition=r["partition"],
-            position=r["position"], new_position=r["new_position"], expired=r["expired"],
-            ttl_skipped=r["ttl_skipped"], evicted_skipped=r["evicted_skipped"], moved_skipped=r["moved_skipped"],
-        )
+        GroupEffect.from_row(r)
         for r in groups_table.filter(changed)
         .sort_by([("topic", "ascending"), ("group", "ascending"), ("partition", "ascending")])
         .to_pylist()

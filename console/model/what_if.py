@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from console.model.plan_preview import GroupEffect
 from engine.prune.planner import Plan
 
 
@@ -103,17 +104,6 @@ def _deletions(plan: Plan, topic: str) -> dict[tuple[int, int], int]:
     }
 
 
-def _skipped(row: dict[str, Any]) -> int:
-    return sum(row[k] or 0 for k in ("ttl_skipped", "evicted_skipped", "moved_skipped"))
-
-
-def _why(row: dict[str, Any]) -> str:
-    if row["expired"]:
-        return "expired"
-    causes = (("ttl_skipped", "ttl"), ("evicted_skipped", "eviction"), ("moved_skipped", "log start"))
-    return ", ".join(name for column, name in causes if row[column])
-
-
 def _sum(keys: Iterable[tuple[int, int]], sizes: dict[tuple[int, int], int], partition: int) -> tuple[int, int]:
     mine = [sizes[k] for k in keys if k[0] == partition]
     return len(mine), sum(mine)
@@ -141,24 +131,25 @@ def compare(topic: str, saved: Plan, proposed: Plan) -> WhatIf:
                 new_log_start=row["new_log_start_offset"],
             )
         )
-    saved_groups = {(r["group"], r["partition"]): r for r in _rows(saved, "groups", topic)}
+    saved_groups = {(r["group"], r["partition"]): GroupEffect.from_row(r) for r in _rows(saved, "groups", topic)}
     groups = []
     for row in sorted(_rows(proposed, "groups", topic), key=lambda r: (r["group"], r["partition"])):
-        if not (row["expired"] or _skipped(row)):
+        effect = GroupEffect.from_row(row)
+        if not (effect.expired or effect.skipped):
             continue
-        before = saved_groups.get((row["group"], row["partition"]))
+        before = saved_groups.get((effect.group, effect.partition))
         groups.append(
             GroupSkip(
-                group=row["group"],
-                kind=row["kind"],
-                partition=row["partition"],
-                position=row["position"],
-                new_position=None if row["expired"] else row["new_position"],
-                skipped=_skipped(row),
-                saved_skipped=_skipped(before) if before else 0,
-                why=_why(row),
-                expired=bool(row["expired"]),
-                saved_expired=bool(before and before["expired"]),
+                group=effect.group,
+                kind=effect.kind,
+                partition=effect.partition,
+                position=effect.position,
+                new_position=None if effect.expired else effect.new_position,
+                skipped=effect.skipped,
+                saved_skipped=before.skipped if before else 0,
+                why=", ".join(effect.causes),
+                expired=effect.expired,
+                saved_expired=bool(before and before.expired),
             )
         )
     return WhatIf(topic, proposed.now, tuple(partitions), tuple(groups))
