@@ -229,9 +229,9 @@ def prune_once(broker: Broker, cap: int, actor: str = "load") -> Any:
     """One cycle through the executor, without Spark: each partition cut back under
     ``cap`` bytes, oldest sealed segments first (what ``max_partition_size`` plans)."""
     from engine.prune.executor import execute
-    from engine.prune.operations import _partition_work, _topic_work
+    from engine.prune.operations import cut_work
 
-    parts = []
+    cuts = {}
     for row in broker.catalog.partitions(TOPIC):
         segments = broker.catalog.segments(TOPIC, row.partition)
         total = sum(s.size_bytes for s in segments)
@@ -241,8 +241,8 @@ def prune_once(broker: Broker, cap: int, actor: str = "load") -> Any:
                 break
             total -= s.size_bytes
             cut = s.next_offset
-        parts.append(_partition_work(broker, TOPIC, row.partition, cut))
-    work = _topic_work(broker, TOPIC, parts)
+        cuts[row.partition] = cut
+    work = cut_work(broker, TOPIC, cuts)
     return execute(broker, [work], now=broker.clock(), trigger="schedule", actor=actor)
 
 

@@ -21,7 +21,7 @@ file is touched), and is journaled outside any cycle (``cycle`` null).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -221,6 +221,13 @@ def _partition_work(
     )
 
 
+def cut_work(broker: Broker, topic: str, cuts: Mapping[int, int]) -> TopicWork:
+    """The work of moving each given partition's log start up to its cut and deleting
+    the sealed segments wholly below it (``DELETE_MANUAL``): what ``truncate`` hands
+    the executor (``bench/load.py`` does too, to prune without Spark)."""
+    return _topic_work(broker, topic, [_partition_work(broker, topic, p, cut) for p, cut in cuts.items()])
+
+
 def _topic_work(broker: Broker, topic: str, partitions: Sequence[PartitionWork]) -> TopicWork:
     """The work of one manual operation. The quota state is carried over unchanged:
     the executor records a topic's quota state from its work, and only a prune cycle
@@ -370,7 +377,7 @@ def truncate(
             assert before_time is not None
             found = time_cut(broker.catalog, StoreRecordTimes(broker.data), topic, partition, row.log_start_offset, before_time)
             cut = row.next_offset if found is None else found
-        return _topic_work(broker, topic, [_partition_work(broker, topic, partition, cut)])
+        return cut_work(broker, topic, {partition: cut})
 
     request: dict[str, Any] = {"before_offset": before_offset} if before_offset is not None else {"before_time": before_time}
     return _apply(broker, "truncate", topic, build, actor=actor, request=request)
@@ -392,7 +399,7 @@ def delete_oldest(broker: Broker, topic: str, partition: int, count: int, *, act
                 "(the active segment is never deleted by this; `ebb purge` rolls and deletes it)"
             )
         cut = sealed[count - 1].next_offset
-        return _topic_work(broker, topic, [_partition_work(broker, topic, partition, cut)])
+        return cut_work(broker, topic, {partition: cut})
 
     return _apply(broker, "delete_oldest", topic, build, actor=actor, request={"oldest_segments": count})
 
