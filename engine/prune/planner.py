@@ -1,14 +1,13 @@
-"""The planner: docs/RETENTION.md as DataFrame operations on Spark.
+"""The planner: docs/RETENTION.md as one Spark SQL query (windows, joins, aggregates).
 
-The snapshot goes in as Parquet, the plan comes back as Arrow. The planner puts every
-row of a partition (the partition itself, its segments, its group positions) in one
-frame, tagged by ``row``, so that every per-partition quantity (prefixes, barrier,
-cut, new log start) is a window aggregate over ``(topic, partition)`` attached to
-each row: one shuffle of narrow rows, one local sort, no joins back, and one Spark
-job that returns the whole plan. Per-partition facts (extent, record-level time
-cuts, topic policy) are small: assembled with Arrow, a row per partition, and joined
-by broadcast wherever a step reads them. No Python UDFs; nothing is collected into
-Python loops: the plan leaves Spark as one Arrow table, split by row kind.
+The snapshot goes in as Parquet, the plan comes back as Arrow. Every row of a
+partition (the partition itself, its segments, its group positions) is in one
+relation, so that every per-partition quantity is a window aggregate attached to
+each row (see "the planning query" below). Per-partition facts (the instant, extent,
+record-level time cuts, topic policy) are small: assembled with Arrow, a row per
+partition, and joined by broadcast wherever a step reads them. No Python UDFs;
+nothing is collected into Python loops: the plan leaves Spark as one Arrow table,
+split by row kind.
 """
 
 from __future__ import annotations
@@ -520,19 +519,19 @@ def _split(frame: pa.Table, snapshot: dict[str, pa.Table]) -> dict[str, pa.Table
     and partition of each row's key put back, the group names of their ids, and the
     detail of segments held back by a group: "group G at P"."""
     partitions = snapshot["partitions"]
-    frame = frame.append_column("topic", partitions["topic"].take(frame["pid"])).append_column(
-        "partition", partitions["partition"].take(frame["pid"])
-    )
     names = _group_names(snapshot["positions"])
 
-    def rows(kind: int, numbers: list[str]) -> pa.Table:
-        part = frame.filter(pc.equal(frame["row"], kind))
+    def rows(kind: int, columns: list[str], numbers: list[str]) -> pa.Table:
+        # Only the kind's own columns are filtered: the others are null on its rows.
+        part = frame.select(["pid", *columns]).filter(pc.equal(frame["row"], kind))
+        part = part.append_column("topic", partitions["topic"].take(part["pid"]))
+        part = part.append_column("partition", partitions["partition"].take(part["pid"]))
         for i, name in enumerate(numbers):
             part = part.append_column(name, pc.list_element(part["numbers"], i))
         return part
 
-    partition_rows = rows(PARTITION_ROW, _PARTITION_NUMBERS)
-    segments = rows(SEGMENT_ROW, [])
+    partition_rows = rows(PARTITION_ROW, ["numbers"], _PARTITION_NUMBERS)
+    segments = rows(SEGMENT_ROW, [*_SEGMENT_OUTPUT, "reason_code"], [])
     barrier = partition_rows["barrier"].take(pc.index_in(segments["pid"], value_set=partition_rows["pid"]))
     segments = (
         segments.append_column("reason", pa.array(REASONS).take(segments["reason_code"]))
@@ -542,7 +541,7 @@ def _split(frame: pa.Table, snapshot: dict[str, pa.Table]) -> dict[str, pa.Table
             pc.binary_join_element_wise("group ", names.take(segments["held_by"]), " at ", pc.cast(barrier, pa.string()), ""),
         )
     )
-    groups = rows(GROUP_ROW, _GROUP_NUMBERS)
+    groups = rows(GROUP_ROW, ["gid", "kind", "numbers"], _GROUP_NUMBERS)
     groups = groups.append_column("group", names.take(groups["gid"]))
     # The decision per group was made on Spark; a topic is in the quota-exceeded state
     # when any of its groups' rows says so.
