@@ -65,7 +65,7 @@ from engine.prune import snapshot as snapshot_module
 from engine.prune import tables
 from engine.prune.planner import Plan, Planner
 from engine.prune.session import SparkEngine
-from engine.prune.snapshot import Snapshot, SnapshotFiles, build_snapshot
+from engine.prune.snapshot import Snapshot, build_snapshot
 
 TARGET_SECONDS = 3.0
 #: the model runs on everything up to this many segments, else on a sample of topics
@@ -339,7 +339,7 @@ def _operators(spark: Any, first: int) -> list[dict[str, Any]]:
                         text = text.split("\n")[-1].split(" (")[0].strip()
                         if text and not text.startswith("0") and text != "0.0 B":
                             shown[metric.name()] = text
-                    elif metric.name() == "number of output rows" and node.name() == "Union" and value.isDefined():
+                    elif metric.name() == "number of output rows" and node.name().startswith("Scan") and value.isDefined():
                         shown["rows"] = value.get()
                 if not shown:
                     continue
@@ -359,24 +359,34 @@ def instrumented_plan(engine: SparkEngine, scratch: Path, snapshot: Snapshot) ->
     times: dict[str, float] = {}
     info: dict[str, Any] = {}
 
+    start = time.perf_counter()
+    inputs = planner_module._spark_inputs(snapshot.tables, snapshot.now)
+    times["Spark's input tables (Arrow)"] = time.perf_counter() - start
+
     def job(spark: Any) -> pa.Table:
-        before = _stage_ids(spark)
-        executions_before = _execution_count(spark)
-        start = time.perf_counter()
-        frame = planner_module._planning_frame(spark, files.paths)
-        times["query parsing + analysis (driver)"] = time.perf_counter() - start
-        start = time.perf_counter()
-        executed = frame._jdf.queryExecution().executedPlan()
-        times["optimizer + physical planning"] = time.perf_counter() - start
-        start = time.perf_counter()
-        table = frame.toArrow()
-        times["execution + Arrow collect"] = time.perf_counter() - start
+        buckets = planner_module._buckets(spark)
+        with planner_module._input_files(scratch) as directory:
+            start = time.perf_counter()
+            planner_module._write_inputs(inputs, directory, buckets)
+            times["bucketed rows + facts -> Parquet"] = time.perf_counter() - start
+            before = _stage_ids(spark)
+            executions_before = _execution_count(spark)
+            start = time.perf_counter()
+            with planner_module._planning_frame(spark, directory, buckets) as frame:
+                times["table registration + query parsing + analysis (driver)"] = time.perf_counter() - start
+                start = time.perf_counter()
+                executed = frame._jdf.queryExecution().executedPlan()
+                times["optimizer + physical planning"] = time.perf_counter() - start
+                start = time.perf_counter()
+                table = frame.toArrow()
+                times["execution + Arrow collect"] = time.perf_counter() - start
         text = executed.toString()
         info["physical_plan"] = {
             "exchanges": text.count("Exchange "),
             "windows": text.count("Window ["),
             "sorts": text.count("Sort ["),
             "broadcasts": text.count("BroadcastExchange"),
+            "bucketed scan": "Bucketed: true" in text,
             "lines": text.count("\n") + 1,
         }
         info["stages"] = [s for s in _stages(spark) if s["stage"] not in before]
@@ -385,12 +395,7 @@ def instrumented_plan(engine: SparkEngine, scratch: Path, snapshot: Snapshot) ->
         info["collected_mb"] = table.nbytes / 1e6
         return table
 
-    start = time.perf_counter()
-    inputs = Snapshot(snapshot.now, planner_module._spark_inputs(snapshot.tables, snapshot.now), snapshot.rejected)
-    files = SnapshotFiles(inputs, scratch)
-    times["snapshot -> Parquet"] = time.perf_counter() - start
-    with files:
-        frame = engine.run(job, f"bench-{uuid.uuid4().hex}")
+    frame = engine.run(job, f"bench-{uuid.uuid4().hex}")
     start = time.perf_counter()
     planner_module._split(frame, snapshot.tables)
     times["split into plan tables (Python)"] = time.perf_counter() - start
@@ -563,10 +568,11 @@ def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
     print()
     print(f"plan breakdown (one more warm plan, instrumented: {b['total']:.2f} s):")
     for step, seconds in b["times"].items():
-        print(f"  {step:<40}{seconds:7.2f} s")
+        print(f"  {step:<56}{seconds:7.2f} s")
     plan_info = b.get("physical_plan", {})
     print(f"  physical plan: {plan_info.get('exchanges')} exchanges ({plan_info.get('broadcasts')} broadcast), "
-          f"{plan_info.get('windows')} window operators, {plan_info.get('sorts')} sorts; "
+          f"{plan_info.get('windows')} window operators, {plan_info.get('sorts')} sorts, "
+          f"bucketed scan {'yes' if plan_info.get('bucketed scan') else 'NO'}; "
           f"collected {b['collected_rows']:,} rows, {b['collected_mb']:.0f} MB of Arrow")
     if b["stages"]:
         print(f"  Spark stages of the execution ({len(b['stages'])}):")

@@ -72,6 +72,8 @@ def _start_connect_server(port: int, java_options: str, out: Path) -> subprocess
     cmd = [
         str(home / "bin" / "spark-submit"), "--master", "local[2]", "--driver-memory", "1g",
         "--conf", "spark.ui.enabled=false",
+        # The planner's tables make the catalog create its default database's directory.
+        "--conf", f"spark.sql.warehouse.dir={out.parent / 'spark-warehouse'}",
         "--conf", "spark.ui.showConsoleProgress=false",
         "--conf", "spark.sql.shuffle.partitions=4",
         "--conf", "spark.connect.grpc.binding.address=127.0.0.1",

@@ -79,6 +79,9 @@ ALLOWED: dict[str, set[str]] = {
     "engine/prune/snapshot.py": {"column", "','.join('?' * len(names))", "where", "where.replace('topic', 'p.topic')"},
     # "WHERE p.topic = ?" or nothing.
     "console/model/lag.py": {"where"},
+    # The planner's bucketed table: quoted identifiers of its schema (types from a
+    # fixed map) and an integer; its name and location go as parameters.
+    "engine/prune/bucketed.py": {"ddl(schema)", "_quoted([key])", "_quoted(order)", "int(buckets)"},
 }
 
 

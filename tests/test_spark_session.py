@@ -48,6 +48,7 @@ result["same_session"] = first is second
 F = engine.functions()
 rows = engine.run(lambda spark: spark.range(100).groupBy((F.col("id") % 3).alias("k")).count().collect(), "child")
 result["counts"] = sorted([row["k"], row["count"]] for row in rows)
+result["tables"] = len(engine.run(lambda spark: spark.catalog.listTables(), "catalog"))
 engine.stop()
 result["state_after_stop"] = engine.state
 # Children of this process that are still alive (not zombies): the gateway JVM must be gone.
@@ -124,6 +125,16 @@ def test_local_engine_writes_nothing_to_the_terminal_and_logs_to_its_file(local_
     assert stat.S_IMODE(log_dir.stat().st_mode) == 0o700
     log = (log_dir / "spark.log").read_text()
     assert "Using incubator modules" in log  # the JVM's own stderr line landed here
+
+
+def test_local_engine_keeps_the_catalog_directory_out_of_the_working_directory(local_child) -> None:
+    # The planner registers tables; Spark's catalog then creates its default
+    # database's directory, by default in the operator's working directory.
+    _, result, log_dir = local_child
+    working_directory = log_dir.parent.parent
+    assert result["tables"] == 0
+    assert not (working_directory / "spark-warehouse").exists()
+    assert (log_dir / "spark-warehouse").is_dir()
 
 
 def test_local_session_is_reused_and_runs_queries(spark_engine: SparkEngine) -> None:

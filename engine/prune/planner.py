@@ -3,26 +3,34 @@
 The snapshot goes in as Parquet, the plan comes back as Arrow. Every row of a
 partition (the partition itself, its segments, its group positions) is in one
 relation, so that every per-partition quantity is a window aggregate attached to
-each row (see "the planning query" below). Per-partition facts (the instant, extent,
-record-level time cuts, topic policy) are small: assembled with Arrow, a row per
-partition, and joined by broadcast wherever a step reads them. No Python UDFs;
-nothing is collected into Python loops: the plan leaves Spark as one Arrow table,
-split by row kind.
+each row (see "the planning query" below). That relation is written as a bucketed
+table (:mod:`engine.prune.bucketed`), so Spark reads each partition's rows together
+and in order instead of shuffling and sorting them. Per-partition facts (the
+instant, extent, record-level time cuts, topic policy) are small: assembled with
+Arrow, a row per partition, and joined by broadcast wherever a step reads them. No
+Python UDFs; nothing is collected into Python loops: the plan leaves Spark as one
+Arrow table, split by row kind.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from engine.prune import tables
+from engine.prune import bucketed, tables
 from engine.prune.session import SparkEngine
-from engine.prune.snapshot import Snapshot, SnapshotFiles
+from engine.prune.snapshot import Snapshot
 
 #: stands for "no limit" where a number is compared (the budget)
 UNLIMITED = 1 << 62
@@ -36,7 +44,7 @@ _POLICY_NUMBERS = [
 #: partitions per topic that the partition key leaves room for (Broker's MAX_PARTITIONS)
 _KEY_STRIDE = 10_000
 
-#: per-partition facts (:func:`_planner_tables`): the planning instant, extent,
+#: per-partition facts (:func:`_spark_inputs`): the planning instant, extent,
 #: record-level time cuts (null: none), topic policy (numbers as in the snapshot,
 #: choices as flags)
 _FACTS = pa.schema(
@@ -95,55 +103,60 @@ class Planner:
 
     def plan(self, snapshot: Snapshot, *, tag: str | None = None) -> Plan:
         """Plan ``snapshot``; ``tag`` names the Spark job for :meth:`cancel`."""
-        inputs = Snapshot(snapshot.now, _spark_inputs(snapshot.tables, snapshot.now), snapshot.rejected)
-        with SnapshotFiles(inputs, self.scratch) as files:
-            frame = self.engine.run(lambda spark: _plan(spark, files.paths), tag or f"plan-{uuid.uuid4().hex}")
+        inputs = _spark_inputs(snapshot.tables, snapshot.now)
+        frame = self.engine.run(lambda spark: _plan(spark, inputs, self.scratch), tag or f"plan-{uuid.uuid4().hex}")
         return Plan(snapshot.now, _split(frame, snapshot.tables), snapshot.rejected)
 
     def cancel(self, tag: str) -> None:
         self.engine.cancel(tag)
 
 
-def _plan(spark: Any, paths: dict[str, str]) -> pa.Table:
-    return _planning_frame(spark, paths).toArrow()
-
-
-_DDL_TYPES = {pa.string(): "STRING", pa.int32(): "INT", pa.int64(): "BIGINT", pa.bool_(): "BOOLEAN"}
-
-
-def _ddl(schema: pa.Schema) -> str:
-    """A Spark DDL schema string: given to the reader, it spares a schema-inference job."""
-    return ", ".join(f"`{f.name}` {_DDL_TYPES[f.type]}" for f in schema)
+def _plan(spark: Any, inputs: dict[str, pa.Table], scratch: Path) -> pa.Table:
+    buckets = _buckets(spark)
+    with _input_files(scratch) as directory:
+        _write_inputs(inputs, directory, buckets)
+        with _planning_frame(spark, directory, buckets) as frame:
+            return frame.toArrow()
 
 
 #: what Spark reads of the snapshot's segments and positions, keyed by ``pid``
 _SEGMENT_INPUT = ["pid", "base_offset", "next_offset", "size_bytes", "first_timestamp", "max_timestamp", "sealed"]
 _POSITION_INPUT = ["pid", "gid", "kind", "position", "group_last_commit"]
-#: Spark's input tables and their schemas
-_INPUTS = {
-    "segments": pa.schema([pa.field("pid", pa.int64()), *(tables.SEGMENTS.field(c) for c in _SEGMENT_INPUT[1:])]),
-    "positions": pa.schema(
-        [pa.field("pid", pa.int64()), pa.field("gid", pa.int64()), *(tables.POSITIONS.field(c) for c in _POSITION_INPUT[2:])]
-    ),
-    "facts": _FACTS,
-}
+#: the rows of all kinds as Spark reads them (:func:`_write_inputs`): a column is
+#: null on the rows of a kind that does not have it
+_ROWS = pa.schema(
+    [
+        pa.field("pid", pa.int64()),
+        pa.field("row", pa.int32()),
+        *(tables.SEGMENTS.field(c) for c in _SEGMENT_INPUT[1:]),
+        pa.field("gid", pa.int64()),
+        *(tables.POSITIONS.field(c) for c in _POSITION_INPUT[2:]),
+    ]
+)
+#: ... with, on segment rows, the bytes of the partition's later segments and the
+#: segment's rank in its partition (:func:`_ranked`)
+_BUCKETED_ROWS = pa.schema([*_ROWS, pa.field("suffix_after", pa.int64()), pa.field("rn", pa.int64())])
+#: how the rows are laid out: a partition's rows in one bucket, in offset order
+_ROW_KEY, _ROW_ORDER = "pid", ["pid", "base_offset"]
 
 
 def _spark_inputs(snapshot: dict[str, pa.Table], now: int) -> dict[str, pa.Table]:
-    """What Spark reads (:data:`_INPUTS`): the segments and positions, keyed by
-    ``pid`` instead of (topic, partition), the positions' groups as ``gid``, and
-    ``facts``: a row per partition with the planning instant, its extent, its
-    record-level time cut of each kind and its topic's policy.
+    """What Spark reads: ``rows``, the partitions, segments and positions in one
+    table (schema :data:`_ROWS`, tagged by ``row``), keyed by ``pid`` instead of
+    (topic, partition), the positions' groups as ``gid``; and ``facts``: a row per
+    partition with the planning instant, its extent, its record-level time cut of
+    each kind and its topic's policy.
 
-    ``pid`` is the partition's row in the partitions table. Spark then shuffles,
-    sorts and windows on an integer instead of comparing topic names on every row;
-    being consecutive, the keys make each broadcast join on ``pid`` a lookup in a
-    dense array rather than a hash table, and the plan's rows find their topic and
+    ``pid`` is the partition's row in the partitions table. Spark then buckets and
+    windows on an integer instead of comparing topic names on every row; being
+    consecutive, the keys make each broadcast join on ``pid`` a lookup in a dense
+    array rather than a hash table, and the plan's rows find their topic and
     partition by position. ``gid`` is the group name's rank among the snapshot's
     group names (:func:`_group_names`): it orders groups as their names do, and is
     all of a group that Spark carries (a string would be copied with every row of
-    the partition by each window). The facts are assembled here, by position too, because
-    Spark would rebuild them (a pivot, two joins, three broadcasts) in every plan.
+    the partition by each window). The facts are assembled here, by position too,
+    because Spark would rebuild them (a pivot, two joins, three broadcasts) in every
+    plan.
 
     The planning instant ``now`` is a fact too, not a literal: Spark compiles the
     generated code of each query stage once per distinct source text, and a literal
@@ -163,11 +176,69 @@ def _spark_inputs(snapshot: dict[str, pa.Table], now: int) -> dict[str, pa.Table
     partitions = keyed(snapshot["partitions"])
     positions = snapshot["positions"]
     gid = pc.cast(pc.index_in(positions["group"], value_set=_group_names(positions)), pa.int64())
-    return {
-        "segments": keyed(snapshot["segments"]).select(_SEGMENT_INPUT),
-        "positions": keyed(positions).append_column("gid", gid).select(_POSITION_INPUT),
-        "facts": _facts(snapshot["topics"], partitions, keyed(snapshot["time_cuts"]), now),
-    }
+    facts = _facts(snapshot["topics"], partitions, keyed(snapshot["time_cuts"]), now)
+    rows = pa.concat_tables(
+        [
+            _rows_of(PARTITION_ROW, facts.select(["pid"])),
+            _rows_of(SEGMENT_ROW, keyed(snapshot["segments"]).select(_SEGMENT_INPUT)),
+            _rows_of(GROUP_ROW, keyed(positions).append_column("gid", gid).select(_POSITION_INPUT)),
+        ]
+    )
+    return {"rows": rows, "facts": facts}
+
+
+def _rows_of(kind: int, table: pa.Table) -> pa.Table:
+    """``table``'s rows as rows of ``kind`` (schema :data:`_ROWS`)."""
+    columns = {field.name: pa.nulls(table.num_rows, field.type) for field in _ROWS}
+    columns.update({name: table[name] for name in table.column_names})
+    columns["row"] = pa.repeat(pa.scalar(kind, pa.int32()), table.num_rows)
+    return pa.table(columns, schema=_ROWS)
+
+
+def _buckets(spark: Any) -> int:
+    """How many buckets the rows are spread over: the session's shuffle partitions,
+    the parallelism its operator chose for the shuffle that bucketing replaces."""
+    return int(spark.conf.get("spark.sql.shuffle.partitions"))
+
+
+@contextmanager
+def _input_files(scratch: Path) -> Iterator[Path]:
+    """A private directory in ``scratch`` for one plan's input files, removed after."""
+    scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+    directory = Path(tempfile.mkdtemp(prefix="snapshot-", dir=scratch))
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _write_inputs(inputs: dict[str, pa.Table], directory: Path, buckets: int) -> None:
+    """Write :func:`_spark_inputs` into ``directory``: the rows as a bucketed
+    table's files in ``rows/``, ranked; the facts as ``facts.parquet``."""
+    rows, sizes = bucketed.sort_into_buckets(inputs["rows"], _ROW_KEY, _ROW_ORDER, buckets)
+    bucketed.write(_ranked(rows), sizes, directory / "rows")
+    pq.write_table(inputs["facts"], directory / "facts.parquet", compression="none", use_dictionary=False)
+
+
+def _ranked(rows: pa.Table) -> pa.Table:
+    """``rows``, each partition's together and in offset order, with each segment's
+    ``suffix_after`` (the bytes of the partition's later segments) and ``rn`` (its
+    rank in the partition, from 1); null on other rows.
+
+    Running sums over an ordered table are one pass here; on Spark they were a
+    window level of their own, copying every row of the plan once more."""
+    pid = rows["pid"].to_numpy()
+    segment = pc.equal(rows["row"], SEGMENT_ROW).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(np.concatenate([[True], pid[1:] != pid[:-1]])) if len(pid) else np.zeros(0, np.int64)
+    partition = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(pid))))
+    bytes_through = np.cumsum(rows["size_bytes"].fill_null(0).to_numpy())
+    last = np.append(starts[1:], len(pid)) - 1
+    segments_through = np.cumsum(segment)
+    segments_before = (segments_through - segment)[starts]
+    others = ~segment
+    return rows.append_column(
+        "suffix_after", pa.array(bytes_through[last][partition] - bytes_through, mask=others)
+    ).append_column("rn", pa.array(segments_through - segments_before[partition], mask=others))
 
 
 def _group_names(positions: pa.Table) -> pa.Array:
@@ -199,10 +270,14 @@ def _facts(topics: pa.Table, partitions: pa.Table, cuts: pa.Table, now: int) -> 
     return pa.table(columns, schema=_FACTS)
 
 
-def _planning_frame(spark: Any, paths: dict[str, str]) -> Any:
-    """The plan as one DataFrame: :data:`PLAN_QUERY` over the Parquet inputs."""
-    inputs = {name: spark.read.schema(_ddl(schema)).parquet(paths[name]) for name, schema in _INPUTS.items()}
-    return spark.sql(PLAN_QUERY, **inputs)
+@contextmanager
+def _planning_frame(spark: Any, directory: Path, buckets: int) -> Iterator[Any]:
+    """The plan as one DataFrame: :data:`PLAN_QUERY` over the files of
+    :func:`_write_inputs`, while the context lasts."""
+    with bucketed.registered(spark, directory / "rows", _BUCKETED_ROWS, _ROW_KEY, _ROW_ORDER, buckets) as rows:
+        # The schema given spares the reader a schema-inference job.
+        facts = spark.read.schema(bucketed.ddl(_FACTS)).parquet(str(directory / "facts.parquet"))
+        yield spark.sql(PLAN_QUERY, rows=rows, facts=facts)
 
 
 # -- the planning query --------------------------------------------------------------
@@ -212,13 +287,14 @@ def _planning_frame(spark: Any, paths: dict[str, str]) -> Any:
 # (thousands per plan). Every row of a partition (the partition itself, its
 # segments, its group positions) is in one relation, tagged by ``row``, so that every
 # per-partition quantity (prefixes, barrier, cut, new log start) is a window
-# aggregate over ``pid`` attached to each row: one shuffle of narrow rows, one local
-# sort, no joins back. Rows stay narrow: a window operator copies every column of
-# every row it passes, so the per-partition facts never go through one; they are
-# joined by broadcast (which keeps the partitioning) before each step that reads
-# them, and what a rule derives from them is evaluated where it is needed. Three
-# levels of window aggregates, each depending on the one before, on one sort: sizes
-# and the furthest-behind subscriber; the prefixes; what is deleted.
+# aggregate over ``pid`` attached to each row: no shuffle (the rows are bucketed by
+# ``pid``), no sort (each bucket is in order), no joins back. Rows stay narrow: a
+# window operator copies every column of every row it passes, so the per-partition
+# facts never go through one; they are joined by broadcast (which keeps the
+# partitioning) before each step that reads them, and what a rule derives from them
+# is evaluated where it is needed. Two levels of window aggregates, the second
+# depending on the first: the furthest-behind subscriber and the prefixes; what is
+# deleted. The running sizes and ranks a third level would compute come with the rows.
 
 
 def _names(columns: list[str]) -> str:
@@ -243,7 +319,7 @@ def _with_facts(source: str) -> str:
     separate columns it prunes each join's side to the facts that step reads, and
     then reads and broadcasts them once per join."""
     unpacked = ", ".join(
-        f"CAST(f.facts[{i}] AS {_DDL_TYPES[field.type]}) AS `{field.name}`" for i, field in enumerate(_FACT_FIELDS)
+        f"CAST(f.facts[{i}] AS {bucketed.SQL_TYPES[field.type]}) AS `{field.name}`" for i, field in enumerate(_FACT_FIELDS)
     )
     return f"(SELECT /*+ BROADCAST(f) */ s.*, {unpacked} FROM {source} s JOIN packed f ON s.pid = f.pid)"
 
@@ -252,28 +328,6 @@ def _with_facts(source: str) -> str:
 _SEGMENT_COLUMNS = ["base_offset", "next_offset", "size_bytes", "max_timestamp", "sealed"]
 _GROUP_COLUMNS = ["gid", "kind", "position", "group_last_commit"]
 _SNAPSHOT_COLUMNS = ["pid", "row", *_SEGMENT_COLUMNS, *_GROUP_COLUMNS]
-
-
-def _rows() -> str:
-    """The union of partition, segment and group rows, shuffled by ``pid``. Of the
-    segments' first timestamps only the active segment's is read (idle roll)."""
-    types = {f.name: _DDL_TYPES[f.type] for f in (*_INPUTS["segments"], *_INPUTS["positions"])}
-    columns = [*_SNAPSHOT_COLUMNS[2:], "active_first_ts"]
-    types["active_first_ts"] = "BIGINT"
-
-    def select(kind: int, table: str, values: dict[str, str]) -> str:
-        listed = (f"{values.get(c, f'CAST(NULL AS {types[c]})')} AS `{c}`" for c in columns)
-        return f"SELECT pid, {kind} AS `row`, {', '.join(listed)} FROM {{{table}}}"
-
-    segment_values = {c: f"`{c}`" for c in _SEGMENT_COLUMNS}
-    segment_values["active_first_ts"] = "CASE WHEN NOT sealed AND size_bytes > 0 THEN first_timestamp END"
-    return "\n  UNION ALL ".join(
-        [
-            select(PARTITION_ROW, "facts", {}),
-            select(SEGMENT_ROW, "segments", segment_values),
-            select(GROUP_ROW, "positions", {c: f"`{c}`" for c in _GROUP_COLUMNS}),
-        ]
-    )
 
 
 def _rules() -> dict[str, str]:
@@ -307,59 +361,47 @@ def _rules() -> dict[str, str]:
     }
 
 
-def _level_one(rules: dict[str, str]) -> str:
-    """Over the partition: running sizes, segment ranks, the subscriber furthest
-    behind (after TTL) and the active segment's first timestamp.
-
-    One window operator: the whole-partition aggregates use the running sums'
-    ordering, and windows with the same partitioning and ordering share one (every
-    other ordering would add an operator). Non-segment rows have no base offset:
-    they sort first and count nothing. Of the subscribers at the lowest position,
-    the one first by name is named as the barrier."""
-    holding = f"CASE WHEN {rules['holding']} THEN named_struct('pos', {rules['pos_ttl']}, 'gid', gid) END"
-    return f"""SELECT {_names(_SNAPSHOT_COLUMNS)},
-    sum(size_bytes) OVER whole - sum(size_bytes) OVER running AS suffix_after,
-    count(base_offset) OVER running AS rn,
-    min(holding) OVER whole AS behind,
-    max(active_first_ts) OVER whole AS active_first_ts
-  FROM (SELECT {_names(_SNAPSHOT_COLUMNS)}, active_first_ts, {holding} AS holding FROM {_with_facts("rows")})
-  WINDOW
-    whole AS (PARTITION BY pid ORDER BY base_offset ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING),
-    running AS (PARTITION BY pid ORDER BY base_offset ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"""
-
-
-#: level two's prefixes: name -> the segment-level flags it is the ``first_not`` of
+#: level one's prefixes: name -> the segment-level flags it is the ``first_not`` of
 _FIRST_NOT = {
     "fn_target": ("e_time", "e_size"),
     "fn_size": ("e_size",),
     "fn_hard": ("e_max_time", "e_max_size"),
     "fn_max_size": ("e_max_size",),
 }
-#: what rows carry out of level one
-_LEVEL_ONE = [*_SNAPSHOT_COLUMNS, "suffix_after", "rn", "behind"]
+#: what rows carry into level one (running sizes and ranks come with the rows)
+_RANKED = [*_SNAPSHOT_COLUMNS, "suffix_after", "rn"]
 
 
-def _level_two(rules: dict[str, str]) -> str:
-    """Over the partition: the first live segment outside each prefix and the first
-    segment that fits the backlog size quota (before their bounds, see
-    :func:`_decide`); per row the idle roll, while the facts are at hand."""
+def _level_one(rules: dict[str, str]) -> str:
+    """Over the partition: the subscriber furthest behind (after TTL), the active
+    segment's first timestamp, the first live segment outside each prefix and the
+    first segment that fits the backlog size quota (before their bounds, see
+    :func:`_decide`).
+
+    One window operator, over the partition without an order: the running sizes
+    it would need one for are in the rows already. Of the subscribers at the
+    lowest position, the one first by name is named as the barrier."""
 
     def outside(flags: tuple[str, ...]) -> str:
         eligible = " OR ".join(rules[name] for name in flags)
         return f"CASE WHEN {rules['live']} AND NOT ({eligible}) THEN base_offset END"
 
+    holding = f"CASE WHEN {rules['holding']} THEN named_struct('pos', {rules['pos_ttl']}, 'gid', gid) END"
     fits_quota = f"CASE WHEN {rules['segment']} AND {rules['suffix_from']} <= backlog_size THEN base_offset END"
     inputs = ", ".join(
         [
-            _names(_LEVEL_ONE),
-            f"{rules['roll']} AS roll",
+            _names([*_RANKED, "active_first_ts"]),
+            f"{holding} AS holding",
             *(f"{outside(flags)} AS {name}" for name, flags in _FIRST_NOT.items()),
             f"{fits_quota} AS fits_quota",
         ]
     )
     minima = ", ".join(f"min({name}) OVER whole AS {name}" for name in (*_FIRST_NOT, "fits_quota"))
-    return f"""SELECT {_names(_LEVEL_ONE)}, roll, {minima}
-  FROM (SELECT {inputs} FROM {_with_facts("level_one")})
+    return f"""SELECT {_names(_RANKED)},
+    min(holding) OVER whole AS behind,
+    max(active_first_ts) OVER whole AS active_first_ts,
+    {minima}
+  FROM (SELECT {inputs} FROM {_with_facts("rows")})
   WINDOW whole AS (PARTITION BY pid)"""
 
 
@@ -398,7 +440,7 @@ def _decide(rules: dict[str, str]) -> str:
       ELSE {first_not("fn_target")} END AS target,
     CASE WHEN message THEN greatest({record_cut("max_time", "max_time")}, {first_not("fn_max_size")})
       ELSE {first_not("fn_hard")} END AS hard
-  FROM {_with_facts("level_two")}"""
+  FROM {_with_facts("level_one")}"""
     cuts = "SELECT *, least(T, greatest(H, hard, least(target, barrier))) AS cut FROM limits"
     wanted = _flag(f"{rules['is_sealed']} AND NOT hold AND next_offset <= cut")
     within_budget = _flag(f"rn <= coalesce(max_deletes_per_cycle, {UNLIMITED})")
@@ -425,7 +467,7 @@ def _decide(rules: dict[str, str]) -> str:
       ELSE {_code("KEEP_NO_LIMIT")} END"""
     barrier_named = f"NOT hold AND sealed AND NOT wanted AND {held_by_barrier}"
     evicted = f"CASE WHEN {subscriber} AND evicting THEN greatest({pos_ttl}, {size_floor}, {age_floor}) ELSE {pos_ttl} END"
-    decided = f"""SELECT {_names(_DECIDED_SNAPSHOT)}, roll, barrier, cut, wanted, deleted,
+    decided = f"""SELECT {_names(_DECIDED_SNAPSHOT)}, {rules["roll"]} AS roll, barrier, cut, wanted, deleted,
     CASE WHEN deleted THEN {delete_reason} ELSE {keep_reason} END AS reason_code,
     CASE WHEN {rules["is_sealed"]} THEN least(max_timestamp + retention_time + 1, max_timestamp + max_time + 1) END
       AS eligible_at,
@@ -436,7 +478,7 @@ def _decide(rules: dict[str, str]) -> str:
     return f"limits AS ({limits}),\ncuts AS ({cuts}),\nchosen AS ({chosen}),\ndecided AS ({decided})"
 
 
-def _level_three() -> str:
+def _level_two() -> str:
     """Over the partition: what the cycle deletes."""
     return """SELECT *,
     max(CASE WHEN deleted THEN next_offset END) OVER whole AS last_deleted_next,
@@ -466,7 +508,7 @@ def _output(rules: dict[str, str]) -> str:
       WHEN message THEN greatest(H, least(cut, first_kept_by_budget))
       ELSE greatest(H, coalesce(last_deleted_next, H)) END"""
     live = f"NOT {rules['expired']}"
-    final = f"""SELECT *, {new_start} AS new_log_start_offset FROM {_with_facts("level_three")}"""
+    final = f"""SELECT *, {new_start} AS new_log_start_offset FROM {_with_facts("level_two")}"""
     new_position = f"CASE WHEN {live} THEN greatest(pos_new, new_log_start_offset) ELSE `position` END"
     numbers = {
         **{name: f"`{name}`" for name in (*_PARTITION_NUMBERS, "position", "over_quota")},
@@ -496,17 +538,18 @@ def _output(rules: dict[str, str]) -> str:
 
 
 def _plan_query() -> str:
-    """The planning query over the inputs ``{segments}``, ``{positions}`` and
-    ``{facts}`` (:data:`_INPUTS`; ``SparkSession.sql`` puts them in)."""
+    """The planning query over the inputs ``{rows}`` (:data:`_BUCKETED_ROWS`) and
+    ``{facts}`` (:data:`_FACTS`); ``SparkSession.sql`` puts them in. Of the
+    segments' first timestamps only the active segment's is read (idle roll)."""
     rules = _rules()
     packed = "array(" + ", ".join(f"CAST(`{field.name}` AS BIGINT)" for field in _FACT_FIELDS) + ")"
+    active_first_ts = f"CASE WHEN {rules['segment']} AND NOT sealed AND size_bytes > 0 THEN first_timestamp END"
     return f"""WITH
 packed AS (SELECT pid, {packed} AS facts FROM {{facts}}),
-rows AS (SELECT * FROM ({_rows()}) DISTRIBUTE BY pid),
+rows AS (SELECT {_names(_RANKED)}, {active_first_ts} AS active_first_ts FROM {{rows}}),
 level_one AS ({_level_one(rules)}),
-level_two AS ({_level_two(rules)}),
 {_decide(rules)},
-level_three AS ({_level_three()}),
+level_two AS ({_level_two()}),
 {_output(rules)}"""
 
 

@@ -73,6 +73,9 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # The planner's rows come as a bucketed table, each bucket file sorted
+    # (engine/prune/bucketed.py): read in that order, not sorted again.
+    "spark.sql.legacy.bucketedTableScan.outputOrdering": "true",
 }
 
 #: The local JVM's collector, unless the config's extraJavaOptions choose one: a plan
@@ -436,6 +439,9 @@ class SparkEngine:
         conf = SparkConf(loadDefaults=False)
         conf.setMaster(self._master)
         options = {**LOCAL_DEFAULTS, **self._conf}
+        # The planner registers its input as a table, and Spark's catalog then makes
+        # the default database's directory: in the working directory unless told.
+        options.setdefault("spark.sql.warehouse.dir", str(self._log_dir / "spark-warehouse"))
         options["spark.driver.extraJavaOptions"] = local_java_options(
             self._log_dir, self._conf.get("spark.driver.extraJavaOptions", "")
         )

@@ -1,5 +1,5 @@
 """The planner's input: one consistent snapshot of the catalog, with effective policies
-as numbers and the record-level time cuts, as Arrow tables (and Parquet for Spark).
+as numbers and the record-level time cuts, as Arrow tables.
 
 The snapshot is read in one SQLite read transaction, so topics, partitions, segments
 and positions are from the same instant even while producers and consumers write.
@@ -10,15 +10,11 @@ the store finds the record there (:class:`RecordTimes`), like Kafka's offsetsFor
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from engine.catalog.catalog import Catalog
 from engine.datadir import DataDir
@@ -75,31 +71,6 @@ class Snapshot:
     #: topics left out because their effective policy is invalid (topic -> reason),
     #: e.g. after a change of the config file's defaults
     rejected: dict[str, str]
-
-    def write_parquet(self, directory: Path) -> dict[str, str]:
-        """Write each table as ``<name>.parquet``; returns name -> path."""
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        paths = {}
-        for name, table in self.tables.items():
-            path = directory / f"{name}.parquet"
-            pq.write_table(table, path, compression="none")
-            paths[name] = str(path)
-        return paths
-
-
-class SnapshotFiles:
-    """A snapshot's Parquet files in a private scratch directory, removed on exit."""
-
-    def __init__(self, snapshot: Snapshot, parent: Path) -> None:
-        parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.directory = Path(tempfile.mkdtemp(prefix="snapshot-", dir=parent))
-        self.paths = snapshot.write_parquet(self.directory)
-
-    def __enter__(self) -> "SnapshotFiles":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def _arrow(rows: Sequence[tuple], schema: pa.Schema) -> pa.Table:

@@ -1,0 +1,125 @@
+"""Input that Spark reads already partitioned and sorted: Parquet files laid out as
+Spark's own bucketing writes them, registered as an external bucketed table.
+
+The planner's windows need every row of a partition in one task, in order. Read
+from plain files, Spark would shuffle and sort all rows in every plan: a fifth of a
+warm plan's work (docs/SPARK_NOTES.md). A bucketed table's scan is not shuffled, one
+task reads one bucket; so the rows are written here as such a table's files (each
+row in the file of bucket ``pmod(hash(key), buckets)``, with Spark's own ``hash``;
+one file per bucket, sorted) and registered in the session's catalog for one plan.
+Given ``spark.sql.legacy.bucketedTableScan.outputOrdering`` (the engine sets it),
+Spark also takes the files' declared order and sorts nothing.
+
+Correctness rests on two claims the files must keep: each key's rows in its
+bucket's file, and each file in the declared order. A row in another bucket would
+split its partition between two tasks; so :func:`bucket_of` is tested against
+Spark's ``hash``. A Spark with bucketing disabled shuffles and sorts as before.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+# Murmur3 x86 32-bit, as Spark's Murmur3_x86_32; Spark's ``hash`` seeds it with 42.
+_SEED = 42
+_C1, _C2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
+
+#: Declares the table; the name and location go as parameters. Interpolated are the
+#: columns with their types, the key and the order (quoted identifiers, checked to be
+#: the schema's) and the bucket count (an integer).
+_CREATE = (
+    "CREATE TABLE IDENTIFIER(:name) ({columns}) USING parquet"
+    " CLUSTERED BY ({key}) SORTED BY ({order}) INTO {buckets} BUCKETS LOCATION :location"
+)
+_DROP = "DROP TABLE IF EXISTS IDENTIFIER(:name)"
+
+#: Spark SQL types of the Arrow types the planner writes
+SQL_TYPES = {pa.string(): "STRING", pa.int32(): "INT", pa.int64(): "BIGINT", pa.bool_(): "BOOLEAN"}
+
+
+def _quoted(names: Sequence[str]) -> str:
+    """Column names as quoted Spark identifiers (a backtick in a name is doubled)."""
+    return ", ".join("`" + name.replace("`", "``") + "`" for name in names)
+
+
+def ddl(schema: pa.Schema) -> str:
+    """A Spark DDL column list for ``schema``."""
+    return ", ".join(f"{_quoted([f.name])} {SQL_TYPES[f.type]}" for f in schema)
+
+
+def _rotate(x: np.ndarray, bits: int) -> np.ndarray:
+    return (x << np.uint32(bits)) | (x >> np.uint32(32 - bits))
+
+
+def _mix(h: np.ndarray, k: np.ndarray) -> np.ndarray:
+    k = _rotate(k * _C1, 15) * _C2
+    return _rotate(h ^ k, 13) * np.uint32(5) + np.uint32(0xE6546B64)
+
+
+def bucket_of(keys: np.ndarray, buckets: int) -> np.ndarray:
+    """The bucket of each int64 key: Spark's ``pmod(hash(key), buckets)``, where the
+    hash of a long is Murmur3 over its low, then its high 32-bit word."""
+    words = keys.astype(np.int64).view(np.uint64)
+    low = (words & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    high = (words >> np.uint64(32)).astype(np.uint32)
+    with np.errstate(over="ignore"):  # the arithmetic is modulo 2**32 on purpose
+        h = _mix(_mix(np.full(len(words), _SEED, dtype=np.uint32), low), high) ^ np.uint32(8)
+        h ^= h >> np.uint32(16)
+        h *= np.uint32(0x85EBCA6B)
+        h ^= h >> np.uint32(13)
+        h *= np.uint32(0xC2B2AE35)
+        h ^= h >> np.uint32(16)
+    return np.mod(h.view(np.int32).astype(np.int64), buckets)
+
+
+def sort_into_buckets(table: pa.Table, key: str, order: Sequence[str], buckets: int) -> tuple[pa.Table, list[int]]:
+    """``table`` ordered by the bucket of ``key``, then ascending by ``order`` with
+    nulls first (Spark's ascending order), and the number of rows of each bucket."""
+    bucket = bucket_of(table[key].to_numpy(), buckets)
+    # An ascending int64 sort key per column puts nulls first on any pyarrow version.
+    lowest = np.iinfo(np.int64).min
+    keys = pa.table({"bucket": bucket, **{c: pc.fill_null(table[c], lowest) for c in order}})
+    ordered = table.take(pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in keys.column_names]))
+    return ordered, np.bincount(bucket, minlength=buckets).tolist()
+
+
+def write(table: pa.Table, sizes: Sequence[int], directory: Path) -> None:
+    """Write the files of a bucketed table into ``directory``: bucket ``i`` holds the
+    ``i``-th slice of ``sizes`` rows of ``table`` (as :func:`sort_into_buckets` gives
+    them). Spark reads a file's bucket from the digits after the last ``_``."""
+    directory.mkdir(mode=0o700)
+    start = 0
+    for bucket, size in enumerate(sizes):
+        # Plain encoding: the files are read once, and dictionaries cost more to write
+        # than they save (half the writing time, measured).
+        pq.write_table(
+            table.slice(start, size), directory / f"rows_{bucket:05d}.parquet", compression="none", use_dictionary=False
+        )
+        start += size
+
+
+@contextmanager
+def registered(
+    spark: Any, directory: Path, schema: pa.Schema, key: str, order: Sequence[str], buckets: int
+) -> Iterator[Any]:
+    """The files of :func:`write` in ``directory`` as a DataFrame of a bucketed table,
+    registered in ``spark``'s catalog while the context lasts."""
+    if key not in schema.names or not set(order) <= set(schema.names) or buckets < 1:
+        raise ValueError(f"no bucketed table of {buckets} buckets by {key!r} in order {list(order)} of {schema.names}")
+    name = f"ebbtide_plan_{uuid.uuid4().hex}"
+    create = _CREATE.format(columns=ddl(schema), key=_quoted([key]), order=_quoted(order), buckets=int(buckets))
+    spark.sql(create, args={"name": name, "location": str(directory)})
+    try:
+        yield spark.table(name)
+    finally:
+        # External: dropping it forgets the table and leaves the files to the caller.
+        spark.sql(_DROP, args={"name": name})
