@@ -380,9 +380,10 @@ def instrumented_plan(engine: SparkEngine, scratch: Path, snapshot: Snapshot) ->
                 start = time.perf_counter()
                 table = frame.toArrow()
                 times["execution + Arrow collect"] = time.perf_counter() - start
-        text = executed.toString()
+        # Adaptive execution shows the plan it ran, then the one it started from.
+        text = executed.toString().split("== Initial Plan ==")[0]
         info["physical_plan"] = {
-            "exchanges": text.count("Exchange "),
+            "shuffles": text.count("Exchange hashpartitioning"),
             "windows": text.count("Window ["),
             "sorts": text.count("Sort ["),
             "broadcasts": text.count("BroadcastExchange"),
@@ -570,7 +571,7 @@ def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
     for step, seconds in b["times"].items():
         print(f"  {step:<56}{seconds:7.2f} s")
     plan_info = b.get("physical_plan", {})
-    print(f"  physical plan: {plan_info.get('exchanges')} exchanges ({plan_info.get('broadcasts')} broadcast), "
+    print(f"  physical plan: {plan_info.get('shuffles')} shuffles, {plan_info.get('broadcasts')} broadcasts, "
           f"{plan_info.get('windows')} window operators, {plan_info.get('sorts')} sorts, "
           f"bucketed scan {'yes' if plan_info.get('bucketed scan') else 'NO'}; "
           f"collected {b['collected_rows']:,} rows, {b['collected_mb']:.0f} MB of Arrow")
