@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from seed_scenarios import MIN, T0, write
 
@@ -36,29 +38,66 @@ def test_bucket_of_is_sparks_pmod_of_hash(spark_engine: SparkEngine, buckets: in
     assert bucketed.bucket_of(KEYS, buckets).tolist() == [row.b for row in frame.collect()]
 
 
-def test_rows_are_sorted_into_buckets_in_order_with_nulls_first() -> None:
-    table = pa.table(
-        {
-            "pid": pa.array([5, 1, 5, 1, 9, 5, 1], pa.int64()),
-            "base_offset": pa.array([20, None, None, 0, 3, 10, 7], pa.int64()),
-            "tag": list("abcdefg"),
-        }
-    )
-    ordered, sizes = bucketed.sort_into_buckets(table, "pid", ["pid", "base_offset"], 4)
+def test_rows_are_grouped_by_bucket_keeping_their_order() -> None:
+    keys = np.array([1, 1, 2, 5, 5, 9, 12, 40, 41], dtype=np.int64)
+    order, sizes = bucketed.grouped_by_bucket(keys, 4)
 
-    buckets = bucketed.bucket_of(ordered["pid"].to_numpy(), 4)
-    assert sizes == np.bincount(buckets, minlength=4).tolist() and sum(sizes) == 7
+    buckets = bucketed.bucket_of(keys[order], 4)
+    assert sizes == np.bincount(buckets, minlength=4).tolist() and sum(sizes) == len(keys)
     assert buckets.tolist() == sorted(buckets.tolist())
-    by_pid = {pid: [t for p, t in zip(ordered["pid"].to_pylist(), ordered["tag"].to_pylist()) if p == pid] for pid in (1, 5, 9)}
-    assert by_pid == {1: ["b", "d", "g"], 5: ["c", "f", "a"], 9: ["e"]}
+    assert all(sorted(order[buckets == b]) == order[buckets == b].tolist() for b in range(4))
+
+
+def planner_inputs(broker: Broker, *, segments_reversed: bool = False) -> dict[str, pa.Table]:
+    """Three partitions of 10-odd segments and a subscriber and a reader: Spark's
+    inputs (optionally from a snapshot whose segments came in the wrong order)."""
+    broker.create_topic("t", 3, {"segment_size": "1000", "retention_time": "1h"})
+    for partition in range(3):
+        write(broker, "t", [T0 + i * MIN for i in range(25 + 5 * partition)], partition=partition)
+    broker.create_group("t", "g", "subscriber", "earliest")
+    broker.create_group("t", "r", "reader", "earliest")
+    snapshot = build_snapshot(broker.catalog, StoreRecordTimes(broker.data), defaults={}, now=T0 + 2 * 60 * MIN)
+    tables = dict(snapshot.tables)
+    if segments_reversed:
+        tables["segments"] = tables["segments"].take(pa.array(range(tables["segments"].num_rows - 1, -1, -1)))
+    return planner_module._spark_inputs(tables, snapshot.now)
+
+
+@pytest.mark.parametrize("segments_reversed", [False, True])
+def test_the_planners_files_keep_the_layout_the_table_declares(
+    broker: Broker, tmp_path: Path, segments_reversed: bool
+) -> None:
+    inputs = planner_inputs(broker, segments_reversed=segments_reversed)
+    planner_module._write_inputs(inputs, tmp_path, 4)
+
+    files = sorted((tmp_path / "rows").iterdir())
+    assert [f.name for f in files] == [f"rows_{b:05d}.parquet" for b in range(4)]
+    written = []
+    for bucket, path in enumerate(files):
+        rows = pq.read_table(path)
+        pids = rows["pid"].to_numpy()
+        assert (bucketed.bucket_of(pids, 4) == bucket).all()
+        # By pid, then base offset with nulls (partition and group rows) first.
+        keys = list(zip(rows["pid"].to_pylist(), [-1 if b is None else b for b in rows["base_offset"].to_pylist()]))
+        assert keys == sorted(keys)
+        written += rows.select(["pid", "row", "base_offset", "gid"]).to_pylist()
+    given = pa.concat_tables([inputs["others"], inputs["segments"]]).select(["pid", "row", "base_offset", "gid"])
+    assert sorted(written, key=repr) == sorted(given.to_pylist(), key=repr)
+    # Ranks and following bytes, by their definition, on one partition's segments.
+    rows = pa.concat_tables([pq.read_table(path) for path in files])
+    segments = rows.filter(pc.equal(rows["row"], planner_module.SEGMENT_ROW)).sort_by([("pid", "ascending"), ("base_offset", "ascending")])
+    first = segments.filter(pc.equal(segments["pid"], segments["pid"][0]))
+    sizes = first["size_bytes"].to_pylist()
+    assert first["rn"].to_pylist() == list(range(1, len(sizes) + 1))
+    assert first["suffix_after"].to_pylist() == [sum(sizes[i + 1 :]) for i in range(len(sizes))]
 
 
 def test_the_table_is_registered_for_the_context_only(spark_engine: SparkEngine, tmp_path: Path) -> None:
     spark = spark_engine.session()
     schema = pa.schema([("pid", pa.int64()), ("base_offset", pa.int64())])
-    table = pa.table({"pid": [3, 1, 2, 1], "base_offset": [0, 5, 0, 0]}, schema=schema)
-    ordered, sizes = bucketed.sort_into_buckets(table, "pid", ["pid", "base_offset"], 2)
-    bucketed.write(ordered, sizes, tmp_path / "rows")
+    table = pa.table({"pid": [1, 1, 2, 3], "base_offset": [0, 5, 0, 0]}, schema=schema)
+    order, sizes = bucketed.grouped_by_bucket(table["pid"].to_numpy(), 2)
+    bucketed.write(table.take(order), sizes, tmp_path / "rows")
     before = {t.name for t in spark.catalog.listTables()}
 
     with bucketed.registered(spark, tmp_path / "rows", schema, "pid", ["pid", "base_offset"], 2) as frame:

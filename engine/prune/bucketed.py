@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 # Murmur3 x86 32-bit, as Spark's Murmur3_x86_32; Spark's ``hash`` seeds it with 42.
@@ -81,21 +80,21 @@ def bucket_of(keys: np.ndarray, buckets: int) -> np.ndarray:
     return np.mod(h.view(np.int32).astype(np.int64), buckets)
 
 
-def sort_into_buckets(table: pa.Table, key: str, order: Sequence[str], buckets: int) -> tuple[pa.Table, list[int]]:
-    """``table`` ordered by the bucket of ``key``, then ascending by ``order`` with
-    nulls first (Spark's ascending order), and the number of rows of each bucket."""
-    bucket = bucket_of(table[key].to_numpy(), buckets)
-    # An ascending int64 sort key per column puts nulls first on any pyarrow version.
-    lowest = np.iinfo(np.int64).min
-    keys = pa.table({"bucket": bucket, **{c: pc.fill_null(table[c], lowest) for c in order}})
-    ordered = table.take(pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in keys.column_names]))
-    return ordered, np.bincount(bucket, minlength=buckets).tolist()
+def grouped_by_bucket(keys: np.ndarray, buckets: int) -> tuple[np.ndarray, list[int]]:
+    """The permutation that groups rows by the bucket of their ``keys``, keeping
+    their order within each bucket, and the number of rows of each bucket: rows
+    given in the table's declared order come out laid out as its files need."""
+    bucket = bucket_of(keys, buckets)
+    # A stable sort on the narrowest integer type is a radix sort: linear.
+    order = np.argsort(bucket.astype(np.min_scalar_type(buckets - 1)), kind="stable")
+    return order, np.bincount(bucket, minlength=buckets).tolist()
 
 
 def write(table: pa.Table, sizes: Sequence[int], directory: Path) -> None:
     """Write the files of a bucketed table into ``directory``: bucket ``i`` holds the
-    ``i``-th slice of ``sizes`` rows of ``table`` (as :func:`sort_into_buckets` gives
-    them). Spark reads a file's bucket from the digits after the last ``_``."""
+    ``i``-th slice of ``sizes`` rows of ``table`` (laid out by
+    :func:`grouped_by_bucket`). Spark reads a file's bucket from the digits after
+    the last ``_``."""
     directory.mkdir(mode=0o700)
     start = 0
     for bucket, size in enumerate(sizes):
