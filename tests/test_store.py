@@ -11,12 +11,14 @@ from engine.errors import InvalidInput
 from engine.store.batch import HEADER_SIZE, NewRecord, RECORD_OVERHEAD, encode_batch, read_header, scan
 from engine.store.partition import (
     MAX_BATCH_RECORDS,
+    OffsetGap,
     PartitionWriter,
     create_partition,
     offset_for_time,
     read_records,
     segment_infos,
 )
+from engine.store.segment import Segment
 
 MiB = 1 << 20
 
@@ -212,6 +214,31 @@ def test_recovery_never_truncates_a_sealed_segment(part: Path) -> None:
         read_records(part, last_batch.base_offset, 1)
     assert [r.offset for r in read_records(part, 0, 2)] == [0, 1]
     assert [r.offset for r in read_records(part, 40, 5)] == [40]
+
+
+def test_a_read_skips_a_segment_deleted_between_its_open_and_its_read(part: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found by the crash campaign: a consumer raised FileNotFoundError when a prune
+    # unlinked the segment it had just opened.
+    writer = PartitionWriter(part)
+    with writer.locked(0):
+        writer.append([NewRecord(b"a", None, 100), NewRecord(b"b", None, 100)], now_ms=0, segment_size=MiB)
+        writer.roll()
+        writer.append([NewRecord(b"c", None, 200)], now_ms=0, segment_size=MiB)
+    writer.close()
+    opened = Segment.open
+
+    def open_then_pruned(directory: Path, base_offset: int, **kwargs: bool) -> Segment:
+        segment = opened(directory, base_offset, **kwargs)
+        if base_offset == 0:
+            segment.log_path.unlink()
+        return segment
+
+    monkeypatch.setattr(Segment, "open", staticmethod(open_then_pruned))
+    # The records before the next segment are gone: the gap says where reading resumes.
+    with pytest.raises(OffsetGap) as gap:
+        read_records(part, 0, 10)
+    assert (gap.value.first_missing, gap.value.next_present) == (0, 2)
+    assert [r.value for r in read_records(part, 2, 10)] == [b"c"]
 
 
 def test_read_by_time_tolerates_a_segment_deleted_after_the_listing(part: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -166,6 +166,8 @@ def read_records(directory: Path, offset: int, max_records: int) -> list[Record]
             # One by one: what was read before a corrupt batch is kept and returned.
             for record in segment.read(expected, max_records - len(records)):
                 records.append(record)
+        except SegmentMissing:
+            continue  # deleted since it was opened, before a record of it was read
         except CorruptBatch:
             if records:
                 return records

@@ -195,9 +195,15 @@ class Segment:
         )
 
     def read(self, offset: int, max_records: int) -> Iterator[Record]:
-        """Records from ``offset`` on, at most ``max_records``, from valid batches only."""
+        """Records from ``offset`` on, at most ``max_records``, from valid batches only.
+        Raises :class:`SegmentMissing` if the file is gone since the segment was opened
+        (a prune deleted it), before yielding anything."""
         position = self.index.position_for(offset)
-        with open(self.log_path, "rb") as f:
+        try:
+            f = open(self.log_path, "rb")
+        except FileNotFoundError:
+            raise SegmentMissing(f"segment file {self.log_path} is missing") from None
+        with f:
             f.seek(position)
             data = f.read(max(self.size - position, 0))
         produced = 0
