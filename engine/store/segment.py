@@ -39,6 +39,9 @@ INDEX_SUFFIXES = (".index", ".timeindex")
 class SegmentMissing(StoreError):
     """The segment's file is gone (deleted by a prune, or being deleted)."""
 
+    def __init__(self, log_path: Path) -> None:
+        super().__init__(f"segment file {log_path} is missing")
+
 
 class CorruptBatch(StoreError):
     """A batch a reader needed fails its checksum or framing: its records are never
@@ -125,7 +128,7 @@ class Segment:
         try:
             fd = os.open(self.log_path, os.O_RDONLY)
         except FileNotFoundError:
-            raise SegmentMissing(f"segment file {self.log_path} is missing") from None
+            raise SegmentMissing(self.log_path) from None
         try:
             file_size = os.fstat(fd).st_size
             loaded = SegmentIndex.load(self.index.offset_path, self.index.time_path)
@@ -202,7 +205,7 @@ class Segment:
         try:
             f = open(self.log_path, "rb")
         except FileNotFoundError:
-            raise SegmentMissing(f"segment file {self.log_path} is missing") from None
+            raise SegmentMissing(self.log_path) from None
         with f:
             f.seek(position)
             data = f.read(max(self.size - position, 0))
