@@ -398,7 +398,7 @@ def instrumented_plan(engine: SparkEngine, scratch: Path, snapshot: Snapshot) ->
 
     frame = engine.run(job, f"bench-{uuid.uuid4().hex}")
     start = time.perf_counter()
-    planner_module._split(frame, snapshot.tables)
+    planner_module._split(frame, snapshot.tables, inputs)
     times["split into plan tables (Python)"] = time.perf_counter() - start
     info["times"] = times
     info["total"] = sum(times.values())

@@ -48,7 +48,7 @@ def test_rows_are_grouped_by_bucket_keeping_their_order() -> None:
     assert all(sorted(order[buckets == b]) == order[buckets == b].tolist() for b in range(4))
 
 
-def planner_inputs(broker: Broker, *, segments_reversed: bool = False) -> dict[str, pa.Table]:
+def planner_inputs(broker: Broker, *, segments_reversed: bool = False) -> planner_module.SparkInputs:
     """Three partitions of 10-odd segments and a subscriber and a reader: Spark's
     inputs (optionally from a snapshot whose segments came in the wrong order)."""
     broker.create_topic("t", 3, {"segment_size": "1000", "retention_time": "1h"})
@@ -81,7 +81,7 @@ def test_the_planners_files_keep_the_layout_the_table_declares(
         keys = list(zip(rows["pid"].to_pylist(), [-1 if b is None else b for b in rows["base_offset"].to_pylist()]))
         assert keys == sorted(keys)
         written += rows.select(["pid", "row", "base_offset", "gid"]).to_pylist()
-    given = pa.concat_tables([inputs["others"], inputs["segments"]]).select(["pid", "row", "base_offset", "gid"])
+    given = pa.concat_tables([inputs.others, inputs.segments]).select(["pid", "row", "base_offset", "gid"])
     assert sorted(written, key=repr) == sorted(given.to_pylist(), key=repr)
     # Ranks and following bytes, by their definition, on one partition's segments.
     rows = pa.concat_tables([pq.read_table(path) for path in files])

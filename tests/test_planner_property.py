@@ -3,15 +3,21 @@ catalogs: every plan table, row by row.
 
 Each example writes a random catalog into a fresh SQLite catalog, snapshots it with
 record timestamps from the in-memory catalog, plans it on Spark, and compares with
-:func:`reference.model.plan` on the same catalog.
+:func:`reference.model.plan` on the same catalog. Some examples shuffle the
+snapshot's segments first: the planner must not depend on the order the snapshot
+reads them in (it reads them in offset order).
 """
 
 from __future__ import annotations
 
+import random
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
+import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from reference import model
 from reference.catalog import FakeRecordTimes, RefCatalog, catalogs, load_into_catalog
 
@@ -19,7 +25,7 @@ from engine.catalog.catalog import Catalog
 from engine.prune import tables
 from engine.prune.planner import Planner
 from engine.prune.session import SparkEngine
-from engine.prune.snapshot import build_snapshot
+from engine.prune.snapshot import Snapshot, build_snapshot
 
 #: key columns of each plan table: rows are compared in this order
 KEYS = {
@@ -48,8 +54,10 @@ def _compare(name: str, got: list[dict], want: list[dict]) -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(generated=catalogs())
-def test_planner_agrees_with_the_reference_model(spark_engine: SparkEngine, generated: RefCatalog) -> None:
+@given(generated=catalogs(), shuffled=st.one_of(st.none(), st.randoms(use_true_random=False)))
+def test_planner_agrees_with_the_reference_model(
+    spark_engine: SparkEngine, generated: RefCatalog, shuffled: random.Random | None
+) -> None:
     # a fresh catalog and scratch directory per example: hypothesis reuses fixtures
     with tempfile.TemporaryDirectory() as tmp:
         catalog = Catalog.open(Path(tmp) / "catalog.db")
@@ -59,6 +67,8 @@ def test_planner_agrees_with_the_reference_model(spark_engine: SparkEngine, gene
         finally:
             catalog.close()
         assert snapshot.rejected == {}
+        if shuffled is not None:
+            snapshot = _with_segments_shuffled(snapshot, shuffled)
         plan = Planner(spark_engine, Path(tmp) / "scratch").plan(snapshot)
 
     assert plan.now == generated.now
@@ -68,3 +78,10 @@ def test_planner_agrees_with_the_reference_model(spark_engine: SparkEngine, gene
         table = plan.tables[name]
         assert [(f.name, f.type) for f in table.schema] == [(f.name, f.type) for f in schema], name
         _compare(name, table.to_pylist(), expected[name])
+
+
+def _with_segments_shuffled(snapshot: Snapshot, rng: random.Random) -> Snapshot:
+    segments = snapshot.tables["segments"]
+    order = list(range(segments.num_rows))
+    rng.shuffle(order)
+    return replace(snapshot, tables={**snapshot.tables, "segments": segments.take(pa.array(order, pa.int64()))})

@@ -105,13 +105,13 @@ class Planner:
         """Plan ``snapshot``; ``tag`` names the Spark job for :meth:`cancel`."""
         inputs = _spark_inputs(snapshot.tables, snapshot.now)
         frame = self.engine.run(lambda spark: _plan(spark, inputs, self.scratch), tag or f"plan-{uuid.uuid4().hex}")
-        return Plan(snapshot.now, _split(frame, snapshot.tables), snapshot.rejected)
+        return Plan(snapshot.now, _split(frame, snapshot.tables, inputs), snapshot.rejected)
 
     def cancel(self, tag: str) -> None:
         self.engine.cancel(tag)
 
 
-def _plan(spark: Any, inputs: dict[str, pa.Table], scratch: Path) -> pa.Table:
+def _plan(spark: Any, inputs: SparkInputs, scratch: Path) -> pa.Table:
     buckets = _buckets(spark)
     with _input_files(scratch) as directory:
         _write_inputs(inputs, directory, buckets)
@@ -140,13 +140,37 @@ _BUCKETED_ROWS = pa.schema([*_ROWS, pa.field("suffix_after", pa.int64()), pa.fie
 _ROW_KEY, _ROW_ORDER = "pid", ["pid", "base_offset"]
 
 
-def _spark_inputs(snapshot: dict[str, pa.Table], now: int) -> dict[str, pa.Table]:
+@dataclass(frozen=True)
+class SparkInputs:
+    """What Spark reads (:func:`_spark_inputs`), and where its segments came from."""
+
+    #: segment rows (schema :data:`_ROWS`), by ``pid`` then offset
+    segments: pa.Table
+    #: partition and group rows (schema :data:`_ROWS`)
+    others: pa.Table
+    #: a row per partition (schema :data:`_FACTS`)
+    facts: pa.Table
+    #: the snapshot's row of each of ``segments``
+    snapshot_row: np.ndarray
+    #: the index in ``segments`` of each partition's first segment, by ``pid``
+    first_segment: np.ndarray
+
+    def snapshot_rows(self, pid: np.ndarray, rn: np.ndarray) -> np.ndarray:
+        """The snapshot's row of the segment of rank ``rn`` (from 1) in ``pid``."""
+        return self.snapshot_row[self.first_segment[pid] + rn - 1]
+
+
+def _spark_inputs(snapshot: dict[str, pa.Table], now: int) -> SparkInputs:
     """What Spark reads: the rows of the partitions, segments and positions
     (schema :data:`_ROWS`, tagged by ``row``), keyed by ``pid`` instead of (topic,
     partition), the positions' groups as ``gid``: ``segments`` in offset order and
     ``others`` (the partition and group rows), laid out by :func:`_write_inputs`;
     and ``facts``: a row per partition with the planning instant, its extent, its
     record-level time cut of each kind and its topic's policy.
+
+    A segment's plan row names it by ``pid`` and rank, which
+    :meth:`SparkInputs.snapshot_rows` turns back into its snapshot row: its
+    offsets, size and names do not go through Spark and back.
 
     ``pid`` is the partition's row in the partitions table. Spark then buckets and
     windows on an integer instead of comparing topic names on every row; being
@@ -179,16 +203,19 @@ def _spark_inputs(snapshot: dict[str, pa.Table], now: int) -> dict[str, pa.Table
     gid = pc.cast(pc.index_in(positions["group"], value_set=_group_names(positions)), pa.int64())
     facts = _facts(snapshot["topics"], partitions, keyed(snapshot["time_cuts"]), now)
     segments = _rows_of(SEGMENT_ROW, keyed(snapshot["segments"]).select(_SEGMENT_INPUT))
+    snapshot_row = np.arange(segments.num_rows)
     if not _in_offset_order(segments):
         # The snapshot reads them in this order; anything else pays for a sort.
-        segments = segments.sort_by([("pid", "ascending"), ("base_offset", "ascending")])
+        snapshot_row = pc.sort_indices(segments, sort_keys=[("pid", "ascending"), ("base_offset", "ascending")]).to_numpy()
+        segments = segments.take(snapshot_row)
     others = pa.concat_tables(
         [
             _rows_of(PARTITION_ROW, facts.select(["pid"])),
             _rows_of(GROUP_ROW, keyed(positions).append_column("gid", gid).select(_POSITION_INPUT)),
         ]
     )
-    return {"segments": segments, "others": others, "facts": facts}
+    first_segment = np.searchsorted(segments["pid"].to_numpy(), np.arange(partitions.num_rows), side="left")
+    return SparkInputs(segments, others, facts, snapshot_row, first_segment)
 
 
 def _in_offset_order(segments: pa.Table) -> bool:
@@ -222,12 +249,12 @@ def _input_files(scratch: Path) -> Iterator[Path]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _write_inputs(inputs: dict[str, pa.Table], directory: Path, buckets: int) -> None:
+def _write_inputs(inputs: SparkInputs, directory: Path, buckets: int) -> None:
     """Write :func:`_spark_inputs` into ``directory``: the rows as a bucketed
     table's files in ``rows/``, ranked; the facts as ``facts.parquet``."""
-    rows, sizes = _laid_out(inputs["others"], inputs["segments"], buckets)
+    rows, sizes = _laid_out(inputs.others, inputs.segments, buckets)
     bucketed.write(_ranked(rows), sizes, directory / "rows")
-    pq.write_table(inputs["facts"], directory / "facts.parquet", compression="none", use_dictionary=False)
+    pq.write_table(inputs.facts, directory / "facts.parquet", compression="none", use_dictionary=False)
 
 
 def _laid_out(others: pa.Table, segments: pa.Table, buckets: int) -> tuple[pa.Table, list[int]]:
@@ -454,10 +481,10 @@ _DECIDED_SNAPSHOT = [c for c in _SNAPSHOT_COLUMNS if c != "max_timestamp"]
 
 
 def _decide(rules: dict[str, str]) -> str:
-    """Per row, with the facts: the quota, eviction, barrier, target, hard cut and
-    cut; per segment decision, reason, eligibility time and the group that holds it
-    back, if any (RETENTION.md tables); per group row its position after eviction
-    and its quota state.
+    """Per row, with the facts: the quota, eviction, barrier (and its group),
+    target, hard cut and cut; per segment decision, reason and eligibility time
+    (RETENTION.md tables); per group row its position after eviction and its quota
+    state.
 
     Three projections, each naming what the next reads; Spark merges them into one
     operator."""
@@ -509,12 +536,11 @@ def _decide(rules: dict[str, str]) -> str:
       WHEN retention_time IS NOT NULL THEN {_code("KEEP_WITHIN_TIME")}
       WHEN retention_size IS NOT NULL THEN {_code("KEEP_SIZE_TARGET")}
       ELSE {_code("KEEP_NO_LIMIT")} END"""
-    barrier_named = f"NOT hold AND sealed AND NOT wanted AND {held_by_barrier}"
     evicted = f"CASE WHEN {subscriber} AND evicting THEN greatest({pos_ttl}, {size_floor}, {age_floor}) ELSE {pos_ttl} END"
-    decided = f"""SELECT {_names(_DECIDED_SNAPSHOT)}, {rules["roll"]} AS roll, barrier, cut, wanted, deleted,
+    decided = f"""SELECT {_names(_DECIDED_SNAPSHOT)}, rn, {rules["roll"]} AS roll, barrier, behind.gid AS barrier_group,
+    cut, wanted, deleted,
     CASE WHEN deleted THEN {delete_reason} ELSE {keep_reason} END AS reason_code,
     eligible_at,
-    CASE WHEN {barrier_named} THEN behind.gid END AS held_by,
     {evicted} AS pos_new,
     NOT {rules["expired"]} AND ({over_size} OR {over_age}) AS over_quota
   FROM chosen"""
@@ -532,21 +558,26 @@ def _level_two() -> str:
   WINDOW whole AS (PARTITION BY pid)"""
 
 
-#: columns of the planning frame that leave Spark (the union of the plan tables')
-_SEGMENT_OUTPUT = ["base_offset", "next_offset", "size_bytes", "sealed", "deleted", "eligible_at", "held_by"]
-#: the numbers of partition rows and of group rows travel packed in one array column:
-#: a null array costs a segment row 4 bytes, where a dozen null columns would cost 100
-_PARTITION_NUMBERS = ["H", "new_log_start_offset", "T", "roll", "barrier", "segments_deleted", "bytes_deleted"]
+# What leaves Spark is what Spark decided, and as narrow as it can be: the Arrow
+# conversion and collect of a million rows cost as much as both window levels, in
+# proportion to the columns. A segment row carries its rank and its decision; the
+# rest of its plan row is the snapshot's (:meth:`SparkInputs.snapshot_rows`), its
+# decision and detail follow from its reason. The numbers of partition rows and of
+# group rows travel packed in one array column: a null array costs a segment row 4
+# bytes, where a dozen null columns would cost 100.
+_PARTITION_NUMBERS = [
+    "H", "new_log_start_offset", "T", "roll", "barrier", "barrier_group", "segments_deleted", "bytes_deleted",
+]  # fmt: skip
 _GROUP_NUMBERS = [
-    "position", "new_position", "expired", "ttl_skipped", "evicted_skipped", "moved_skipped",
+    "gid", "subscriber", "position", "new_position", "expired", "ttl_skipped", "evicted_skipped", "moved_skipped",
     "over_quota", "quota_blocks_producers",
 ]  # fmt: skip
 
 
 def _output(rules: dict[str, str]) -> str:
-    """What leaves Spark, with the facts: the segment columns on segment rows, the
-    group ids on group rows, and the packed numbers of partition and group rows:
-    the new log start H' and each group's final position and what moved it."""
+    """What leaves Spark, with the facts: on segment rows the rank, reason and
+    eligibility time; the packed numbers of partition and group rows: the new log
+    start H' and each group's final position and what moved it."""
     new_start = """CASE WHEN hold THEN H
       WHEN message THEN greatest(H, least(cut, first_kept_by_budget))
       ELSE greatest(H, coalesce(last_deleted_next, H)) END"""
@@ -554,7 +585,8 @@ def _output(rules: dict[str, str]) -> str:
     final = f"""SELECT *, {new_start} AS new_log_start_offset FROM {_with_facts("level_two")}"""
     new_position = f"CASE WHEN {live} THEN greatest(pos_new, new_log_start_offset) ELSE `position` END"
     numbers = {
-        **{name: f"`{name}`" for name in (*_PARTITION_NUMBERS, "position", "over_quota")},
+        **{name: f"`{name}`" for name in (*_PARTITION_NUMBERS, "gid", "position", "over_quota")},
+        "subscriber": rules["subscriber"],
         "new_position": new_position,
         "expired": rules["expired"],
         "ttl_skipped": f"CASE WHEN {live} THEN {rules['pos_ttl']} - {rules['pos_eff']} ELSE 0 END",
@@ -569,11 +601,10 @@ def _output(rules: dict[str, str]) -> str:
     segment = rules["segment"]
     columns = [
         "CAST(`row` AS TINYINT) AS `row`",
-        "pid",
-        *(f"CASE WHEN {segment} THEN `{n}` END AS `{n}`" for n in _SEGMENT_OUTPUT),
+        "CAST(pid AS INT) AS pid",
+        f"CAST(CASE WHEN {segment} THEN rn END AS INT) AS rn",
         f"CAST(CASE WHEN {segment} THEN reason_code END AS TINYINT) AS reason_code",
-        f"CASE WHEN `row` = {GROUP_ROW} THEN gid END AS gid",
-        f"CASE WHEN `row` = {GROUP_ROW} THEN kind END AS kind",
+        f"CASE WHEN {segment} THEN eligible_at END AS eligible_at",
         f"""CASE WHEN `row` = {PARTITION_ROW} THEN {packed(_PARTITION_NUMBERS)}
       WHEN `row` = {GROUP_ROW} THEN {packed(_GROUP_NUMBERS)} END AS numbers""",
     ]
@@ -600,10 +631,15 @@ level_two AS ({_level_two()}),
 PLAN_QUERY = _plan_query()
 
 
-def _split(frame: pa.Table, snapshot: dict[str, pa.Table]) -> dict[str, pa.Table]:
-    """The plan tables from the planning frame's rows, by row kind, with the topic
-    and partition of each row's key put back, the group names of their ids, and the
-    detail of segments held back by a group: "group G at P"."""
+#: a segment's decision, by its reason code
+_DECISIONS = pa.array(["delete" if reason.startswith("DELETE_") else "keep" for reason in REASONS])
+
+
+def _split(frame: pa.Table, snapshot: dict[str, pa.Table], inputs: SparkInputs) -> dict[str, pa.Table]:
+    """The plan tables from the planning frame's rows, by row kind: the topic and
+    partition of each row's key put back, a segment's snapshot columns by its rank,
+    the group names of their ids, and the detail of segments held back by a group:
+    "group G at P"."""
     partitions = snapshot["partitions"]
     names = _group_names(snapshot["positions"])
 
@@ -617,18 +653,22 @@ def _split(frame: pa.Table, snapshot: dict[str, pa.Table]) -> dict[str, pa.Table
         return part
 
     partition_rows = rows(PARTITION_ROW, ["numbers"], _PARTITION_NUMBERS)
-    segments = rows(SEGMENT_ROW, [*_SEGMENT_OUTPUT, "reason_code"], [])
-    barrier = partition_rows["barrier"].take(pc.index_in(segments["pid"], value_set=partition_rows["pid"]))
+    decided = frame.select(["pid", "rn", "reason_code", "eligible_at"]).filter(pc.equal(frame["row"], SEGMENT_ROW))
+    of_partition = pc.index_in(decided["pid"], value_set=partition_rows["pid"])
+    held = pc.equal(decided["reason_code"], _code("KEEP_BARRIER"))
+    held_by = names.take(pc.if_else(held, partition_rows["barrier_group"].take(of_partition), None))
+    barrier = pc.cast(partition_rows["barrier"].take(of_partition), pa.string())
     segments = (
-        segments.append_column("reason", pa.array(REASONS).take(segments["reason_code"]))
-        .append_column("decision", pc.if_else(segments["deleted"], "delete", "keep"))
-        .append_column(
-            "detail",
-            pc.binary_join_element_wise("group ", names.take(segments["held_by"]), " at ", pc.cast(barrier, pa.string()), ""),
-        )
+        snapshot["segments"]
+        .take(inputs.snapshot_rows(decided["pid"].to_numpy(), decided["rn"].to_numpy()))
+        .append_column("reason", pa.array(REASONS).take(decided["reason_code"]))
+        .append_column("decision", _DECISIONS.take(decided["reason_code"]))
+        .append_column("eligible_at", decided["eligible_at"])
+        .append_column("detail", pc.binary_join_element_wise("group ", held_by, " at ", barrier, ""))
     )
-    groups = rows(GROUP_ROW, ["gid", "kind", "numbers"], _GROUP_NUMBERS)
+    groups = rows(GROUP_ROW, ["numbers"], _GROUP_NUMBERS)
     groups = groups.append_column("group", names.take(groups["gid"]))
+    groups = groups.append_column("kind", pc.if_else(pc.cast(groups["subscriber"], pa.bool_()), "subscriber", "reader"))
     # The decision per group was made on Spark; a topic is in the quota-exceeded state
     # when any of its groups' rows says so.
     blocked = pc.unique(groups.filter(pc.cast(groups["quota_blocks_producers"], pa.bool_()))["topic"])
