@@ -40,12 +40,13 @@ def test_bucket_of_is_sparks_pmod_of_hash(spark_engine: SparkEngine, buckets: in
 
 def test_rows_are_grouped_by_bucket_keeping_their_order() -> None:
     keys = np.array([1, 1, 2, 5, 5, 9, 12, 40, 41], dtype=np.int64)
-    order, sizes = bucketed.grouped_by_bucket(keys, 4)
+    rows = bucketed.rows_by_bucket(keys, 4)
 
-    buckets = bucketed.bucket_of(keys[order], 4)
-    assert sizes == np.bincount(buckets, minlength=4).tolist() and sum(sizes) == len(keys)
-    assert buckets.tolist() == sorted(buckets.tolist())
-    assert all(sorted(order[buckets == b]) == order[buckets == b].tolist() for b in range(4))
+    assert len(rows) == 4
+    assert sorted(np.concatenate(rows).tolist()) == list(range(len(keys)))
+    for bucket, indices in enumerate(rows):
+        assert (bucketed.bucket_of(keys[indices], 4) == bucket).all()
+        assert indices.tolist() == sorted(indices.tolist())
 
 
 def planner_inputs(broker: Broker, *, segments_reversed: bool = False) -> planner_module.SparkInputs:
@@ -92,12 +93,22 @@ def test_the_planners_files_keep_the_layout_the_table_declares(
     assert first["suffix_after"].to_pylist() == [sum(sizes[i + 1 :]) for i in range(len(sizes))]
 
 
+def test_a_bucket_that_cannot_be_built_fails_the_write(tmp_path: Path) -> None:
+    def rows_of(bucket: int) -> pa.Table:
+        if bucket == 1:
+            raise OSError("no space left")
+        return pa.table({"pid": pa.array([bucket], pa.int64())})
+
+    with pytest.raises(OSError, match="no space left"):
+        bucketed.write(tmp_path / "rows", 3, rows_of)
+
+
 def test_the_table_is_registered_for_the_context_only(spark_engine: SparkEngine, tmp_path: Path) -> None:
     spark = spark_engine.session()
     schema = pa.schema([("pid", pa.int64()), ("base_offset", pa.int64())])
     table = pa.table({"pid": [1, 1, 2, 3], "base_offset": [0, 5, 0, 0]}, schema=schema)
-    order, sizes = bucketed.grouped_by_bucket(table["pid"].to_numpy(), 2)
-    bucketed.write(table.take(order), sizes, tmp_path / "rows")
+    rows = bucketed.rows_by_bucket(table["pid"].to_numpy(), 2)
+    bucketed.write(tmp_path / "rows", 2, lambda bucket: table.take(rows[bucket]))
     before = {t.name for t in spark.catalog.listTables()}
 
     with bucketed.registered(spark, tmp_path / "rows", schema, "pid", ["pid", "base_offset"], 2) as frame:

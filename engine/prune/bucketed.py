@@ -18,8 +18,10 @@ Spark's ``hash``. A Spark with bucketing disabled shuffles and sorts as before.
 
 from __future__ import annotations
 
+import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -80,30 +82,34 @@ def bucket_of(keys: np.ndarray, buckets: int) -> np.ndarray:
     return np.mod(h.view(np.int32).astype(np.int64), buckets)
 
 
-def grouped_by_bucket(keys: np.ndarray, buckets: int) -> tuple[np.ndarray, list[int]]:
-    """The permutation that groups rows by the bucket of their ``keys``, keeping
-    their order within each bucket, and the number of rows of each bucket: rows
-    given in the table's declared order come out laid out as its files need."""
+def rows_by_bucket(keys: np.ndarray, buckets: int) -> list[np.ndarray]:
+    """For each bucket, the indices of the rows whose ``keys`` fall in it, in their
+    given order: rows given in the table's declared order, taken by these, are its
+    files' rows."""
     bucket = bucket_of(keys, buckets)
     # A stable sort on the narrowest integer type is a radix sort: linear.
     order = np.argsort(bucket.astype(np.min_scalar_type(buckets - 1)), kind="stable")
-    return order, np.bincount(bucket, minlength=buckets).tolist()
+    return np.split(order, np.cumsum(np.bincount(bucket, minlength=buckets))[:-1])
 
 
-def write(table: pa.Table, sizes: Sequence[int], directory: Path) -> None:
-    """Write the files of a bucketed table into ``directory``: bucket ``i`` holds the
-    ``i``-th slice of ``sizes`` rows of ``table`` (laid out by
-    :func:`grouped_by_bucket`). Spark reads a file's bucket from the digits after
-    the last ``_``."""
+def write(directory: Path, buckets: int, rows_of: Callable[[int], pa.Table]) -> None:
+    """Write the files of a bucketed table into ``directory``: bucket ``i``'s file
+    holds ``rows_of(i)`` (see :func:`rows_by_bucket`). Spark reads a file's bucket
+    from the digits after the last ``_``.
+
+    The buckets are built and written on parallel threads: Arrow and numpy release
+    the GIL, and Spark has nothing to do until the files are there."""
     directory.mkdir(mode=0o700)
-    start = 0
-    for bucket, size in enumerate(sizes):
+
+    def write_bucket(bucket: int) -> None:
         # Plain encoding: the files are read once, and dictionaries cost more to write
         # than they save (half the writing time, measured).
-        pq.write_table(
-            table.slice(start, size), directory / f"rows_{bucket:05d}.parquet", compression="none", use_dictionary=False
-        )
-        start += size
+        path = directory / f"rows_{bucket:05d}.parquet"
+        pq.write_table(rows_of(bucket), path, compression="none", use_dictionary=False)
+
+    with ThreadPoolExecutor(max_workers=min(buckets, os.cpu_count() or 1)) as pool:
+        for _ in pool.map(write_bucket, range(buckets)):  # each result, to raise a worker's error
+            pass
 
 
 @contextmanager

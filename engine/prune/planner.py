@@ -252,18 +252,18 @@ def _input_files(scratch: Path) -> Iterator[Path]:
 def _write_inputs(inputs: SparkInputs, directory: Path, buckets: int) -> None:
     """Write :func:`_spark_inputs` into ``directory``: the rows as a bucketed
     table's files in ``rows/``, ranked; the facts as ``facts.parquet``."""
-    rows, sizes = _laid_out(inputs.others, inputs.segments, buckets)
-    bucketed.write(_ranked(rows), sizes, directory / "rows")
+    rows, of_bucket = _laid_out(inputs.others, inputs.segments, buckets)
+    bucketed.write(directory / "rows", buckets, lambda bucket: _ranked(rows.take(of_bucket[bucket])))
     pq.write_table(inputs.facts, directory / "facts.parquet", compression="none", use_dictionary=False)
 
 
-def _laid_out(others: pa.Table, segments: pa.Table, buckets: int) -> tuple[pa.Table, list[int]]:
-    """All rows in the order the bucketed table declares (:data:`_ROW_ORDER`, nulls
-    first), grouped by bucket, and the rows per bucket: each partition's other rows
-    (no base offset) just before its segments, which are in offset order.
+def _laid_out(others: pa.Table, segments: pa.Table, buckets: int) -> tuple[pa.Table, list[np.ndarray]]:
+    """All rows, and for each bucket the indices of its rows in the order the
+    bucketed table declares (:data:`_ROW_ORDER`, nulls first): each partition's
+    other rows (no base offset) just before its segments, which are in offset order.
 
-    Merged and grouped by index arithmetic, then taken once: a sort of the million
-    rows by three keys cost three times as much."""
+    Merged and grouped by index arithmetic, each bucket then taken once: a sort of
+    the million rows by three keys cost three times as much."""
     others = others.take(pc.sort_indices(others["pid"]))
     before = np.searchsorted(segments["pid"].to_numpy(), others["pid"].to_numpy(), side="left")
     at = before + np.arange(others.num_rows)  # where each other row goes
@@ -273,8 +273,7 @@ def _laid_out(others: pa.Table, segments: pa.Table, buckets: int) -> tuple[pa.Ta
     merged[at] = np.arange(others.num_rows)
     merged[~is_other] = others.num_rows + np.arange(segments.num_rows)
     both = pa.concat_tables([others, segments])
-    order, sizes = bucketed.grouped_by_bucket(both["pid"].to_numpy()[merged], buckets)
-    return both.take(merged[order]), sizes
+    return both, [merged[rows] for rows in bucketed.rows_by_bucket(both["pid"].to_numpy()[merged], buckets)]
 
 
 def _ranked(rows: pa.Table) -> pa.Table:
@@ -284,9 +283,11 @@ def _ranked(rows: pa.Table) -> pa.Table:
 
     Running sums over an ordered table are one pass here; on Spark they were a
     window level of their own, copying every row of the plan once more."""
+    if rows.num_rows == 0:  # a bucket no partition fell in
+        return rows.append_column("suffix_after", pa.nulls(0, pa.int64())).append_column("rn", pa.nulls(0, pa.int64()))
     pid = rows["pid"].to_numpy()
     segment = pc.equal(rows["row"], SEGMENT_ROW).to_numpy(zero_copy_only=False)
-    starts = np.flatnonzero(np.concatenate([[True], pid[1:] != pid[:-1]])) if len(pid) else np.zeros(0, np.int64)
+    starts = np.flatnonzero(np.concatenate([[True], pid[1:] != pid[:-1]]))
     partition = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(pid))))
     bytes_through = np.cumsum(rows["size_bytes"].fill_null(0).to_numpy())
     last = np.append(starts[1:], len(pid)) - 1
