@@ -45,8 +45,7 @@ result["polls_while_starting"] = polls
 result["state_after_wait"] = engine.state
 first, second = engine.session(), engine.session()
 result["same_session"] = first is second
-F = engine.functions()
-rows = engine.run(lambda spark: spark.range(100).groupBy((F.col("id") % 3).alias("k")).count().collect(), "child")
+rows = engine.run(lambda spark: spark.range(100).selectExpr("id % 3 AS k").groupBy("k").count().collect(), "child")
 result["counts"] = sorted([row["k"], row["count"]] for row in rows)
 result["tables"] = len(engine.run(lambda spark: spark.catalog.listTables(), "catalog"))
 engine.stop()
@@ -142,15 +141,12 @@ def test_local_session_is_reused_and_runs_queries(spark_engine: SparkEngine) -> 
     assert spark_engine.session() is first
     assert spark_engine.state == "ready"
     assert spark_engine.description == "local[2]"
-    F, Window = spark_engine.functions(), spark_engine.window()
-    import pyspark.sql.functions
-
-    assert F is pyspark.sql.functions
 
     def job(spark) -> pa.Table:
-        df = spark.range(1000).withColumn("k", F.col("id") % 10)
-        ranked = df.withColumn("n", F.row_number().over(Window.partitionBy("k").orderBy(F.col("id").desc())))
-        return ranked.filter(F.col("n") == 1).select("k", "id").orderBy("k").toArrow()
+        ranked = spark.range(1000).selectExpr(
+            "id", "id % 10 AS k", "row_number() OVER (PARTITION BY id % 10 ORDER BY id DESC) AS n"
+        )
+        return ranked.filter("n = 1").select("k", "id").orderBy("k").toArrow()
 
     table = spark_engine.run(job, "local-query")
     assert isinstance(table, pa.Table)
@@ -225,14 +221,13 @@ def test_a_failed_start_gives_one_line_and_session_raises(options: dict[str, str
 def test_cancel_from_another_thread_raises_plan_cancelled_and_the_session_survives(any_engine: SparkEngine) -> None:
     engine = any_engine
     engine.session(timeout=READY_TIMEOUT)
-    F = engine.functions()
     started = threading.Event()
     outcome: dict[str, object] = {}
 
     def endless(spark) -> object:
         started.set()
         # about 10^12 rows: hours on two cores, unless cancelled
-        return spark.range(0, 10**12, 1, 2).agg(F.sum(F.col("id") % 7)).collect()
+        return spark.range(0, 10**12, 1, 2).selectExpr("sum(id % 7)").collect()
 
     def plan() -> None:
         try:
@@ -270,24 +265,20 @@ def test_cancel_of_an_unknown_tag_does_nothing(spark_engine: SparkEngine) -> Non
 # -- Spark Connect ----------------------------------------------------------------------
 
 
-def test_connect_engine_runs_queries_with_the_connect_functions(connect_engine: SparkEngine, spark_connect_server: str) -> None:
+def test_connect_engine_runs_queries(connect_engine: SparkEngine, spark_connect_server: str) -> None:
     spark = connect_engine.session(timeout=READY_TIMEOUT)
     assert connect_engine.state == "ready"
     assert connect_engine.description == spark_connect_server
     assert type(spark).__module__ == "pyspark.sql.connect.session"
     assert connect_engine.session() is spark
-    F, Window = connect_engine.functions(), connect_engine.window()
-    import pyspark.sql.connect.functions
-    import pyspark.sql.connect.window
-
-    assert F is pyspark.sql.connect.functions
-    assert Window is pyspark.sql.connect.window.Window
 
     def job(spark) -> pa.Table:
-        df = spark.range(1000).withColumn("k", F.col("id") % 10)
-        counts = df.groupBy("k").agg(F.count("*").alias("n"), F.max("id").alias("top"))
-        ranked = df.withColumn("r", F.row_number().over(Window.partitionBy("k").orderBy(F.col("id").desc())))
-        return counts.join(ranked.filter(F.col("r") == 1).select("k", "id"), "k").orderBy("k").toArrow()
+        return spark.sql(
+            """WITH d AS (SELECT id, id % 10 AS k FROM range(1000)),
+            counts AS (SELECT k, count(*) AS n, max(id) AS top FROM d GROUP BY k),
+            ranked AS (SELECT k, id, row_number() OVER (PARTITION BY k ORDER BY id DESC) AS r FROM d)
+            SELECT counts.k, n, top, id FROM counts JOIN ranked ON counts.k = ranked.k AND r = 1 ORDER BY counts.k"""
+        ).toArrow()
 
     table = connect_engine.run(job, "connect-query")
     assert isinstance(table, pa.Table)
@@ -298,10 +289,8 @@ def test_connect_engine_runs_queries_with_the_connect_functions(connect_engine: 
 
 def test_local_and_connect_sessions_share_one_process(spark_engine: SparkEngine, connect_engine: SparkEngine) -> None:
     for engine in (spark_engine, connect_engine, spark_engine):
-        F = engine.functions()
         rows = engine.run(
-            lambda spark, F=F: spark.range(100).groupBy((F.col("id") % 2).alias("k")).count().orderBy("k").toArrow(),
-            "mixed",
+            lambda spark: spark.range(100).selectExpr("id % 2 AS k").groupBy("k").count().orderBy("k").toArrow(), "mixed"
         )
         assert rows.column("count").to_pylist() == [50, 50]
 

@@ -29,7 +29,6 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
@@ -274,31 +273,6 @@ class SparkEngine:
             self._release_local()
 
     # -- plans ------------------------------------------------------------------------
-
-    def functions(self) -> ModuleType:
-        """The functions module for this engine's session type.
-
-        ``pyspark.sql.functions`` picks classic or Connect from a process-wide
-        environment variable, which is wrong in a process holding both kinds of
-        session; the mode of this engine decides instead.
-        """
-        if self._remote:
-            import pyspark.sql.connect.functions as connect_functions
-
-            return connect_functions
-        import pyspark.sql.functions as classic_functions
-
-        return classic_functions
-
-    def window(self) -> type:
-        """The ``Window`` class for this engine's session type (see :meth:`functions`)."""
-        if self._remote:
-            from pyspark.sql.connect.window import Window as ConnectWindow
-
-            return ConnectWindow
-        from pyspark.sql.window import Window
-
-        return Window
 
     def run(self, job: Callable[[SparkSession], T], tag: str) -> T:
         """Run ``job(session)`` on this thread with Spark jobs tagged ``tag``.
