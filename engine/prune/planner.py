@@ -154,6 +154,8 @@ class SparkInputs:
     snapshot_row: np.ndarray
     #: the index in ``segments`` of each partition's first segment, by ``pid``
     first_segment: np.ndarray
+    #: the snapshot's group names, sorted: a group's ``gid`` is its index here
+    group_names: pa.Array
 
     def snapshot_rows(self, pid: np.ndarray, rn: np.ndarray) -> np.ndarray:
         """The snapshot's row of the segment of rank ``rn`` (from 1) in ``pid``."""
@@ -200,7 +202,8 @@ def _spark_inputs(snapshot: dict[str, pa.Table], now: int) -> SparkInputs:
 
     partitions = keyed(snapshot["partitions"])
     positions = snapshot["positions"]
-    gid = pc.cast(pc.index_in(positions["group"], value_set=_group_names(positions)), pa.int64())
+    group_names = _group_names(positions)
+    gid = pc.cast(pc.index_in(positions["group"], value_set=group_names), pa.int64())
     facts = _facts(snapshot["topics"], partitions, keyed(snapshot["time_cuts"]), now)
     segments = _rows_of(SEGMENT_ROW, keyed(snapshot["segments"]).select(_SEGMENT_INPUT))
     snapshot_row = np.arange(segments.num_rows)
@@ -215,7 +218,7 @@ def _spark_inputs(snapshot: dict[str, pa.Table], now: int) -> SparkInputs:
         ]
     )
     first_segment = np.searchsorted(segments["pid"].to_numpy(), np.arange(partitions.num_rows), side="left")
-    return SparkInputs(segments, others, facts, snapshot_row, first_segment)
+    return SparkInputs(segments, others, facts, snapshot_row, first_segment, group_names)
 
 
 def _in_offset_order(segments: pa.Table) -> bool:
@@ -641,8 +644,7 @@ def _split(frame: pa.Table, snapshot: dict[str, pa.Table], inputs: SparkInputs) 
     partition of each row's key put back, a segment's snapshot columns by its rank,
     the group names of their ids, and the detail of segments held back by a group:
     "group G at P"."""
-    partitions = snapshot["partitions"]
-    names = _group_names(snapshot["positions"])
+    partitions, names = snapshot["partitions"], inputs.group_names
 
     def rows(kind: int, columns: list[str], numbers: list[str]) -> pa.Table:
         # Only the kind's own columns are filtered: the others are null on its rows.
