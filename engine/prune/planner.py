@@ -385,41 +385,66 @@ def _with_facts(source: str) -> str:
     return f"(SELECT /*+ BROADCAST(f) */ s.*, {unpacked} FROM {source} s JOIN packed f ON s.pid = f.pid)"
 
 
-#: snapshot columns that rows carry through the windows (null on the other row kinds)
-_SEGMENT_COLUMNS = ["base_offset", "next_offset", "size_bytes", "max_timestamp", "sealed"]
-_GROUP_COLUMNS = ["gid", "kind", "position", "group_last_commit"]
-_SNAPSHOT_COLUMNS = ["pid", "row", *_SEGMENT_COLUMNS, *_GROUP_COLUMNS]
+#: the snapshot's columns the query reads of its rows (each null on the row kinds
+#: that do not have it)
+_SNAPSHOT_COLUMNS = [
+    "pid", "row", "base_offset", "next_offset", "size_bytes", "max_timestamp", "sealed",
+    "gid", "kind", "position", "group_last_commit",
+]  # fmt: skip
 
 
-def _rules() -> dict[str, str]:
-    """The row-level rules of docs/RETENTION.md as SQL expressions, by name.
+#: What a row is, and a segment's own eligibility (and whether its timestamps are
+#: in the future), are computed once, before level one, where the columns they read
+#: are at hand, and carried as the bits of one number, ``flags``: every later step
+#: tests bits instead of evaluating those rules again (the largest generated stage
+#: is a fifth smaller), and the columns they read (the row kind, timestamps, sizes
+#: after, the group's kind and last commit) go through no window: a window copies
+#: every column of every row, and four fewer columns make level one a seventh
+#: cheaper (docs/SPARK_NOTES.md).
+_FLAG_BITS = {
+    "segment": 1, "group": 2, "is_sealed": 4, "subscriber": 8, "expired": 16,
+    "e_time": 32, "e_size": 64, "e_max_time": 128, "e_max_size": 256, "future": 512,
+}  # fmt: skip
+#: the bytes of a segment and the partition's later ones
+_SUFFIX_FROM = "(suffix_after + size_bytes)"
+
+
+def _marks() -> dict[str, str]:
+    """The rules of :data:`_FLAG_BITS` over the snapshot's columns and the facts."""
+    segment = f"(`row` = {SEGMENT_ROW})"
+    sealed = _flag(f"{segment} AND sealed")
+    return {
+        "segment": segment,
+        "group": f"(`row` = {GROUP_ROW})",
+        "is_sealed": sealed,
+        "subscriber": _flag(f"`row` = {GROUP_ROW} AND kind = 'subscriber'"),
+        "expired": _flag("now - group_last_commit > subscription_expiry"),
+        "e_time": _flag(f"{sealed} AND max_timestamp < now - retention_time"),
+        "e_size": _flag(f"{sealed} AND suffix_after >= retention_size"),
+        "e_max_time": _flag(f"{sealed} AND max_timestamp < now - max_time"),
+        "e_max_size": _flag(f"{sealed} AND {_SUFFIX_FROM} > max_partition_size"),
+        "future": _flag("retention_time IS NOT NULL AND max_timestamp > now"),
+    }
+
+
+def _rules(marked: bool) -> dict[str, str]:
+    """The row-level rules of docs/RETENTION.md as SQL expressions, by name: those
+    of :data:`_FLAG_BITS` over the snapshot's columns (before ``flags`` is
+    computed) or as bits of ``flags`` (``marked``: after), and the others.
 
     They read snapshot columns, per-partition facts and window values of earlier
     levels by name: each step evaluates the ones it needs on its own rows rather
     than carrying their results (or the facts) through the windows."""
-    segment = f"(`row` = {SEGMENT_ROW})"
-    subscriber = _flag(f"`row` = {GROUP_ROW} AND kind = 'subscriber'")
-    expired = _flag("now - group_last_commit > subscription_expiry")
+    rules = {name: f"((flags & {bit}) <> 0)" for name, bit in _FLAG_BITS.items()} if marked else _marks()
+    subscriber, expired = rules["subscriber"], rules["expired"]
     pos_eff = "greatest(`position`, H)"
-    pos_ttl = f"(CASE WHEN {subscriber} AND message_ttl IS NOT NULL THEN greatest({pos_eff}, tc_ttl) ELSE {pos_eff} END)"
-    sealed = _flag(f"{segment} AND sealed")
-    suffix_from = "(suffix_after + size_bytes)"
     return {
-        "segment": segment,
-        "subscriber": subscriber,
-        "expired": expired,
+        **rules,
         "pos_eff": pos_eff,
-        "pos_ttl": pos_ttl,
+        "pos_ttl": f"(CASE WHEN {subscriber} AND message_ttl IS NOT NULL THEN greatest({pos_eff}, tc_ttl) ELSE {pos_eff} END)",
         "holding": f"({subscriber} AND NOT {expired} AND protect)",
         "roll": _flag("now - active_first_ts >= segment_roll"),
-        "is_sealed": sealed,
-        "suffix_from": suffix_from,
-        "e_time": _flag(f"{sealed} AND max_timestamp < now - retention_time"),
-        "e_size": _flag(f"{sealed} AND suffix_after >= retention_size"),
-        "e_max_time": _flag(f"{sealed} AND max_timestamp < now - max_time"),
-        "e_max_size": _flag(f"{sealed} AND {suffix_from} > max_partition_size"),
-        "live": _flag(f"{segment} AND next_offset > H"),
-        "future": _flag("retention_time IS NOT NULL AND max_timestamp > now"),
+        "live": _flag(f"{rules['segment']} AND next_offset > H"),
     }
 
 
@@ -432,17 +457,11 @@ _FIRST_NOT = {
 }
 #: what rows carry into level one (running sizes and ranks come with the rows)
 _RANKED = [*_SNAPSHOT_COLUMNS, "suffix_after", "rn"]
-#: A segment's own eligibility (and whether its timestamps are in the future) is
-#: computed once, before level one, where its timestamps and sizes are at hand, and
-#: carried as the bits of one number, ``flags``, with its ``eligible_at``: the
-#: decisions test bits instead of evaluating those rules again (the largest
-#: generated stage is a fifth smaller), and timestamps and sizes go no further.
-_FLAG_BITS = {"e_time": 1, "e_size": 2, "e_max_time": 4, "e_max_size": 8, "future": 16}
-#: what rows carry through level one
-_LEVEL_ONE_CARRIED = [c for c in _RANKED if c not in ("max_timestamp", "suffix_after")] + ["flags", "eligible_at"]
+#: what rows carry through level one: what ``flags`` stands for stays behind
+_LEVEL_ONE_CARRIED = ["pid", "base_offset", "next_offset", "size_bytes", "gid", "position", "rn", "flags", "eligible_at"]
 
 
-def _level_one(rules: dict[str, str]) -> str:
+def _level_one() -> str:
     """Over the partition: the subscriber furthest behind (after TTL), the active
     segment's first timestamp, the first live segment outside each prefix and the
     first segment that fits the backlog size quota (before their bounds, see
@@ -451,13 +470,14 @@ def _level_one(rules: dict[str, str]) -> str:
     One window operator, over the partition without an order: the running sizes
     it would need one for are in the rows already. Of the subscribers at the
     lowest position, the one first by name is named as the barrier."""
+    rules = _rules(marked=False)
 
     def outside(flags: tuple[str, ...]) -> str:
         eligible = " OR ".join(rules[name] for name in flags)
         return f"CASE WHEN {rules['live']} AND NOT ({eligible}) THEN base_offset END"
 
     holding = f"CASE WHEN {rules['holding']} THEN named_struct('pos', {rules['pos_ttl']}, 'gid', gid) END"
-    fits_quota = f"CASE WHEN {rules['segment']} AND {rules['suffix_from']} <= backlog_size THEN base_offset END"
+    fits_quota = f"CASE WHEN {rules['segment']} AND {_SUFFIX_FROM} <= backlog_size THEN base_offset END"
     flags = " + ".join(f"CASE WHEN {rules[name]} THEN {bit} ELSE 0 END" for name, bit in _FLAG_BITS.items())
     inputs = ", ".join(
         [
@@ -479,12 +499,11 @@ def _level_one(rules: dict[str, str]) -> str:
   WINDOW whole AS (PARTITION BY pid)"""
 
 
-#: snapshot columns that rows carry out of :func:`_decide` (the output and the group
-#: rules read them)
-_DECIDED_SNAPSHOT = [c for c in _SNAPSHOT_COLUMNS if c != "max_timestamp"]
+#: what rows carry out of :func:`_decide` (the output and the group rules read them)
+_DECIDED_CARRIED = ["pid", "gid", "position", "rn", "flags", "eligible_at"]
 
 
-def _decide(rules: dict[str, str]) -> str:
+def _decide() -> str:
     """Per row, with the facts: the quota, eviction, barrier (and its group),
     target, hard cut and cut; per segment decision, reason and eligibility time
     (RETENTION.md tables); per group row its position after eviction and its quota
@@ -492,8 +511,8 @@ def _decide(rules: dict[str, str]) -> str:
 
     Three projections, each naming what the next reads; Spark merges them into one
     operator."""
+    rules = _rules(marked=True)
     subscriber, pos_ttl = rules["subscriber"], rules["pos_ttl"]
-    bit = {name: f"((flags & {value}) <> 0)" for name, value in _FLAG_BITS.items()}
 
     def first_not(name: str) -> str:
         return f"greatest(H, coalesce({name}, T))"
@@ -522,29 +541,28 @@ def _decide(rules: dict[str, str]) -> str:
     chosen = f"SELECT *, {wanted} AS wanted, {wanted} AND {within_budget} AS deleted FROM cuts"
 
     by_target = "next_offset <= least(target, barrier)"
-    time_rule = f"CASE WHEN message THEN {_flag('next_offset <= tc_retention')} ELSE {bit['e_time']} END"
-    max_time_rule = f"CASE WHEN message THEN {_flag('next_offset <= tc_max_time')} ELSE {bit['e_max_time']} END"
+    time_rule = f"CASE WHEN message THEN {_flag('next_offset <= tc_retention')} ELSE {rules['e_time']} END"
+    max_time_rule = f"CASE WHEN message THEN {_flag('next_offset <= tc_max_time')} ELSE {rules['e_max_time']} END"
     delete_reason = f"""CASE WHEN next_offset <= H THEN {_code("DELETE_BELOW_LOG_START")}
       WHEN {by_target} AND {time_rule} THEN {_code("DELETE_TIME")}
       WHEN {by_target} THEN {_code("DELETE_SIZE")}
       WHEN {max_time_rule} THEN {_code("DELETE_MAX_TIME")}
       ELSE {_code("DELETE_MAX_SIZE")} END"""
     held_by_barrier = f"(next_offset <= target AND {_flag('next_offset > barrier')})"
-    eligible_itself = " OR ".join(bit[name] for name in ("e_time", "e_size", "e_max_time", "e_max_size"))
+    eligible_itself = " OR ".join(rules[name] for name in ("e_time", "e_size", "e_max_time", "e_max_size"))
     keep_reason = f"""CASE WHEN hold THEN {_code("KEEP_HOLD")}
-      WHEN NOT sealed THEN {_code("KEEP_ACTIVE")}
+      WHEN NOT {rules["is_sealed"]} THEN {_code("KEEP_ACTIVE")}
       WHEN wanted THEN {_code("KEEP_BUDGET")}
       WHEN {held_by_barrier} THEN {_code("KEEP_BARRIER")}
       WHEN {eligible_itself} THEN {_code("KEEP_PREFIX")}
-      WHEN {bit["future"]} THEN {_code("KEEP_FUTURE_TIMESTAMP")}
+      WHEN {rules["future"]} THEN {_code("KEEP_FUTURE_TIMESTAMP")}
       WHEN retention_time IS NOT NULL THEN {_code("KEEP_WITHIN_TIME")}
       WHEN retention_size IS NOT NULL THEN {_code("KEEP_SIZE_TARGET")}
       ELSE {_code("KEEP_NO_LIMIT")} END"""
     evicted = f"CASE WHEN {subscriber} AND evicting THEN greatest({pos_ttl}, {size_floor}, {age_floor}) ELSE {pos_ttl} END"
-    decided = f"""SELECT {_names(_DECIDED_SNAPSHOT)}, rn, {rules["roll"]} AS roll, barrier, behind.gid AS barrier_group,
-    cut, wanted, deleted,
+    decided = f"""SELECT {_names(_DECIDED_CARRIED)}, {rules["roll"]} AS roll, barrier, behind.gid AS barrier_group,
+    cut, wanted, deleted, base_offset, next_offset, size_bytes,
     CASE WHEN deleted THEN {delete_reason} ELSE {keep_reason} END AS reason_code,
-    eligible_at,
     {evicted} AS pos_new,
     NOT {rules["expired"]} AND ({over_size} OR {over_age}) AS over_quota
   FROM chosen"""
@@ -578,10 +596,11 @@ _GROUP_NUMBERS = [
 ]  # fmt: skip
 
 
-def _output(rules: dict[str, str]) -> str:
+def _output() -> str:
     """What leaves Spark, with the facts: on segment rows the rank, reason and
     eligibility time; the packed numbers of partition and group rows: the new log
     start H' and each group's final position and what moved it."""
+    rules = _rules(marked=True)
     new_start = """CASE WHEN hold THEN H
       WHEN message THEN greatest(H, least(cut, first_kept_by_budget))
       ELSE greatest(H, coalesce(last_deleted_next, H)) END"""
@@ -602,15 +621,16 @@ def _output(rules: dict[str, str]) -> str:
     def packed(names: list[str]) -> str:
         return "array(" + ", ".join(f"CAST({numbers[n]} AS BIGINT)" for n in names) + ")"
 
-    segment = rules["segment"]
+    segment, group = rules["segment"], rules["group"]
     columns = [
-        "CAST(`row` AS TINYINT) AS `row`",
+        f"CAST(CASE WHEN {segment} THEN {SEGMENT_ROW} WHEN {group} THEN {GROUP_ROW} ELSE {PARTITION_ROW} END AS TINYINT)"
+        " AS `row`",
         "CAST(pid AS INT) AS pid",
         f"CAST(CASE WHEN {segment} THEN rn END AS INT) AS rn",
         f"CAST(CASE WHEN {segment} THEN reason_code END AS TINYINT) AS reason_code",
         f"CASE WHEN {segment} THEN eligible_at END AS eligible_at",
-        f"""CASE WHEN `row` = {PARTITION_ROW} THEN {packed(_PARTITION_NUMBERS)}
-      WHEN `row` = {GROUP_ROW} THEN {packed(_GROUP_NUMBERS)} END AS numbers""",
+        f"""CASE WHEN {group} THEN {packed(_GROUP_NUMBERS)}
+      WHEN NOT {segment} THEN {packed(_PARTITION_NUMBERS)} END AS numbers""",
     ]
     return f"final AS ({final})\nSELECT {', '.join(columns)} FROM final"
 
@@ -619,16 +639,15 @@ def _plan_query() -> str:
     """The planning query over the inputs ``{rows}`` (:data:`_BUCKETED_ROWS`) and
     ``{facts}`` (:data:`_FACTS`); ``SparkSession.sql`` puts them in. Of the
     segments' first timestamps only the active segment's is read (idle roll)."""
-    rules = _rules()
     packed = "array(" + ", ".join(f"CAST(`{field.name}` AS BIGINT)" for field in _FACT_FIELDS) + ")"
-    active_first_ts = f"CASE WHEN {rules['segment']} AND NOT sealed AND size_bytes > 0 THEN first_timestamp END"
+    active_first_ts = f"CASE WHEN {_marks()['segment']} AND NOT sealed AND size_bytes > 0 THEN first_timestamp END"
     return f"""WITH
 packed AS (SELECT pid, {packed} AS facts FROM {{facts}}),
 rows AS (SELECT {_names(_RANKED)}, {active_first_ts} AS active_first_ts FROM {{rows}}),
-level_one AS ({_level_one(rules)}),
-{_decide(rules)},
+level_one AS ({_level_one()}),
+{_decide()},
 level_two AS ({_level_two()}),
-{_output(rules)}"""
+{_output()}"""
 
 
 #: the planning query; the same text every plan, so Spark's compiled code is reused
