@@ -676,17 +676,20 @@ def _split(frame: pa.Table, snapshot: dict[str, pa.Table], inputs: SparkInputs) 
 
     partition_rows = rows(PARTITION_ROW, ["numbers"], _PARTITION_NUMBERS)
     decided = frame.select(["pid", "rn", "reason_code", "eligible_at"]).filter(pc.equal(frame["row"], SEGMENT_ROW))
-    of_partition = pc.index_in(decided["pid"], value_set=partition_rows["pid"])
+    # A segment held back by a group names its partition's barrier: the detail is
+    # written once per partition and taken by the segments that need it.
+    barrier_detail = pc.binary_join_element_wise(
+        "group ", names.take(partition_rows["barrier_group"]), " at ", pc.cast(partition_rows["barrier"], pa.string()), ""
+    )
     held = pc.equal(decided["reason_code"], _code("KEEP_BARRIER"))
-    held_by = names.take(pc.if_else(held, partition_rows["barrier_group"].take(of_partition), None))
-    barrier = pc.cast(partition_rows["barrier"].take(of_partition), pa.string())
+    of_partition = pc.index_in(decided["pid"], value_set=partition_rows["pid"])
     segments = (
         snapshot["segments"]
         .take(inputs.snapshot_rows(decided["pid"].to_numpy(), decided["rn"].to_numpy()))
         .append_column("reason", pa.array(REASONS).take(decided["reason_code"]))
         .append_column("decision", _DECISIONS.take(decided["reason_code"]))
         .append_column("eligible_at", decided["eligible_at"])
-        .append_column("detail", pc.binary_join_element_wise("group ", held_by, " at ", barrier, ""))
+        .append_column("detail", barrier_detail.take(pc.if_else(held, of_partition, None)))
     )
     groups = rows(GROUP_ROW, ["numbers"], _GROUP_NUMBERS)
     groups = groups.append_column("group", names.take(groups["gid"]))
