@@ -139,9 +139,13 @@ def test_traffic_seeds_produces_and_consumes_with_lagging_groups(data_dir: Path,
 
     with Broker(data_dir) as broker:
         def busy() -> bool:
+            # records() is 0 for a topic not created yet, so the groups exist after it.
+            # Both groups must have read every partition: a step reads billing's
+            # partitions before audit's, so a backfill that lands in between is read
+            # by audit first, and billing reads it one step later.
             return all(records(broker, t.name) > 0 for t in TOPICS) and all(
-                pos > 0 for pos in positions(broker, "demo-orders", "audit").values()
-            )  # records() is 0 for a topic not created yet, so audit exists here
+                pos > 0 for group in ("billing", "audit") for pos in positions(broker, "demo-orders", group).values()
+            )
 
         wait_until(busy)
         wait_until(lambda: demo.counters["ebb-demo-consume"].commits > 10)
