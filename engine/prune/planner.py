@@ -448,7 +448,7 @@ def _rules(marked: bool) -> dict[str, str]:
     }
 
 
-#: level one's prefixes: name -> the segment-level flags it is the ``first_not`` of
+#: level one's prefixes: name -> the eligibility rules it is the ``first_not`` of
 _FIRST_NOT = {
     "fn_target": ("e_time", "e_size"),
     "fn_size": ("e_size",),
@@ -472,8 +472,8 @@ def _level_one() -> str:
     lowest position, the one first by name is named as the barrier."""
     rules = _rules(marked=False)
 
-    def outside(flags: tuple[str, ...]) -> str:
-        eligible = " OR ".join(rules[name] for name in flags)
+    def outside(eligibility: tuple[str, ...]) -> str:
+        eligible = " OR ".join(rules[name] for name in eligibility)
         return f"CASE WHEN {rules['live']} AND NOT ({eligible}) THEN base_offset END"
 
     holding = f"CASE WHEN {rules['holding']} THEN named_struct('pos', {rules['pos_ttl']}, 'gid', gid) END"
@@ -486,7 +486,7 @@ def _level_one() -> str:
             f"CASE WHEN {rules['is_sealed']} THEN least(max_timestamp + retention_time + 1, max_timestamp + max_time + 1) END"
             " AS eligible_at",
             f"{holding} AS holding",
-            *(f"{outside(flags)} AS {name}" for name, flags in _FIRST_NOT.items()),
+            *(f"{outside(eligibility)} AS {name}" for name, eligibility in _FIRST_NOT.items()),
             f"{fits_quota} AS fits_quota",
         ]
     )
