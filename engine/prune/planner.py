@@ -698,7 +698,7 @@ def _split(frame: pa.Table, snapshot: dict[str, pa.Table], inputs: SparkInputs) 
     # when any of its groups' rows says so.
     blocked = pc.unique(groups.filter(pc.cast(groups["quota_blocks_producers"], pa.bool_()))["topic"])
     topics = snapshot["topics"]
-    renamed = {"H": "log_start_offset", "next_offset": "_segment_next", "T": "next_offset"}
+    renamed = {"H": "log_start_offset", "T": "next_offset"}
     partition_rows = partition_rows.rename_columns([renamed.get(n, n) for n in partition_rows.column_names])
     return {
         "segments": segments.select(tables.PLAN_SEGMENTS.names).cast(tables.PLAN_SEGMENTS),
