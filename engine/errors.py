@@ -41,6 +41,17 @@ class DataQuarantined(StoreError):
     recorded as such by ``ebb verify --repair``: never skipped silently."""
 
 
+class CatalogDamaged(StoreError):
+    """The catalog database cannot be used as it is: damaged (SQLite reports it
+    malformed), cut short, emptied or missing while the data directory holds topics.
+    Every command refuses with the remedy, ``ebb verify --repair``, which rebuilds the
+    catalog from the data directory (engine/integrity/rebuild.py)."""
+
+
+class CatalogBusy(StoreError):
+    """Another process holds the catalog's write lock past the busy timeout."""
+
+
 class SparkUnavailable(EbbError):
     """The Spark session could not be started, or is not ready in time."""
 

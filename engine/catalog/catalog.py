@@ -3,19 +3,30 @@
 Every write runs in one ``BEGIN IMMEDIATE`` transaction. The segment files are the
 truth about what was appended; the catalog mirrors them after each append (under the
 partition lock) and is reconciled from the files when a writer opens a partition.
+
+What the files cannot tell (topics, policies, log starts, groups, positions) is also
+kept beside them (engine/catalog/metadata_files.py), so that a lost catalog can be
+rebuilt: temporary triggers of this connection note which topics a transaction
+changed, and once it commits their files are rewritten (see that module for when).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Literal, Mapping
 
 import sqlite_utils
 
+from engine.catalog import metadata_files
+from engine.catalog.damage import damaged, holds_topics
 from engine.catalog.database import connect, read_transaction, write_transaction
+from engine.catalog.metadata_files import GroupMeta, TopicMeta
 from engine.catalog.schema import ensure_schema
-from engine.errors import AlreadyExists, NotFound
+from engine.journal.schema import ensure_journal_schema
+from engine.errors import AlreadyExists, EbbError, NotFound
 from engine.store.segment import SegmentInfo
 
 GroupKind = Literal["subscriber", "reader"]
@@ -63,6 +74,10 @@ class QuarantinedRange:
     quarantined_at: int
 
 
+def _has_table(db: sqlite_utils.Database, name: str) -> bool:
+    return db.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
+
+
 def _segment(row: Mapping) -> SegmentInfo:
     return SegmentInfo(
         row["base_offset"],
@@ -74,22 +89,92 @@ def _segment(row: Mapping) -> SegmentInfo:
     )
 
 
+#: Temporary (this connection's own) triggers that note the topics whose metadata
+#: files a write changes: ``urgent`` 1 to rewrite after the commit, 0 at the latest
+#: when the catalog is closed or a prune cycle ends; the topic '' (a cycle finished)
+#: asks for every topic.
+_TRACKING = """
+CREATE TEMP TABLE IF NOT EXISTS metadata_dirty (topic TEXT PRIMARY KEY, urgent INTEGER NOT NULL);
+CREATE TEMP TRIGGER IF NOT EXISTS md_topic_new AFTER INSERT ON main.topics
+    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (NEW.name, 1); END;
+CREATE TEMP TRIGGER IF NOT EXISTS md_topic_gone AFTER DELETE ON main.topics
+    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (OLD.name, 1); END;
+CREATE TEMP TRIGGER IF NOT EXISTS md_policy_new AFTER INSERT ON main.policies
+    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (NEW.topic, 1); END;
+CREATE TEMP TRIGGER IF NOT EXISTS md_policy_gone AFTER DELETE ON main.policies
+    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (OLD.topic, 1); END;
+CREATE TEMP TRIGGER IF NOT EXISTS md_policy_set AFTER UPDATE ON main.policies
+    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (NEW.topic, 1); END;
+CREATE TEMP TRIGGER IF NOT EXISTS md_log_start AFTER UPDATE OF log_start_offset ON main.partitions
+    WHEN NEW.log_start_offset != OLD.log_start_offset
+    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (NEW.topic, 1); END;
+CREATE TEMP TRIGGER IF NOT EXISTS md_group_new AFTER INSERT ON main.groups
+    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (NEW.topic, 1); END;
+CREATE TEMP TRIGGER IF NOT EXISTS md_group_gone AFTER DELETE ON main.groups
+    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (OLD.topic, 1); END;
+CREATE TEMP TRIGGER IF NOT EXISTS md_position_new AFTER INSERT ON main.positions
+    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (NEW.topic, 1); END;
+CREATE TEMP TRIGGER IF NOT EXISTS md_position_back AFTER UPDATE ON main.positions
+    WHEN NEW.position < OLD.position
+    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (NEW.topic, 1); END;
+CREATE TEMP TRIGGER IF NOT EXISTS md_position_on AFTER UPDATE ON main.positions
+    WHEN NEW.position >= OLD.position
+    BEGIN INSERT OR IGNORE INTO metadata_dirty VALUES (NEW.topic, 0); END;
+"""
+_CYCLE_TRACKING = """
+CREATE TEMP TRIGGER IF NOT EXISTS md_cycle_end AFTER UPDATE OF finished ON main.cycles
+    WHEN NEW.finished IS NOT NULL
+    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES ('', 1); END;
+"""
+
+
 class Catalog:
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: sqlite_utils.Database, root: Path | None = None) -> None:
         self.db = db
+        #: the data directory whose metadata files this catalog keeps (None: none kept)
+        self.root = root
+        self._flushing = False
 
     @classmethod
     def open(cls, path: Path) -> "Catalog":
+        """Open the catalog of the data directory that ``path`` lies in; refused (with
+        the remedy) when it is missing or empty while that directory holds topics."""
+        root = path.parent
+        if not path.exists() and holds_topics(root):
+            raise damaged(path, f"is missing, and {root / 'topics'} holds topics")
         db = connect(path)
-        ensure_schema(db)
-        return cls(db)
+        try:
+            if not _has_table(db, "topics") and holds_topics(root):
+                raise damaged(path, f"holds no tables, and {root / 'topics'} holds topics")
+            ensure_schema(db)
+            # Here, not only by the broker: the cycle's trigger needs the journal's table.
+            ensure_journal_schema(db)
+            catalog = cls(db, root)
+            catalog.track_metadata()
+        except BaseException:
+            db.close()
+            raise
+        return catalog
+
+    def track_metadata(self) -> None:
+        """Keep the metadata files from now on (once the journal's tables exist, also
+        at the end of each prune cycle)."""
+        conn = self.db.conn
+        conn.executescript(_TRACKING)
+        if _has_table(self.db, "cycles"):
+            conn.executescript(_CYCLE_TRACKING)
+        conn.on_commit = self._after_commit
 
     def close(self) -> None:
+        with suppress(EbbError, OSError):
+            self.flush_metadata(lazy=True)
         self.db.close()
 
-    def write(self):  # type: ignore[no-untyped-def]
+    @contextmanager
+    def write(self) -> Iterator[sqlite_utils.Database]:
         """``with catalog.write():`` — one atomic write transaction."""
-        return write_transaction(self.db)
+        with write_transaction(self.db) as db:
+            yield db
 
     def read(self):  # type: ignore[no-untyped-def]
         """``with catalog.read():`` — queries inside see one consistent state."""
@@ -98,6 +183,65 @@ class Catalog:
     def _one(self, sql: str, params: tuple = ()) -> Mapping | None:
         rows = list(self.db.query(sql, params))
         return rows[0] if rows else None
+
+    # -- metadata files -------------------------------------------------------------
+
+    def _after_commit(self) -> None:
+        # The change is committed (acknowledged): a file that cannot be written now
+        # stays noted and is retried after the next commit; `ebb verify` reports it.
+        if not self._flushing:
+            with suppress(EbbError, OSError):
+                self.flush_metadata(lazy=False)
+
+    def flush_metadata(self, *, lazy: bool) -> None:
+        """Rewrite the metadata files of the topics this connection changed: the
+        urgent ones, and with ``lazy`` the others too."""
+        if self.root is None:
+            return
+        rows = self.db.conn.execute("SELECT topic, urgent FROM temp.metadata_dirty").fetchall()
+        names = {topic for topic, urgent in rows if urgent or lazy}
+        if "" in names:
+            names = (names - {""}) | {t.name for t in self.topics()}
+            self.db.conn.execute("DELETE FROM temp.metadata_dirty WHERE topic = ''")
+        for name in sorted(names):
+            self.write_metadata(name)
+
+    def write_metadata(self, topic: str) -> None:
+        """Bring one topic's metadata files up to the catalog (removed with a deleted
+        topic). The catalog's write lock is held meanwhile, so that another process
+        cannot write an older state over a newer one."""
+        assert self.root is not None
+        self._flushing = True
+        try:
+            with write_transaction(self.db):
+                topic_dir = self.root / "topics" / topic
+                snapshot = self.metadata(topic)
+                if snapshot is None:
+                    metadata_files.remove_files(topic_dir)
+                elif topic_dir.is_dir():
+                    meta, groups = snapshot
+                    metadata_files.replace_file(topic_dir / metadata_files.TOPIC_FILE, metadata_files.topic_bytes(meta))
+                    metadata_files.replace_file(topic_dir / metadata_files.GROUPS_FILE, metadata_files.groups_bytes(groups))
+                self.db.conn.execute("DELETE FROM temp.metadata_dirty WHERE topic = ?", (topic,))
+        except FileNotFoundError:
+            pass  # the topic's directory went with it
+        finally:
+            self._flushing = False
+
+    def metadata(self, topic: str) -> tuple[TopicMeta, list[GroupMeta]] | None:
+        """What the topic's metadata files should hold; None if it does not exist."""
+        if not self.has_topic(topic):
+            return None
+        row = self.topic(topic)
+        meta = TopicMeta(
+            row.name,
+            row.partitions,
+            row.created_at,
+            self.overrides(topic),
+            {p.partition: p.log_start_offset for p in self.partitions(topic)},
+        )
+        groups = [GroupMeta(g.name, g.kind, g.start_from, g.created_at, dict(g.positions)) for g in self.groups(topic)]
+        return meta, groups
 
     # -- topics -----------------------------------------------------------------
 

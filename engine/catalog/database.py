@@ -17,7 +17,8 @@ from typing import Iterator
 
 import sqlite_utils
 
-from engine.errors import StoreError
+from engine.catalog.damage import CheckedConnection, write_lock_holder
+from engine.errors import CatalogBusy, StoreError
 
 BUSY_TIMEOUT_MS = 30_000
 
@@ -30,7 +31,13 @@ def connect(path: Path) -> sqlite_utils.Database:
         # (not the umask's), so they are owner-only too (tests/test_access.py).
         os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     try:
-        conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+        conn = sqlite3.connect(
+            path,
+            isolation_level=None,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            check_same_thread=False,
+            factory=CheckedConnection,
+        )
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")  # a constant: PRAGMA takes no parameters
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
@@ -49,7 +56,9 @@ def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Databa
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as error:
-        raise StoreError(f"the catalog is busy ({error}); another process holds it, try again") from None
+        holder = write_lock_holder(conn.path) if isinstance(conn, CheckedConnection) else None
+        who = f"process {holder}" if holder else "another process"
+        raise CatalogBusy(f"the catalog is busy ({error}); {who} holds it, try again") from None
     try:
         yield db
         conn.execute("COMMIT")
@@ -66,6 +75,8 @@ def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Databa
             # A full disk, an I/O error: an operator's problem, stated in one line.
             raise StoreError(f"the catalog could not be written ({error}); nothing of this change was saved") from None
         raise
+    if isinstance(conn, CheckedConnection) and conn.on_commit is not None:
+        conn.on_commit()  # the catalog's metadata files (engine/catalog/catalog.py)
 
 
 @contextmanager

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine.catalog.catalog import Catalog, PartitionRow, QuarantinedRange
+from engine.catalog.metadata_files import METADATA_NAMES
 from engine.datadir import DataDir
 from engine.errors import InvalidInput, StoreError
 from engine.policy.effective import resolve
@@ -680,7 +681,7 @@ def _topic_findings(
             LEFTOVER_FILES,
         )
         for entry in entries
-        if entry not in expected
+        if entry not in expected and entry not in METADATA_NAMES
     ]
     return findings
 
