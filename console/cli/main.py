@@ -94,7 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = DataDir(args.data_dir or default_data_dir())
         if args.read_only_all:
             _read_only(args, run, data)
-        with Broker(data.root, args.config) as broker:
+        # A command may open the data directory its own way (verify: a damaged catalog).
+        with getattr(args, "open_data", Broker)(data.root, args.config) as broker:
             return run(broker, args)
     except EbbError as error:
         # one_line: a message quoting operator input must stay one line whatever it holds.

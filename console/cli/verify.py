@@ -12,6 +12,14 @@ FINDING is ``{"severity": "error"|"warning", "code", "where": {"topic", "partiti
 "segment", "file", "position", "offset", "table", "key", "text"}, "what", "repairable",
 "lost": [START, END] | null}`` (fields may be added, never renamed).
 
+A catalog that cannot be used (missing while topics exist, emptied, failing SQLite's
+``integrity_check``) is a finding of its own (code ``CATALOG_DAMAGED``, table
+``catalog.db``); the rest cannot be checked against it. ``--repair`` then rebuilds the
+catalog from the data directory (engine/integrity/rebuild.py) and checks and repairs
+the rebuilt one as any other.
+
+A repair is reported only when a check after it no longer finds what it repaired.
+
 Exit status: 0 when nothing was found, 1 when something was (repaired or not: run
 ``ebb verify`` again to see that a repair left it clean), 2 for bad input.
 """
@@ -19,12 +27,19 @@ Exit status: 0 when nothing was found, 1 when something was (repaired or not: ru
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from types import TracebackType
 
 from console.cli.parser import command
 from console.cli.render import emit_json
 from engine.broker import Broker
-from engine.integrity.check import Finding, verify
-from engine.integrity.repair import RepairResult, repair
+from engine.clock import now_ms
+from engine.config import load_config
+from engine.datadir import DataDir
+from engine.errors import CatalogDamaged
+from engine.integrity.check import CATALOG_DAMAGED, Finding, Place, verify
+from engine.integrity.rebuild import catalog_problems, rebuild_catalog
+from engine.integrity.repair import Repair, RepairResult, repair
 
 ACTOR = "cli"
 
@@ -43,7 +58,70 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     verify_cmd.add_argument("--json", action="store_true")
     # A check only reads; a repair moves files and writes the catalog and journal.
-    command(verify_cmd, run_verify, mutates=lambda args: args.repair)
+    command(verify_cmd, run_verify, mutates=lambda args: args.repair, open_data=open_for_verify)
+
+
+class UnusableCatalog:
+    """What ``verify`` gets instead of a broker when the catalog cannot be opened."""
+
+    def __init__(self, root: Path, config: Path | None, problems: list[str]) -> None:
+        self.data = DataDir(root)
+        self.config = config
+        self.problems = problems
+
+    def __enter__(self) -> "UnusableCatalog":
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        pass
+
+    def findings(self) -> list[Finding]:
+        path = self.data.catalog_path
+        return [
+            Finding(
+                "error",
+                Place(table=path.name),
+                f"the catalog {path} {problem} (--repair rebuilds it from the data directory)",
+                True,
+                CATALOG_DAMAGED,
+            )
+            for problem in self.problems
+        ]
+
+
+def open_for_verify(root: Path, config: Path | None) -> Broker | UnusableCatalog:
+    """The data directory's broker, unless its catalog cannot be used (verify must
+    say so, not fail opening it)."""
+    problems = catalog_problems(DataDir(root))
+    if problems:
+        return UnusableCatalog(root, config, problems)
+    try:
+        return Broker(root, config)
+    except CatalogDamaged as error:
+        return UnusableCatalog(root, config, [f"cannot be opened: {error}"])
+
+
+def _rebuild(target: UnusableCatalog, args: argparse.Namespace) -> RepairResult:
+    """Rebuild the catalog, then check and repair the data directory against it."""
+    found = target.findings()
+    config_path = target.config or target.data.config_path
+    rebuilt = rebuild_catalog(
+        target.data, load_config(config_path).policy_defaults, now=now_ms(), actor=ACTOR
+    )
+    if catalog_problems(target.data):
+        return RepairResult(found, [], found)
+    aside = f"; the old file moved to {rebuilt.moved_to}" if rebuilt.moved_to else ""
+    done = [
+        Repair(
+            found[0].where,
+            f"catalog rebuilt from the data directory: {len(rebuilt.topics)} topic(s), {rebuilt.groups} group(s){aside}",
+            CATALOG_DAMAGED,
+        )
+    ]
+    done += [Repair(found[0].where, f"rebuilt without: {note}", CATALOG_DAMAGED) for note in rebuilt.notes]
+    with Broker(target.data.root, target.config) as broker:
+        after = repair(broker, None, actor=ACTOR)
+    return RepairResult(found + after.found, done + after.repairs, after.remaining)
 
 
 def _line(finding: Finding) -> str:
@@ -51,14 +129,23 @@ def _line(finding: Finding) -> str:
     return f"{finding}  ({finding.severity}{tail})"
 
 
-def run_verify(broker: Broker, args: argparse.Namespace) -> int:
+def run_verify(broker: Broker | UnusableCatalog, args: argparse.Namespace) -> int:
+    if isinstance(broker, UnusableCatalog):
+        result = _rebuild(broker, args) if args.repair else RepairResult(broker.findings(), [], [])
+    else:
+        result = _check(broker, args)
+    return _report(result, args)
+
+
+def _check(broker: Broker, args: argparse.Namespace) -> RepairResult:
     for topic in args.topics or ():
         broker.catalog.topic(topic)  # an unknown topic is bad input, before anything is done
-    result = (
-        repair(broker, args.topics, actor=ACTOR)
-        if args.repair
-        else RepairResult(verify(broker.data, broker.catalog, broker.config.policy_defaults, args.topics), [], [])
-    )
+    if args.repair:
+        return repair(broker, args.topics, actor=ACTOR)
+    return RepairResult(verify(broker.data, broker.catalog, broker.config.policy_defaults, args.topics), [], [])
+
+
+def _report(result: RepairResult, args: argparse.Namespace) -> int:
     found = result.found
     if args.json:
         payload: dict[str, object] = {"clean": not found, "findings": [f.to_json() for f in found]}

@@ -25,8 +25,10 @@ from engine.errors import CatalogDamaged
 #: SQLite's primary result codes that mean the file is not a sound database
 _DAMAGE_CODES = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
 REMEDY = "run `ebb verify --repair` to rebuild it from the data directory"
-#: byte of the ``-shm`` file that SQLite's WAL write lock covers (WALINDEX_LOCK_OFFSET)
+#: bytes of the ``-shm`` file that SQLite locks (os_unix.c): the WAL write lock, and
+#: the one every connection holds a shared lock on while it has the database open
 _WAL_WRITE_LOCK = 120
+_DMS_LOCK = 128
 #: struct flock on Linux: l_type, l_whence, l_start, l_len, l_pid (native alignment)
 _FLOCK = "@hhqqi4x"
 
@@ -50,14 +52,24 @@ def holds_topics(root: Path) -> bool:
 
 
 def write_lock_holder(path: Path) -> int | None:
-    """The pid of the process that holds the catalog's write lock (another process:
-    POSIX locks never report the caller's own), or None."""
+    """The pid of the process that holds the catalog's write lock, or None."""
+    return _lock_holder(path, _WAL_WRITE_LOCK)
+
+
+def open_by(path: Path) -> int | None:
+    """The pid of a process that has the catalog open, or None."""
+    return _lock_holder(path, _DMS_LOCK)
+
+
+def _lock_holder(path: Path, byte: int) -> int | None:
+    """The pid of another process (POSIX locks never report the caller's own) that
+    holds a lock on ``byte`` of the catalog's ``-shm`` file, or None."""
     try:
         fd = os.open(f"{path}-shm", os.O_RDONLY)
     except OSError:
         return None
     try:
-        probe = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, _WAL_WRITE_LOCK, 1, 0)
+        probe = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, byte, 1, 0)
         kind, _whence, _start, _len, pid = struct.unpack(_FLOCK, fcntl.fcntl(fd, fcntl.F_GETLK, probe))
     except OSError:
         return None

@@ -11,7 +11,11 @@ Checked, for each topic and partition:
 - the offset and time indexes against the batches;
 - the partition row: the log start within the data, the next offset at its end;
 - group positions within ``[0, next offset]``; the topic's policy parses;
-- the catalog database itself (SQLite ``quick_check`` and foreign keys).
+- the catalog database itself (SQLite ``quick_check`` and foreign keys; a catalog
+  that cannot be opened is diagnosed before, by engine/integrity/rebuild.py);
+- each topic's metadata files (engine/catalog/metadata_files.py) against the
+  catalog: ``topic.json`` exactly, ``groups.json`` by its groups, with positions
+  that may lag the catalog's but never lead them.
 
 Nothing is modified: files are read and the catalog is queried, nothing is locked.
 Writers may go on meanwhile: a partition whose catalog rows change while it is being
@@ -38,7 +42,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine.catalog.catalog import Catalog, PartitionRow, QuarantinedRange
-from engine.catalog.metadata_files import METADATA_NAMES
+from engine.catalog import metadata_files
+from engine.catalog.metadata_files import METADATA_NAMES, GroupMeta, MetadataInvalid
 from engine.datadir import DataDir
 from engine.errors import InvalidInput, StoreError
 from engine.policy.effective import resolve
@@ -86,6 +91,7 @@ STRAY_ROW = "STRAY_ROW"  # a segment row of no file, for offsets another file ho
 PARTITION_ROW = "PARTITION_ROW"  # the partition's next offset is not its data's end
 LOG_START = "LOG_START"  # the log start lies past the end of the data
 POSITION_OUT_OF_RANGE = "POSITION_OUT_OF_RANGE"  # a group position outside [0, next offset]
+METADATA_STALE = "METADATA_STALE"  # topic.json or groups.json not what the catalog says
 
 #: times a partition is checked again when its catalog rows changed meanwhile
 ATTEMPTS = 3
@@ -686,6 +692,65 @@ def _topic_findings(
     return findings
 
 
+def _metadata_problems(data: DataDir, catalog: Catalog, topic: str) -> list[tuple[str, str]]:
+    """(file, what is wrong) for each of the topic's metadata files that the catalog
+    contradicts."""
+    with catalog.read():
+        snapshot = catalog.metadata(topic)
+    if snapshot is None:
+        return []
+    meta, groups = snapshot
+    topic_dir = data.topic_dir(topic)
+    problems = []
+    try:
+        on_disk = (topic_dir / metadata_files.TOPIC_FILE).read_bytes()
+    except FileNotFoundError:
+        on_disk = None
+    if on_disk != metadata_files.topic_bytes(meta):
+        problems.append((metadata_files.TOPIC_FILE, "missing" if on_disk is None else "not what the catalog holds"))
+    try:
+        if not (topic_dir / metadata_files.GROUPS_FILE).exists():
+            problems.append((metadata_files.GROUPS_FILE, "missing"))
+        elif (why := _groups_differ(metadata_files.read_groups(topic_dir), groups)) is not None:
+            problems.append((metadata_files.GROUPS_FILE, why))
+    except MetadataInvalid as error:
+        problems.append((metadata_files.GROUPS_FILE, str(error)))
+    return problems
+
+
+def _groups_differ(on_disk: list[GroupMeta], catalog: list[GroupMeta]) -> str | None:
+    """Why the groups file contradicts the catalog, or None: the same groups, and no
+    position ahead of the catalog's (behind is the file's normal lag)."""
+    wanted = {g.name: g for g in catalog}
+    found = {g.name: g for g in on_disk}
+    if set(wanted) != set(found):
+        return f"its groups are {sorted(found)}, the catalog's {sorted(wanted)}"
+    for name, g in found.items():
+        w = wanted[name]
+        if (g.kind, g.start_from, g.created_at) != (w.kind, w.start_from, w.created_at):
+            return f"group {name!r} is not the catalog's"
+        ahead = [p for p, (pos, _at) in g.positions.items() if pos > w.positions.get(p, (-1, 0))[0]]
+        if ahead:
+            return f"group {name!r} is ahead of its committed position on partition(s) {ahead}"
+    return None
+
+
+def metadata_findings(data: DataDir, catalog: Catalog, topic: str) -> list[Finding]:
+    """The topic's metadata files against the catalog. A file found wrong is looked
+    at again once: another process may have committed and rewritten it meanwhile."""
+    problems = _metadata_problems(data, catalog, topic) and _metadata_problems(data, catalog, topic)
+    return [
+        Finding(
+            "warning",
+            Place(topic, file=name),
+            f"metadata file {what} (a lost catalog would be rebuilt from it; --repair rewrites it)",
+            True,
+            METADATA_STALE,
+        )
+        for name, what in problems
+    ]
+
+
 def verify(
     data: DataDir, catalog: Catalog, policy_defaults: Mapping[str, str], topics: Sequence[str] | None = None
 ) -> list[Finding]:
@@ -696,6 +761,7 @@ def verify(
     for name in names:
         topic = catalog.topic(name)
         findings += _topic_findings(data, catalog, name, topic.partitions, policy_defaults)
+        findings += metadata_findings(data, catalog, name)
         for row in catalog.partitions(name):
             findings += check_partition(data, catalog, name, row.partition).findings
     if topics is None:

@@ -63,13 +63,16 @@ from engine.catalog.catalog import Catalog, QuarantinedRange
 from engine.datadir import DataDir
 from engine.integrity.check import (
     CORRUPT_DATA,
+    INDEX_DAMAGED,
     LOG_START,
+    METADATA_STALE,
     POSITION_OUT_OF_RANGE,
     TRAILING_BYTES,
     Finding,
     PartitionCheck,
     Place,
     check_partition,
+    metadata_findings,
     verify,
 )
 from engine.journal.journal import Entry, Journal
@@ -121,9 +124,23 @@ class RepairResult:
     remaining: list[Finding]
 
 
+def _key(where: Place, code: str) -> tuple[Any, ...]:
+    """What a finding and the repair of it have in common, whatever byte or offset
+    the finding points at after the repair."""
+    return (code, where.topic, where.partition, where.segment, where.file, where.table, where.key)
+
+
+def _done(repairs: list[Repair], still: Sequence[Finding]) -> list[Repair]:
+    """The repairs that a check made after them confirms: a finding that is still
+    there was not repaired, whatever was attempted."""
+    remaining = {_key(f.where, f.code) for f in still}
+    return [r for r in repairs if _key(r.where, r.code) not in remaining]
+
+
 def repair(broker: Broker, topics: Sequence[str] | None = None, *, actor: str = "cli") -> RepairResult:
     """Check the data directory (or ``topics``), repair every partition with
-    something to repair or quarantine, and check again."""
+    something to repair or quarantine, rewrite stale metadata files, and check again;
+    a repair is reported only if that check no longer finds what it repaired."""
     found = verify(broker.data, broker.catalog, broker.config.policy_defaults, topics)
     targets = sorted(
         {
@@ -133,8 +150,20 @@ def repair(broker: Broker, topics: Sequence[str] | None = None, *, actor: str = 
         }
     )
     repairs = [r for topic, partition in targets for r in _repair_partition(broker, topic, partition, actor)]
-    remaining = verify(broker.data, broker.catalog, broker.config.policy_defaults, topics) if targets else found
-    return RepairResult(found, repairs, remaining)
+    stale = sorted({f.where.topic for f in found if f.code == METADATA_STALE and f.where.topic is not None})
+    # After the partitions: their repair may move a log start or a position.
+    repairs += [r for topic in stale for r in _rewrite_metadata(broker, topic, found)]
+    if not targets and not stale:
+        return RepairResult(found, [], found)
+    remaining = verify(broker.data, broker.catalog, broker.config.policy_defaults, topics)
+    return RepairResult(found, _done(repairs, remaining), remaining)
+
+
+def _rewrite_metadata(broker: Broker, topic: str, found: Sequence[Finding]) -> list[Repair]:
+    broker.catalog.write_metadata(topic)
+    still = metadata_findings(broker.data, broker.catalog, topic)
+    stale = [f for f in found if f.code == METADATA_STALE and f.where.topic == topic]
+    return _done([Repair(f.where, "rewritten from the catalog", f.code) for f in stale], still)
 
 
 @dataclass(frozen=True)
@@ -181,9 +210,17 @@ def _repair_partition(broker: Broker, topic: str, partition: int, actor: str) ->
                 repairs += _update_catalog(catalog, check, plan, old_start, lost, entries)
                 journal.append(entries, time=now, trigger=TRIGGER, actor=actor, status="applied")
             writer.reload(plan.log_start)
-            recovered = [f for f in check.findings if f.repairable and f.code in _RECOVERED]
+            _write_missing_indexes(directory, check)
             with catalog.write():
                 catalog.reconcile_segments(topic, partition, writer.segments())
+            # Only what a check under the same lock no longer finds counts as recovered.
+            after = {_key(f.where, f.code) for f in check_partition(data, catalog, topic, partition).findings}
+            recovered = [
+                f
+                for f in check.findings
+                if f.repairable and f.code in _RECOVERED and _key(f.where, f.code) not in after
+            ]
+            with catalog.write():
                 journal.append(
                     [_entry("repair", f, details={"done": _RECOVERED[f.code]}) for f in recovered],
                     time=now,
@@ -194,6 +231,22 @@ def _repair_partition(broker: Broker, topic: str, partition: int, actor: str) ->
             return repairs + [Repair(f.where, _RECOVERED[f.code], f.code) for f in recovered]
     finally:
         writer.close()
+
+
+def _write_missing_indexes(directory: Path, check: PartitionCheck) -> None:
+    """Write the index files found missing. Recovery rewrites an index only when the
+    batches give other entries than the file holds, and an empty segment's index
+    (none) is what a missing file reads as: a producer killed between creating a
+    segment and its indexes leaves exactly that."""
+    bases = live_bases(directory)
+    for f in check.findings:
+        segment = f.where.segment
+        if f.code != INDEX_DAMAGED or segment not in bases:
+            continue
+        index = Segment(directory, segment).index
+        if not (index.offset_path.exists() and index.time_path.exists()):
+            sealed = segment != bases[-1]
+            Segment.open(directory, segment, sealed=sealed, repair=False).index.write(sync=True)
 
 
 def _entry(action: str, finding: Finding, **fields: Any) -> Entry:
