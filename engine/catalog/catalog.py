@@ -92,39 +92,41 @@ def _segment(row: Mapping) -> SegmentInfo:
 #: Temporary (this connection's own) triggers that note the topics whose metadata
 #: files a write changes: ``urgent`` 1 to rewrite after the commit, 0 at the latest
 #: when the catalog is closed or a prune cycle ends; the topic '' (a cycle finished)
-#: asks for every topic.
+#: asks for every topic. Plain inserts (no key, no OR REPLACE): a conflict clause in
+#: a trigger gives way to the triggering statement's own (an upsert's), and fails.
 _TRACKING = """
-CREATE TEMP TABLE IF NOT EXISTS metadata_dirty (topic TEXT PRIMARY KEY, urgent INTEGER NOT NULL);
+CREATE TEMP TABLE IF NOT EXISTS metadata_dirty (topic TEXT NOT NULL, urgent INTEGER NOT NULL);
 CREATE TEMP TRIGGER IF NOT EXISTS md_topic_new AFTER INSERT ON main.topics
-    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (NEW.name, 1); END;
+    BEGIN INSERT INTO metadata_dirty VALUES (NEW.name, 1); END;
 CREATE TEMP TRIGGER IF NOT EXISTS md_topic_gone AFTER DELETE ON main.topics
-    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (OLD.name, 1); END;
+    BEGIN INSERT INTO metadata_dirty VALUES (OLD.name, 1); END;
 CREATE TEMP TRIGGER IF NOT EXISTS md_policy_new AFTER INSERT ON main.policies
-    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (NEW.topic, 1); END;
+    BEGIN INSERT INTO metadata_dirty VALUES (NEW.topic, 1); END;
 CREATE TEMP TRIGGER IF NOT EXISTS md_policy_gone AFTER DELETE ON main.policies
-    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (OLD.topic, 1); END;
+    BEGIN INSERT INTO metadata_dirty VALUES (OLD.topic, 1); END;
 CREATE TEMP TRIGGER IF NOT EXISTS md_policy_set AFTER UPDATE ON main.policies
-    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (NEW.topic, 1); END;
+    BEGIN INSERT INTO metadata_dirty VALUES (NEW.topic, 1); END;
 CREATE TEMP TRIGGER IF NOT EXISTS md_log_start AFTER UPDATE OF log_start_offset ON main.partitions
     WHEN NEW.log_start_offset != OLD.log_start_offset
-    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (NEW.topic, 1); END;
+    BEGIN INSERT INTO metadata_dirty VALUES (NEW.topic, 1); END;
 CREATE TEMP TRIGGER IF NOT EXISTS md_group_new AFTER INSERT ON main.groups
-    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (NEW.topic, 1); END;
+    BEGIN INSERT INTO metadata_dirty VALUES (NEW.topic, 1); END;
 CREATE TEMP TRIGGER IF NOT EXISTS md_group_gone AFTER DELETE ON main.groups
-    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (OLD.topic, 1); END;
+    BEGIN INSERT INTO metadata_dirty VALUES (OLD.topic, 1); END;
 CREATE TEMP TRIGGER IF NOT EXISTS md_position_new AFTER INSERT ON main.positions
-    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (NEW.topic, 1); END;
+    BEGIN INSERT INTO metadata_dirty VALUES (NEW.topic, 1); END;
 CREATE TEMP TRIGGER IF NOT EXISTS md_position_back AFTER UPDATE ON main.positions
     WHEN NEW.position < OLD.position
-    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES (NEW.topic, 1); END;
+    BEGIN INSERT INTO metadata_dirty VALUES (NEW.topic, 1); END;
 CREATE TEMP TRIGGER IF NOT EXISTS md_position_on AFTER UPDATE ON main.positions
     WHEN NEW.position >= OLD.position
-    BEGIN INSERT OR IGNORE INTO metadata_dirty VALUES (NEW.topic, 0); END;
+    BEGIN INSERT INTO metadata_dirty SELECT NEW.topic, 0
+        WHERE NOT EXISTS (SELECT 1 FROM metadata_dirty WHERE topic = NEW.topic); END;
 """
 _CYCLE_TRACKING = """
 CREATE TEMP TRIGGER IF NOT EXISTS md_cycle_end AFTER UPDATE OF finished ON main.cycles
     WHEN NEW.finished IS NOT NULL
-    BEGIN INSERT OR REPLACE INTO metadata_dirty VALUES ('', 1); END;
+    BEGIN INSERT INTO metadata_dirty VALUES ('', 1); END;
 """
 
 
