@@ -119,3 +119,46 @@ def test_a_busy_catalog_names_the_process_that_holds_it(filled: Path, tmp_path: 
     finally:
         holder.kill()
         holder.wait()
+
+
+async def test_the_console_shows_a_damaged_catalog_as_a_notification(make_console, console_data: Path) -> None:
+    from console_fixtures import TERMINAL, settle
+
+    corrupt_table(console_data / "catalog.db")
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        messages = [str(n.message) for n in app._notifications]
+        assert any(str(console_data / "catalog.db") in m and "ebb verify --repair" in m for m in messages), messages
+        assert app.is_running
+
+
+class _ReadySpark:
+    """A Spark engine that is ready at once: the engine's loop without a JVM."""
+
+    state, description, error, log_file = "ready", "fake", None, Path("spark.log")
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+def test_the_engine_stops_on_a_damaged_catalog_with_one_line(ebb, filled: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from console.cli import engine_cmd
+
+    class PrunerMeetingTheDamage:
+        def __init__(self, broker: Broker, spark: object) -> None:
+            self.broker, self.spark = broker, spark
+
+        def cycle(self, **_kwargs: object) -> None:
+            self.broker.describe(TOPIC)  # reads the damaged segments page
+
+    monkeypatch.setattr(engine_cmd, "spark_engine_for", lambda *args, **kwargs: _ReadySpark())
+    monkeypatch.setattr(engine_cmd, "Pruner", PrunerMeetingTheDamage)
+    corrupt_table(filled)
+    # Without the stop, three failed cycles and exit 0.
+    result = ebb("engine", "--prune-interval", "100ms", "--cycles", "3")
+    assert_one_line_with_remedy(result, filled)
+    assert result.out.count("failed") == 1

@@ -91,14 +91,21 @@ def run_engine(broker: Broker, args: argparse.Namespace) -> int:
     interval = _interval(args.prune_interval)
     spark = spark_engine_for(broker.config, broker.data, master=args.spark_master, remote=args.spark_remote)
 
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
     def on_cycle(report: CycleReport) -> None:
         if args.json:
             emit_json(report_json(report))
         else:
             print(report_line(report), flush=True)
+        if broker.catalog.damage is not None:
+            # Every later cycle would fail the same way: stop, and say what to do.
+            errors.append(broker.catalog.damage)
+            stop.set()
+            scheduler.stop()
 
     scheduler = Scheduler(Pruner(broker, spark), interval_ms=interval, max_cycles=args.cycles, on_cycle=on_cycle)
-    stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
         if stop.is_set():
@@ -107,7 +114,6 @@ def run_engine(broker: Broker, args: argparse.Namespace) -> int:
         scheduler.stop()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    errors: list[BaseException] = []
 
     def loop() -> None:
         try:

@@ -26,7 +26,7 @@ from engine.catalog.database import connect, read_transaction, write_transaction
 from engine.catalog.metadata_files import GroupMeta, TopicMeta
 from engine.catalog.schema import ensure_schema
 from engine.journal.schema import ensure_journal_schema
-from engine.errors import AlreadyExists, EbbError, NotFound
+from engine.errors import AlreadyExists, CatalogDamaged, EbbError, NotFound
 from engine.store.segment import SegmentInfo
 
 GroupKind = Literal["subscriber", "reader"]
@@ -166,6 +166,11 @@ class Catalog:
         if _has_table(self.db, "cycles"):
             conn.executescript(_CYCLE_TRACKING)
         conn.on_commit = self._after_commit
+
+    @property
+    def damage(self) -> CatalogDamaged | None:
+        """The damage a query of this catalog met, if any (nothing else will work)."""
+        return getattr(self.db.conn, "damage", None)
 
     def close(self) -> None:
         with suppress(EbbError, OSError):
