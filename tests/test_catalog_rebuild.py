@@ -166,3 +166,21 @@ def test_a_rebuild_is_refused_while_another_process_has_the_catalog_open(ebb, po
         holder.wait()
     assert ebb("verify", "--repair").code == 1
     assert ebb("verify").code == 0
+
+
+def test_a_prune_cycle_writes_the_positions_committed_since(data_dir: Path) -> None:
+    """Forward positions are written at the latest at the end of each cycle, by the
+    engine, whoever committed them: at most one cycle old."""
+    from campaign.workload import reference_work
+
+    from engine.prune.executor import execute
+
+    with Broker(data_dir) as engine, Broker(data_dir) as consumer:
+        engine.create_topic(TOPIC, 1)
+        engine.produce(TOPIC, [NewRecord(b"v%d" % i) for i in range(20)])
+        consumer.create_group(TOPIC, "g")
+        consumer.commit(TOPIC, "g", 0, 12)
+        topic_dir = engine.data.topic_dir(TOPIC)
+        assert read_groups(topic_dir)[0].positions[0][0] == 0  # the consumer's process is still up
+        execute(engine, reference_work(engine, engine.clock()), now=engine.clock())
+        assert read_groups(topic_dir)[0].positions[0][0] == 12

@@ -15,6 +15,7 @@ from typing import Sequence
 from console.cli import console_cmd, engine_cmd, groups, journal_log, manage, prune, records, topics, verify
 from console.cli.parser import OneLineParser, Run, mutates, one_line
 from engine.broker import Broker
+from engine.catalog.damage import damaged, holds_topics
 from engine.datadir import DataDir, default_data_dir
 from engine.errors import EbbError, InvalidInput
 
@@ -80,6 +81,8 @@ def _read_only(args: argparse.Namespace, run: Run, data: DataDir) -> None:
     elif mutates(args):
         name = getattr(args, "command_name", f"ebb {args.command}")  # undeclared: see parser.command
         raise InvalidInput(f"--read-only: `{name}` writes to the data directory")
+    if not data.catalog_path.exists() and holds_topics(data.root):
+        raise damaged(data.catalog_path, f"is missing, and {data.topics_root} holds topics")
     if not data.catalog_path.exists():
         raise InvalidInput(f"--read-only: {data.root} is not a data directory yet (no {data.catalog_path.name})")
 
