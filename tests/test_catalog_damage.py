@@ -145,7 +145,9 @@ class _ReadySpark:
         pass
 
 
-def test_the_engine_stops_on_a_damaged_catalog_with_one_line(ebb, filled: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_engine_stops_on_a_damaged_catalog_with_one_line(
+    ebb, filled: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from console.cli import engine_cmd
 
     class PrunerMeetingTheDamage:

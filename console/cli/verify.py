@@ -101,20 +101,19 @@ def open_for_verify(root: Path, config: Path | None) -> Broker | UnusableCatalog
         return UnusableCatalog(root, config, [f"cannot be opened: {error}"])
 
 
-def _rebuild(target: UnusableCatalog, args: argparse.Namespace) -> RepairResult:
+def _rebuild(target: UnusableCatalog) -> RepairResult:
     """Rebuild the catalog, then check and repair the data directory against it."""
     found = target.findings()
     config_path = target.config or target.data.config_path
-    rebuilt = rebuild_catalog(
-        target.data, load_config(config_path).policy_defaults, now=now_ms(), actor=ACTOR
-    )
+    rebuilt = rebuild_catalog(target.data, load_config(config_path).policy_defaults, now=now_ms(), actor=ACTOR)
     if catalog_problems(target.data):
         return RepairResult(found, [], found)
     aside = f"; the old file moved to {rebuilt.moved_to}" if rebuilt.moved_to else ""
     done = [
         Repair(
             found[0].where,
-            f"catalog rebuilt from the data directory: {len(rebuilt.topics)} topic(s), {rebuilt.groups} group(s){aside}",
+            f"catalog rebuilt from the data directory: {len(rebuilt.topics)} topic(s), "
+            f"{rebuilt.groups} group(s){aside}",
             CATALOG_DAMAGED,
         )
     ]
@@ -131,7 +130,7 @@ def _line(finding: Finding) -> str:
 
 def run_verify(broker: Broker | UnusableCatalog, args: argparse.Namespace) -> int:
     if isinstance(broker, UnusableCatalog):
-        result = _rebuild(broker, args) if args.repair else RepairResult(broker.findings(), [], [])
+        result = _rebuild(broker) if args.repair else RepairResult(broker.findings(), [], [])
     else:
         result = _check(broker, args)
     return _report(result, args)

@@ -75,7 +75,8 @@ class QuarantinedRange:
 
 
 def _has_table(db: sqlite_utils.Database, name: str) -> bool:
-    return db.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
+    found = db.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone()
+    return found is not None
 
 
 def _segment(row: Mapping) -> SegmentInfo:
@@ -94,40 +95,39 @@ def _segment(row: Mapping) -> SegmentInfo:
 #: when the catalog is closed or a prune cycle ends; the topic '' (a cycle finished)
 #: asks for every topic. Plain inserts (no key, no OR REPLACE): a conflict clause in
 #: a trigger gives way to the triggering statement's own (an upsert's), and fails.
-_TRACKING = """
-CREATE TEMP TABLE IF NOT EXISTS metadata_dirty (topic TEXT NOT NULL, urgent INTEGER NOT NULL);
-CREATE TEMP TRIGGER IF NOT EXISTS md_topic_new AFTER INSERT ON main.topics
-    BEGIN INSERT INTO metadata_dirty VALUES (NEW.name, 1); END;
-CREATE TEMP TRIGGER IF NOT EXISTS md_topic_gone AFTER DELETE ON main.topics
-    BEGIN INSERT INTO metadata_dirty VALUES (OLD.name, 1); END;
-CREATE TEMP TRIGGER IF NOT EXISTS md_policy_new AFTER INSERT ON main.policies
-    BEGIN INSERT INTO metadata_dirty VALUES (NEW.topic, 1); END;
-CREATE TEMP TRIGGER IF NOT EXISTS md_policy_gone AFTER DELETE ON main.policies
-    BEGIN INSERT INTO metadata_dirty VALUES (OLD.topic, 1); END;
-CREATE TEMP TRIGGER IF NOT EXISTS md_policy_set AFTER UPDATE ON main.policies
-    BEGIN INSERT INTO metadata_dirty VALUES (NEW.topic, 1); END;
-CREATE TEMP TRIGGER IF NOT EXISTS md_log_start AFTER UPDATE OF log_start_offset ON main.partitions
-    WHEN NEW.log_start_offset != OLD.log_start_offset
-    BEGIN INSERT INTO metadata_dirty VALUES (NEW.topic, 1); END;
-CREATE TEMP TRIGGER IF NOT EXISTS md_group_new AFTER INSERT ON main.groups
-    BEGIN INSERT INTO metadata_dirty VALUES (NEW.topic, 1); END;
-CREATE TEMP TRIGGER IF NOT EXISTS md_group_gone AFTER DELETE ON main.groups
-    BEGIN INSERT INTO metadata_dirty VALUES (OLD.topic, 1); END;
-CREATE TEMP TRIGGER IF NOT EXISTS md_position_new AFTER INSERT ON main.positions
-    BEGIN INSERT INTO metadata_dirty VALUES (NEW.topic, 1); END;
-CREATE TEMP TRIGGER IF NOT EXISTS md_position_back AFTER UPDATE ON main.positions
-    WHEN NEW.position < OLD.position
-    BEGIN INSERT INTO metadata_dirty VALUES (NEW.topic, 1); END;
-CREATE TEMP TRIGGER IF NOT EXISTS md_position_on AFTER UPDATE ON main.positions
-    WHEN NEW.position >= OLD.position
-    BEGIN INSERT INTO metadata_dirty SELECT NEW.topic, 0
-        WHERE NOT EXISTS (SELECT 1 FROM metadata_dirty WHERE topic = NEW.topic); END;
-"""
-_CYCLE_TRACKING = """
-CREATE TEMP TRIGGER IF NOT EXISTS md_cycle_end AFTER UPDATE OF finished ON main.cycles
-    WHEN NEW.finished IS NOT NULL
-    BEGIN INSERT INTO metadata_dirty VALUES ('', 1); END;
-"""
+#: Each of these (trigger, event, the topic it changes, condition) notes it urgent.
+_URGENT_CHANGES = (
+    ("topic_new", "INSERT ON main.topics", "NEW.name", None),
+    ("topic_gone", "DELETE ON main.topics", "OLD.name", None),
+    ("policy_new", "INSERT ON main.policies", "NEW.topic", None),
+    ("policy_gone", "DELETE ON main.policies", "OLD.topic", None),
+    ("policy_set", "UPDATE ON main.policies", "NEW.topic", None),
+    (
+        "log_start",
+        "UPDATE OF log_start_offset ON main.partitions",
+        "NEW.topic",
+        "NEW.log_start_offset != OLD.log_start_offset",
+    ),
+    ("group_new", "INSERT ON main.groups", "NEW.topic", None),
+    ("group_gone", "DELETE ON main.groups", "OLD.topic", None),
+    ("position_new", "INSERT ON main.positions", "NEW.topic", None),
+    ("position_back", "UPDATE ON main.positions", "NEW.topic", "NEW.position < OLD.position"),
+    ("cycle_end", "UPDATE OF finished ON main.cycles", "''", "NEW.finished IS NOT NULL"),
+)
+_TRACKING = "\n".join(
+    [
+        "CREATE TEMP TABLE IF NOT EXISTS metadata_dirty (topic TEXT NOT NULL, urgent INTEGER NOT NULL);",
+        *(
+            f"CREATE TEMP TRIGGER IF NOT EXISTS md_{name} AFTER {event} {f'WHEN {when}' if when else ''}"
+            f" BEGIN INSERT INTO metadata_dirty VALUES ({topic}, 1); END;"
+            for name, event, topic, when in _URGENT_CHANGES
+        ),
+        """CREATE TEMP TRIGGER IF NOT EXISTS md_position_on AFTER UPDATE ON main.positions
+            WHEN NEW.position >= OLD.position
+            BEGIN INSERT INTO metadata_dirty SELECT NEW.topic, 0
+                WHERE NOT EXISTS (SELECT 1 FROM metadata_dirty WHERE topic = NEW.topic); END;""",
+    ]
+)
 
 
 class Catalog:
@@ -159,13 +159,9 @@ class Catalog:
         return catalog
 
     def track_metadata(self) -> None:
-        """Keep the metadata files from now on (once the journal's tables exist, also
-        at the end of each prune cycle)."""
-        conn = self.db.conn
-        conn.executescript(_TRACKING)
-        if _has_table(self.db, "cycles"):
-            conn.executescript(_CYCLE_TRACKING)
-        conn.on_commit = self._after_commit
+        """Keep the metadata files from now on (the journal's tables must exist)."""
+        self.db.conn.executescript(_TRACKING)
+        self.db.conn.on_commit = self._after_commit
 
     @property
     def damage(self) -> CatalogDamaged | None:
@@ -226,9 +222,7 @@ class Catalog:
                 if snapshot is None:
                     metadata_files.remove_files(topic_dir)
                 elif topic_dir.is_dir():
-                    meta, groups = snapshot
-                    metadata_files.replace_file(topic_dir / metadata_files.TOPIC_FILE, metadata_files.topic_bytes(meta))
-                    metadata_files.replace_file(topic_dir / metadata_files.GROUPS_FILE, metadata_files.groups_bytes(groups))
+                    metadata_files.write_topic_files(topic_dir, *snapshot)
                 self.db.conn.execute("DELETE FROM temp.metadata_dirty WHERE topic = ?", (topic,))
         except FileNotFoundError:
             pass  # the topic's directory went with it

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.store.segment import fsync_dir
+
 TOPIC_FILE = "topic.json"
 GROUPS_FILE = "groups.json"
 #: the names the metadata takes in a topic's directory, beside its partitions
@@ -95,6 +97,11 @@ def _encode(value: dict[str, Any]) -> bytes:
     return (json.dumps(value, ensure_ascii=False) + "\n").encode()
 
 
+def write_topic_files(topic_dir: Path, meta: TopicMeta, groups: list[GroupMeta]) -> None:
+    replace_file(topic_dir / TOPIC_FILE, topic_bytes(meta))
+    replace_file(topic_dir / GROUPS_FILE, groups_bytes(groups))
+
+
 def replace_file(path: Path, data: bytes) -> bool:
     """Make ``path`` hold ``data`` atomically and durably; False if it did already
     (nothing written)."""
@@ -104,7 +111,16 @@ def replace_file(path: Path, data: bytes) -> bool:
     except FileNotFoundError:
         pass
     tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    write_durably(tmp, data, os.O_TRUNC)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+    return True
+
+
+def write_durably(path: Path, data: bytes, flags: int = os.O_EXCL) -> None:
+    """Write ``data`` to ``path`` (owner-only; a new file unless ``flags`` says
+    otherwise) and fsync it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | flags, 0o600)
     try:
         view = memoryview(data)
         while view:
@@ -112,9 +128,6 @@ def replace_file(path: Path, data: bytes) -> bool:
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-    return True
 
 
 def remove_files(topic_dir: Path) -> None:
@@ -127,15 +140,7 @@ def remove_files(topic_dir: Path) -> None:
         except FileNotFoundError:
             pass
     if removed:
-        _fsync_dir(topic_dir)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fsync_dir(topic_dir)
 
 
 def _load(path: Path) -> dict[str, Any] | None:

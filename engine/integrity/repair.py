@@ -60,6 +60,7 @@ from typing import Any
 
 from engine.broker import Broker
 from engine.catalog.catalog import Catalog, QuarantinedRange
+from engine.catalog.metadata_files import write_durably
 from engine.datadir import DataDir
 from engine.integrity.check import (
     CORRUPT_DATA,
@@ -374,17 +375,6 @@ def _free_stem(directory: Path, stem: str, suffix: str) -> str:
     return candidate
 
 
-def _write_durably(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _note(finding: Finding, now: int, actor: str, **more: Any) -> bytes:
     where = finding.where
     note = {
@@ -424,7 +414,7 @@ def _quarantine_segment(
     target = dest / (stem + LOG_SUFFIX)
     relative = str(target.relative_to(data.root))
     size = segment.log_path.stat().st_size
-    _write_durably(dest / (stem + NOTE_SUFFIX), _note(finding, now, actor, file=relative, bytes=size, effect=effect))
+    write_durably(dest / (stem + NOTE_SUFFIX), _note(finding, now, actor, file=relative, bytes=size, effect=effect))
     for source, suffix in (
         (segment.log_path, LOG_SUFFIX),
         *zip((segment.index.offset_path, segment.index.time_path), INDEX_SUFFIXES),
@@ -449,8 +439,8 @@ def _cut_tail(data: DataDir, directory: Path, finding: Finding, now: int, actor:
     relative = str(target.relative_to(data.root))
     with open(directory / finding.where.file, "r+b") as f:
         tail = os.pread(f.fileno(), os.fstat(f.fileno()).st_size - position, position)
-        _write_durably(dest / (stem + NOTE_SUFFIX), _note(finding, now, actor, file=relative, bytes=len(tail)))
-        _write_durably(target, tail)
+        write_durably(dest / (stem + NOTE_SUFFIX), _note(finding, now, actor, file=relative, bytes=len(tail)))
+        write_durably(target, tail)
         fsync_dir(dest)
         f.truncate(position)
         os.fsync(f.fileno())
