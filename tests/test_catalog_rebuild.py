@@ -184,3 +184,31 @@ def test_a_prune_cycle_writes_the_positions_committed_since(data_dir: Path) -> N
         assert read_groups(topic_dir)[0].positions[0][0] == 0  # the consumer's process is still up
         execute(engine, reference_work(engine, engine.clock()), now=engine.clock())
         assert read_groups(topic_dir)[0].positions[0][0] == 12
+
+
+def test_a_metadata_file_that_cannot_be_written_fails_nothing_and_catches_up(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk when the file is written: the change is committed (acknowledged)
+    all the same, the old file stays whole, and the next commit writes it."""
+    import errno
+
+    from engine.catalog import metadata_files
+
+    written = metadata_files.write_durably
+
+    def full(path: Path, data: bytes, flags: int = 0) -> None:
+        path.write_bytes(data[:5])  # what a write cut by ENOSPC leaves
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    with Broker(data_dir) as broker:
+        broker.create_topic(TOPIC, 1)
+        topic_dir = broker.data.topic_dir(TOPIC)
+        monkeypatch.setattr(metadata_files, "write_durably", full)
+        broker.alter_topic(TOPIC, {"retention_time": "2d"})
+        assert broker.policy(TOPIC)["retention_time"] == 2 * 86_400_000
+        assert read_topic(topic_dir).policy == {}  # type: ignore[union-attr]
+        assert not (topic_dir / ".topic.json.tmp").exists()
+        monkeypatch.setattr(metadata_files, "write_durably", written)
+        broker.create_group(TOPIC, "later")
+        assert read_topic(topic_dir).policy == {"retention_time": "2d"}  # type: ignore[union-attr]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,8 +112,14 @@ def replace_file(path: Path, data: bytes) -> bool:
     except FileNotFoundError:
         pass
     tmp = path.with_name(f".{path.name}.tmp")
-    write_durably(tmp, data, os.O_TRUNC)
-    os.replace(tmp, path)
+    try:
+        write_durably(tmp, data, os.O_TRUNC)
+        os.replace(tmp, path)
+    except OSError:
+        # A full disk keeps the old file, and no partial copy takes room meanwhile.
+        with suppress(OSError):
+            tmp.unlink()
+        raise
     fsync_dir(path.parent)
     return True
 
