@@ -413,14 +413,36 @@ def test_an_interrupted_deletion_is_a_warning_and_recovery_undoes_it(ebb, broker
 
 def test_what_no_file_proves_is_reported_and_left_to_the_operator(ebb, broker: Broker, data_dir: Path, filled) -> None:
     _sql(broker, "INSERT INTO policies VALUES (?, 'retention_time', 'forever-ish')", TOPIC)
-    (data_dir / "topics" / "ghost" / "0").mkdir(parents=True)
 
     findings = check(broker)
-    assert [(f.code, f.repairable) for f in findings] == [("POLICY_INVALID", False), ("LEFTOVER_FILES", False)]
+    assert [(f.code, f.repairable) for f in findings] == [("POLICY_INVALID", False)]
     assert str(findings[0].where) == f"catalog policies[{TOPIC}]" and "forever-ish" in findings[0].what
-    assert str(findings[1].where) == "ghost"
     repaired = ebb("verify", "--repair", "--json")
     assert repaired.code == 1
     out = json.loads(repaired.out)
-    assert out["repaired"] == [] and out["remaining"] == out["findings"] and len(out["findings"]) == 2
-    assert (data_dir / "topics" / "ghost").is_dir()
+    assert out["repaired"] == [] and out["remaining"] == out["findings"] and len(out["findings"]) == 1
+
+
+def test_a_directory_of_no_topic_is_removed_when_empty_and_quarantined_when_it_holds_records(
+    ebb, broker: Broker, data_dir: Path, filled
+) -> None:
+    """What a crashed create (empty partitions) or delete (records the operator
+    deleted, the catalog's commit of it done) leaves: never a wedge for the operator
+    to clear by hand, never a record deleted by a repair."""
+    (data_dir / "topics" / "ghost" / "0").mkdir(parents=True)
+    (data_dir / "topics" / "ghost" / "0" / "00000000000000000000.log").touch()
+    deleted = data_dir / "topics" / "gone" / "0"
+    deleted.mkdir(parents=True)
+    (deleted / "00000000000000000000.log").write_bytes(log_files(partition_dir(data_dir))[0].read_bytes())
+
+    assert [(f.code, str(f.where), f.repairable) for f in check(broker)] == [
+        ("STRAY_TOPIC", "ghost", True),
+        ("STRAY_TOPIC", "gone", True),
+    ]
+    repaired = ebb("verify", "--repair")
+    assert "repaired: ghost: removed (it held no record)" in repaired.out
+    assert "repaired: gone: moved to quarantine/stray-topics/gone-" in repaired.out
+    assert not (data_dir / "topics" / "ghost").exists() and not (data_dir / "topics" / "gone").exists()
+    (moved,) = (data_dir / "quarantine" / "stray-topics").iterdir()
+    assert (moved / "0" / "00000000000000000000.log").stat().st_size > 0
+    assert ebb("verify").code == 0

@@ -74,7 +74,8 @@ Severity = Literal["error", "warning"]
 CATALOG_DAMAGED = "CATALOG_DAMAGED"  # SQLite integrity or a foreign key broken
 POLICY_INVALID = "POLICY_INVALID"  # a topic's stored policy does not parse
 PARTITION_ROWS = "PARTITION_ROWS"  # partition rows disagree with the topic's count
-LEFTOVER_FILES = "LEFTOVER_FILES"  # a directory of no topic or partition
+LEFTOVER_FILES = "LEFTOVER_FILES"  # a directory of no partition in a topic's
+STRAY_TOPIC = "STRAY_TOPIC"  # a directory of no topic
 CORRUPT_DATA = "CORRUPT_DATA"  # a bad batch hides acknowledged records
 TRAILING_BYTES = "TRAILING_BYTES"  # bytes after the last batch that hold no record
 SEGMENT_MISSING = "SEGMENT_MISSING"  # a catalog row whose file is gone
@@ -774,10 +775,10 @@ def verify(
             Finding(
                 "warning",
                 Place(stray),
-                "directory of no topic (left by a crashed create or delete; "
-                f"`ebb topic create {stray}` clears it, or remove it by hand)",
-                False,
-                LEFTOVER_FILES,
+                "directory of no topic, left by a crashed create or delete (--repair removes it if it "
+                "holds no record, else moves it to the quarantine)",
+                True,
+                STRAY_TOPIC,
             )
             for stray in strays
         ]

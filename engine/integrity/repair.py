@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +69,7 @@ from engine.integrity.check import (
     LOG_START,
     METADATA_STALE,
     POSITION_OUT_OF_RANGE,
+    STRAY_TOPIC,
     TRAILING_BYTES,
     Finding,
     PartitionCheck,
@@ -154,10 +156,43 @@ def repair(broker: Broker, topics: Sequence[str] | None = None, *, actor: str = 
     stale = sorted({f.where.topic for f in found if f.code == METADATA_STALE and f.where.topic is not None})
     # After the partitions: their repair may move a log start or a position.
     repairs += [r for topic in stale for r in _rewrite_metadata(broker, topic, found)]
-    if not targets and not stale:
+    strays = [f for f in found if f.code == STRAY_TOPIC]
+    repairs += [_clear_stray(broker, f, actor) for f in strays]
+    if not targets and not stale and not strays:
         return RepairResult(found, [], found)
     remaining = verify(broker.data, broker.catalog, broker.config.policy_defaults, topics)
     return RepairResult(found, _done(repairs, remaining), remaining)
+
+
+def _clear_stray(broker: Broker, finding: Finding, actor: str) -> Repair:
+    """Finish what a crashed create or delete of a topic left in ``topics/``: the
+    catalog has no such topic, so no record of it was acknowledged (a create) or it was
+    deleted (a delete). One that holds no record is removed; one that does is moved
+    to the quarantine, never deleted by a repair."""
+    data = broker.data
+    assert finding.where.topic is not None
+    source = data.topics_root / finding.where.topic
+    held = [p for p in source.rglob("*" + LOG_SUFFIX) if p.is_file() and p.stat().st_size]
+    with broker.catalog.write():
+        # Under the catalog's write lock: a create of that name cannot commit meanwhile.
+        if broker.catalog.has_topic(finding.where.topic):
+            return Repair(finding.where, "a topic of that name exists now: left as it is", finding.code)
+        if not held:
+            shutil.rmtree(source, ignore_errors=True)
+            done = "removed (it held no record)"
+        else:
+            target = data.quarantine_root / "stray-topics"
+            target.mkdir(mode=0o700, parents=True, exist_ok=True)
+            name = _free_stem(target, f"{finding.where.topic}-{broker.clock()}", "")
+            os.replace(source, target / name)
+            fsync_dir(target)
+            done = f"moved to {(target / name).relative_to(data.root)} ({len(held)} segment file(s) with records)"
+        fsync_dir(data.topics_root)
+        Journal(broker.catalog).append(
+            [_entry("repair", finding, details={"done": done})], time=broker.clock(), trigger=TRIGGER, actor=actor,
+            status="applied",
+        )
+    return Repair(finding.where, done, finding.code)
 
 
 def _rewrite_metadata(broker: Broker, topic: str, found: Sequence[Finding]) -> list[Repair]:
