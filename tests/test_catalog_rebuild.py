@@ -16,6 +16,7 @@ from catalog_damage import DAMAGES, corrupt_table
 
 from engine.broker import Broker
 from engine.catalog.metadata_files import read_groups, read_topic
+from engine.errors import DataQuarantined
 from engine.journal.journal import Journal
 from engine.store.batch import NewRecord
 
@@ -212,3 +213,20 @@ def test_a_metadata_file_that_cannot_be_written_fails_nothing_and_catches_up(
         monkeypatch.setattr(metadata_files, "write_durably", written)
         broker.create_group(TOPIC, "later")
         assert read_topic(topic_dir).policy == {"retention_time": "2d"}  # type: ignore[union-attr]
+
+
+def test_a_quarantined_range_is_still_named_after_a_rebuild(ebb, data_dir: Path) -> None:
+    assert ebb("topic", "create", TOPIC, "--segment-size", "4096").code == 0
+    for _ in range(5):
+        assert ebb("produce", TOPIC, "--count", "50", "--size", "40").code == 0
+    middle = sorted((data_dir / "topics" / TOPIC / "0").glob("*.log"))[1]
+    with open(middle, "r+b") as f:
+        f.seek(100)
+        f.write(b"\0" * 10)
+    assert "recorded as lost" in ebb("verify", "--repair").out
+    (data_dir / "catalog.db").unlink()
+    assert ebb("verify", "--repair").code == 1
+    assert ebb("verify").code == 0
+    base = int(middle.name[: -len(".log")])
+    with Broker(data_dir) as broker, pytest.raises(DataQuarantined, match=f"quarantine/{TOPIC}/0/{middle.name}"):
+        broker.read(TOPIC, 0, base, 10)

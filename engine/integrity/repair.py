@@ -483,25 +483,25 @@ def _cut_tail(data: DataDir, directory: Path, finding: Finding, now: int, actor:
 
 
 def _noted_path(data: DataDir, finding: Finding) -> str | None:
-    """The quarantined file of a segment found missing, if a repair that crashed
-    before its catalog update moved it there (its note says so), else None."""
-    if finding.where.segment is None or finding.where.topic is None or finding.where.partition is None:
+    """The quarantined file of a segment found missing, if a repair moved it there
+    (its note says so), else None: a repair that crashed before its catalog update,
+    or a catalog rebuilt since (the lost offsets then show as a gap after the segment
+    before them, and the note is found by them)."""
+    if finding.where.topic is None or finding.where.partition is None:
         return None
     dest = data.quarantine_dir(finding.where.topic, finding.where.partition)
     notes = []
-    for path in dest.glob(segment_stem(finding.where.segment) + "*" + NOTE_SUFFIX):
+    for path in dest.glob("*" + NOTE_SUFFIX):
         try:
             note = json.loads(path.read_text())
         except (OSError, ValueError):
             continue  # not a note this module wrote
         if not isinstance(note, dict):
             continue
-        file = note.get("file")
-        if (
-            note.get("segment") == finding.where.segment
-            and isinstance(file, str)
-            and file.endswith(LOG_SUFFIX)
-            and (data.root / file).is_file()
-        ):
+        file, lost = note.get("file"), note.get("lost_offsets")
+        same = (finding.where.segment is not None and note.get("segment") == finding.where.segment) or (
+            finding.lost is not None and isinstance(lost, list) and lost[:1] == [finding.lost[0]]
+        )
+        if same and isinstance(file, str) and file.endswith(LOG_SUFFIX) and (data.root / file).is_file():
             notes.append((note.get("at", 0), file))
     return max(notes)[1] if notes else None
