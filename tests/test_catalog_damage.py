@@ -164,3 +164,14 @@ def test_the_engine_stops_on_a_damaged_catalog_with_one_line(
     result = ebb("engine", "--prune-interval", "100ms", "--cycles", "3")
     assert_one_line_with_remedy(result, filled)
     assert result.out.count("failed") == 1
+
+
+def test_a_process_whose_catalog_was_deleted_under_it_refuses_to_write(filled: Path) -> None:
+    """A long-running process (the engine, the console) keeps the deleted file open:
+    its writes would reach no one, so it refuses them."""
+    with Broker(filled.parent) as broker:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{filled}{suffix}").unlink(missing_ok=True)
+        with pytest.raises(CatalogDamaged, match="was deleted while this process had it open"):
+            broker.create_group(TOPIC, "late")
+        assert broker.catalog.damage is not None

@@ -21,7 +21,7 @@ from typing import Iterable, Literal, Mapping
 import sqlite_utils
 
 from engine.catalog import metadata_files
-from engine.catalog.damage import damaged, holds_topics
+from engine.catalog.damage import REMEDY, damaged, holds_topics
 from engine.catalog.database import connect, read_transaction, write_transaction
 from engine.catalog.metadata_files import GroupMeta, TopicMeta
 from engine.catalog.schema import ensure_schema
@@ -136,6 +136,8 @@ class Catalog:
         #: the data directory whose metadata files this catalog keeps (None: none kept)
         self.root = root
         self._flushing = False
+        #: (device, inode) of the file this connection opened (None: not checked)
+        self._identity: tuple[int, int] | None = None
 
     @classmethod
     def open(cls, path: Path) -> "Catalog":
@@ -153,6 +155,8 @@ class Catalog:
             ensure_journal_schema(db)
             catalog = cls(db, root)
             catalog.track_metadata()
+            st = path.stat()
+            catalog._identity = (st.st_dev, st.st_ino)
         except BaseException:
             db.close()
             raise
@@ -176,8 +180,28 @@ class Catalog:
     @contextmanager
     def write(self) -> Iterator[sqlite_utils.Database]:
         """``with catalog.write():`` — one atomic write transaction."""
+        self._check_identity()
         with write_transaction(self.db) as db:
             yield db
+
+    def _check_identity(self) -> None:
+        """Refuse to write to a catalog file that was deleted or replaced (by a
+        rebuild) since this process opened it: its writes would reach no one."""
+        if self._identity is None:
+            return
+        path = self.db.conn.path  # type: ignore[attr-defined]
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            st = None
+        if st is None or (st.st_dev, st.st_ino) != self._identity:
+            what = "was deleted" if st is None else "was replaced (rebuilt?)"
+            error = CatalogDamaged(
+                f"the catalog {path} {what} while this process had it open: restart it "
+                f"(if the catalog is missing, {REMEDY} first)"
+            )
+            self.db.conn.damage = error  # type: ignore[attr-defined]
+            raise error
 
     def read(self):  # type: ignore[no-untyped-def]
         """``with catalog.read():`` — queries inside see one consistent state."""
