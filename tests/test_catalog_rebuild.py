@@ -230,3 +230,18 @@ def test_a_quarantined_range_is_still_named_after_a_rebuild(ebb, data_dir: Path)
     base = int(middle.name[: -len(".log")])
     with Broker(data_dir) as broker, pytest.raises(DataQuarantined, match=f"quarantine/{TOPIC}/0/{middle.name}"):
         broker.read(TOPIC, 0, base, 10)
+
+
+def test_a_pause_of_all_deletion_survives_a_rebuild(ebb, populated: Path) -> None:
+    from engine.journal.state import EngineState
+
+    assert ebb("pause").code == 0
+    populated.unlink()
+    assert ebb("verify", "--repair").code == 1
+    with Broker(populated.parent) as broker:
+        assert EngineState(broker.catalog).is_paused()
+    assert ebb("resume").code == 0
+    corrupt_table(populated)
+    assert ebb("verify", "--repair").code == 1
+    with Broker(populated.parent) as broker:
+        assert not EngineState(broker.catalog).is_paused()

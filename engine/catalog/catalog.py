@@ -96,6 +96,8 @@ def _segment(row: Mapping) -> SegmentInfo:
 #: asks for every topic. Plain inserts (no key, no OR REPLACE): a conflict clause in
 #: a trigger gives way to the triggering statement's own (an upsert's), and fails.
 #: Each of these (trigger, event, the topic it changes, condition) notes it urgent.
+#: the name noted for ``engine.json`` (never a topic's: names take no ``*``)
+ENGINE_MARK = "*engine"
 _URGENT_CHANGES = (
     ("topic_new", "INSERT ON main.topics", "NEW.name", None),
     ("topic_gone", "DELETE ON main.topics", "OLD.name", None),
@@ -113,6 +115,8 @@ _URGENT_CHANGES = (
     ("position_new", "INSERT ON main.positions", "NEW.topic", None),
     ("position_back", "UPDATE ON main.positions", "NEW.topic", "NEW.position < OLD.position"),
     ("cycle_end", "UPDATE OF finished ON main.cycles", "''", "NEW.finished IS NOT NULL"),
+    ("engine_new", "INSERT ON main.engine_state", f"'{ENGINE_MARK}'", None),
+    ("engine_set", "UPDATE ON main.engine_state", f"'{ENGINE_MARK}'", None),
 )
 _TRACKING = "\n".join(
     [
@@ -233,17 +237,27 @@ class Catalog:
         for name in sorted(names):
             self.write_metadata(name)
 
+    def _write_engine_file(self) -> None:
+        from engine.journal.state import EngineState  # it builds on this module
+
+        assert self.root is not None
+        metadata_files.replace_file(
+            self.root / metadata_files.ENGINE_FILE, metadata_files.engine_bytes(EngineState(self).is_paused())
+        )
+
     def write_metadata(self, topic: str) -> None:
         """Bring one topic's metadata files up to the catalog (removed with a deleted
-        topic). The catalog's write lock is held meanwhile, so that another process
-        cannot write an older state over a newer one."""
+        topic), or with :data:`ENGINE_MARK` the engine file. The catalog's write lock
+        is held meanwhile, so that another process cannot write an older state over a
+        newer one."""
         assert self.root is not None
         self._flushing = True
         try:
             with write_transaction(self.db):
                 topic_dir = self.root / "topics" / topic
-                snapshot = self.metadata(topic)
-                if snapshot is None:
+                if topic == ENGINE_MARK:
+                    self._write_engine_file()
+                elif (snapshot := self.metadata(topic)) is None:
                     metadata_files.remove_files(topic_dir)
                 elif topic_dir.is_dir():
                     metadata_files.write_topic_files(topic_dir, *snapshot)

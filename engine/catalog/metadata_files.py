@@ -2,6 +2,7 @@
 lost or damaged catalog from (engine/integrity/rebuild.py), as Kafka rebuilds its
 state from its log directories.
 
+    engine.json                  whether all deletion is paused (``ebb pause``)
     topics/<topic>/topic.json    partition count, creation time, policy overrides,
                                  each partition's log start
     topics/<topic>/groups.json   each group's kind, start, creation time, and its
@@ -13,6 +14,7 @@ The catalog (engine/catalog/catalog.py) writes them after the transaction that
 changed what they hold has committed, holding the catalog's write lock while it
 reads and writes them, so that two processes never write them out of order:
 
+- ``engine.json`` on every pause and resume;
 - ``topic.json`` on every change of a topic, a policy or a log start;
 - ``groups.json`` on every group created or deleted and every position moved back;
   a position moved forward (a consumer's commit) at least at the end of every prune
@@ -34,6 +36,8 @@ from engine.store.segment import fsync_dir
 
 TOPIC_FILE = "topic.json"
 GROUPS_FILE = "groups.json"
+#: in the data directory itself: whether all deletion is paused (``ebb pause``)
+ENGINE_FILE = "engine.json"
 #: the names the metadata takes in a topic's directory, beside its partitions
 METADATA_NAMES = frozenset({TOPIC_FILE, GROUPS_FILE, f".{TOPIC_FILE}.tmp", f".{GROUPS_FILE}.tmp"})
 FORMAT = 1
@@ -92,6 +96,17 @@ def groups_bytes(groups: list[GroupMeta]) -> bytes:
             ],
         }
     )
+
+
+def engine_bytes(paused: bool) -> bytes:
+    return _encode({"format": FORMAT, "paused": paused})
+
+
+def read_paused(root: Path) -> bool:
+    """Whether the data directory's engine file says deletion is paused (False
+    without a file); :class:`MetadataInvalid` if it is damaged."""
+    value = _load(root / ENGINE_FILE)
+    return value is not None and value.get("paused") is True
 
 
 def _encode(value: dict[str, Any]) -> bytes:

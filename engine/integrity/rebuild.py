@@ -13,7 +13,8 @@ its state from its log directories:
 - segments from the segment files, the log start raised to the oldest segment held;
 - groups and positions from ``groups.json``: at most one cycle old, never ahead of an
   acknowledged commit (a rebuilt group may read some records again, never skip one),
-  clamped to each partition's end.
+  clamped to each partition's end;
+- the pause of all deletion from ``engine.json``.
 
 The new catalog is built in ``catalog.db.rebuild`` and renamed over the old one only
 once complete, after the damaged file (and its ``-wal``) moved to
@@ -36,12 +37,20 @@ from typing import Mapping
 from engine.catalog.catalog import Catalog
 from engine.catalog.damage import holds_topics, open_by
 from engine.catalog.database import connect, write_transaction
-from engine.catalog.metadata_files import GroupMeta, MetadataInvalid, TopicMeta, read_groups, read_topic
+from engine.catalog.metadata_files import (
+    GroupMeta,
+    MetadataInvalid,
+    TopicMeta,
+    read_groups,
+    read_paused,
+    read_topic,
+)
 from engine.catalog.schema import ensure_schema
 from engine.datadir import DataDir
 from engine.errors import CatalogDamaged, InvalidInput, StoreError
 from engine.journal.journal import Entry, Journal
 from engine.journal.schema import ensure_journal_schema
+from engine.journal.state import EngineState
 from engine.names import check_group_name, check_topic_name
 from engine.policy.effective import resolve
 from engine.store.partition import create_partition, live_bases, segment_infos
@@ -114,6 +123,7 @@ def rebuild_catalog(data: DataDir, policy_defaults: Mapping[str, str], *, now: i
             if added is not None:
                 topics.append(topic_dir.name)
                 groups += added
+        _rebuild_pause(data, catalog, notes)
         moved_to = _aside(path, now)
         with write_transaction(db):
             Journal(catalog).append(
@@ -141,6 +151,18 @@ def rebuild_catalog(data: DataDir, policy_defaults: Mapping[str, str], *, now: i
     os.replace(building, path)
     fsync_dir(path.parent)
     return Rebuilt(moved_to, topics, groups, notes)
+
+
+def _rebuild_pause(data: DataDir, catalog: Catalog, notes: list[str]) -> None:
+    """A pause of all deletion survives the rebuild; an unreadable record of it
+    pauses (deleting less is the side to err on) and says so."""
+    try:
+        paused = read_paused(data.root)
+    except MetadataInvalid as error:
+        notes.append(f"{error}: deletion paused (`ebb resume` resumes it)")
+        paused = True
+    if paused:
+        EngineState(catalog).set_paused(True)
 
 
 def _remove(path: Path) -> None:
