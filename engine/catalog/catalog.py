@@ -25,8 +25,8 @@ from engine.catalog.damage import REMEDY, damaged, holds_topics
 from engine.catalog.database import connect, read_transaction, write_transaction
 from engine.catalog.metadata_files import GroupMeta, TopicMeta
 from engine.catalog.schema import ensure_schema
-from engine.journal.schema import ensure_journal_schema
 from engine.errors import AlreadyExists, CatalogDamaged, EbbError, NotFound
+from engine.journal.schema import ensure_journal_schema
 from engine.store.segment import SegmentInfo
 
 GroupKind = Literal["subscriber", "reader"]
@@ -95,9 +95,9 @@ def _segment(row: Mapping) -> SegmentInfo:
 #: when the catalog is closed or a prune cycle ends; the topic '' (a cycle finished)
 #: asks for every topic. Plain inserts (no key, no OR REPLACE): a conflict clause in
 #: a trigger gives way to the triggering statement's own (an upsert's), and fails.
-#: Each of these (trigger, event, the topic it changes, condition) notes it urgent.
-#: the name noted for ``engine.json`` (never a topic's: names take no ``*``)
+#: ``ENGINE_MARK`` is noted for ``engine.json`` (never a topic's name: those take no ``*``).
 ENGINE_MARK = "*engine"
+#: (trigger, event, the topic it changes, condition): each notes an urgent rewrite
 _URGENT_CHANGES = (
     ("topic_new", "INSERT ON main.topics", "NEW.name", None),
     ("topic_gone", "DELETE ON main.topics", "OLD.name", None),

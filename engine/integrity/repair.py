@@ -43,10 +43,20 @@ ranges, the positions and their journal rows: a crash in between leaves files go
 that the catalog still lists, which the next ``verify`` reports and ``--repair``
 records, naming the quarantined file from its note.
 
+Also: metadata files (engine/catalog/metadata_files.py) that contradict the catalog
+are rewritten from it; a directory of no topic in ``topics/`` (a create or delete
+killed half-way) is removed if it holds no record, else moved whole to
+``DATA_DIR/quarantine/stray-topics/``. A catalog SQLite reports damaged is rebuilt
+before any of this (engine/integrity/rebuild.py).
+
+Every repair is checked: what a check after it still finds is reported as remaining,
+never as repaired (the partition's under its lock, the rest by a check of the whole
+directory).
+
 Journaled (trigger ``manual``): ``quarantine`` per lost range, ``move_log_start``
 when the log start moves, ``repair`` for everything else. Left to the operator:
-damage SQLite reports, a policy that does not parse, partition rows that disagree
-with the topic, overlapping segments, stray directories.
+a policy that does not parse, partition rows that disagree with the topic,
+overlapping segments, stray directories inside a topic's.
 """
 
 from __future__ import annotations
@@ -189,7 +199,10 @@ def _clear_stray(broker: Broker, finding: Finding, actor: str) -> Repair:
             done = f"moved to {(target / name).relative_to(data.root)} ({len(held)} segment file(s) with records)"
         fsync_dir(data.topics_root)
         Journal(broker.catalog).append(
-            [_entry("repair", finding, details={"done": done})], time=broker.clock(), trigger=TRIGGER, actor=actor,
+            [_entry("repair", finding, details={"done": done})],
+            time=broker.clock(),
+            trigger=TRIGGER,
+            actor=actor,
             status="applied",
         )
     return Repair(finding.where, done, finding.code)
