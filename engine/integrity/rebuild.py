@@ -20,8 +20,8 @@ The new catalog is built in ``catalog.db.rebuild`` and renamed over the old one 
 once complete, after the damaged file (and its ``-wal``) moved to
 ``catalog.db.damaged-<UTC time>``; a crash before leaves the catalog missing, which
 every command reports and the next ``--repair`` rebuilds again. The rebuild is
-journaled (action ``repair``, reason ``CATALOG_REBUILT``) in the new journal; the old
-journal stays in the file moved aside. ``ebb verify --repair`` then checks and
+journaled (action ``repair``, reason ``CATALOG_REBUILT``) in the new journal, after
+the old journal's rows (cycles, actions, policy changes) as far as they can be read. ``ebb verify --repair`` then checks and
 repairs the rebuilt catalog against the files as it would any other.
 """
 
@@ -33,6 +33,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
+
+import sqlite_utils
 
 from engine.catalog.catalog import Catalog
 from engine.catalog.damage import holds_topics, open_by
@@ -117,6 +119,8 @@ def rebuild_catalog(data: DataDir, policy_defaults: Mapping[str, str], *, now: i
         ensure_journal_schema(db)
         catalog = Catalog(db)  # no data directory: the metadata files are the source here
         notes: list[str] = []
+        # First, so that the rebuild's own journal rows come after the old ones.
+        salvaged = _salvage_journal(path, db, notes)
         topics, groups = [], 0
         for topic_dir in sorted(data.topics_root.iterdir()) if data.topics_root.is_dir() else []:
             added = _rebuild_topic(data, catalog, topic_dir, policy_defaults, now, actor, notes)
@@ -135,6 +139,7 @@ def rebuild_catalog(data: DataDir, policy_defaults: Mapping[str, str], *, now: i
                             "moved_to": None if moved_to is None else moved_to.name,
                             "topics": topics,
                             "groups": groups,
+                            "journal_rows_kept": salvaged,
                             "notes": notes,
                         },
                     )
@@ -151,6 +156,43 @@ def rebuild_catalog(data: DataDir, policy_defaults: Mapping[str, str], *, now: i
     os.replace(building, path)
     fsync_dir(path.parent)
     return Rebuilt(moved_to, topics, groups, notes)
+
+
+#: the journal's history, kept from the old catalog as far as it can be read
+_HISTORY = {
+    "cycles": "SELECT * FROM cycles",
+    "actions": "SELECT * FROM actions",
+    "policy_changes": "SELECT * FROM policy_changes",
+}
+
+
+def _salvage_journal(path: Path, db: sqlite_utils.Database, notes: list[str]) -> int:
+    """Copy the rows of the old catalog's journal that can still be read (a table is
+    read up to its first damaged page); returns how many were kept."""
+    if not path.exists():
+        return 0
+    kept = 0
+    try:
+        old = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as error:
+        notes.append(f"the old journal could not be opened ({error}): its history stays in the file moved aside")
+        return 0
+    try:
+        for table, query in _HISTORY.items():
+            rows: list[dict[str, object]] = []
+            try:
+                cursor = old.execute(query)
+                names = [d[0] for d in cursor.description]
+                for row in cursor:
+                    rows.append(dict(zip(names, row)))
+            except sqlite3.DatabaseError as error:
+                notes.append(f"the old journal's {table} was read up to row {len(rows)} ({error})")
+            with write_transaction(db):
+                db[table].insert_all(rows, ignore=True)
+            kept += len(rows)
+    finally:
+        old.close()
+    return kept
 
 
 def _rebuild_pause(data: DataDir, catalog: Catalog, notes: list[str]) -> None:
