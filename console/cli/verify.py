@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from types import TracebackType
 
 from console.cli.parser import command
 from console.cli.render import emit_json
@@ -72,7 +71,7 @@ class UnusableCatalog:
     def __enter__(self) -> "UnusableCatalog":
         return self
 
-    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+    def __exit__(self, *exc: object) -> None:
         pass
 
     def findings(self) -> list[Finding]:
@@ -117,7 +116,7 @@ def _rebuild(target: UnusableCatalog) -> RepairResult:
             CATALOG_DAMAGED,
         )
     ]
-    done += [Repair(found[0].where, f"rebuilt without: {note}", CATALOG_DAMAGED) for note in rebuilt.notes]
+    done += [Repair(found[0].where, f"rebuilt, but: {note}", CATALOG_DAMAGED) for note in rebuilt.notes]
     with Broker(target.data.root, target.config) as broker:
         after = repair(broker, None, actor=ACTOR)
     return RepairResult(found + after.found, done + after.repairs, after.remaining)

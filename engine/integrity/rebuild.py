@@ -178,7 +178,14 @@ def _salvage_journal(path: Path, db: sqlite_utils.Database, notes: list[str]) ->
         notes.append(f"the old journal could not be opened ({error}): its history stays in the file moved aside")
         return 0
     try:
+        try:
+            present = {r[0] for r in old.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as error:
+            notes.append(f"the old journal could not be read ({error}): its history stays in the file moved aside")
+            return 0
         for table, query in _HISTORY.items():
+            if table not in present:
+                continue  # an emptied catalog: nothing to keep
             rows: list[dict[str, object]] = []
             try:
                 cursor = old.execute(query)
