@@ -76,6 +76,7 @@ def test_the_damage_reaches_the_terminal_as_one_line_from_a_real_process(filled:
         capture_output=True,
         text=True,
         timeout=60,
+        check=False,
         cwd=Path(__file__).resolve().parent.parent,
     )
     assert done.returncode == 2
@@ -102,10 +103,12 @@ def test_a_busy_catalog_names_the_process_that_holds_it(filled: Path, tmp_path: 
         [
             sys.executable,
             "-c",
-            "import sqlite3, sys, time\n"
-            f"c = sqlite3.connect({str(filled)!r}, isolation_level=None)\n"
-            "c.execute('BEGIN IMMEDIATE'); c.execute('DELETE FROM engine_state')\n"
-            "print('locked', flush=True); time.sleep(60)\n",
+            (
+                "import sqlite3, sys, time\n"
+                f"c = sqlite3.connect({str(filled)!r}, isolation_level=None)\n"
+                "c.execute('BEGIN IMMEDIATE'); c.execute('DELETE FROM engine_state')\n"
+                "print('locked', flush=True); time.sleep(60)\n"
+            ),
         ],
         stdout=subprocess.PIPE,
         text=True,

@@ -150,9 +150,11 @@ def test_a_rebuild_is_refused_while_another_process_has_the_catalog_open(ebb, po
         [
             sys.executable,
             "-c",
-            "import sqlite3, time\n"
-            f"c = sqlite3.connect({str(populated)!r}); c.execute('PRAGMA schema_version').fetchone()\n"
-            "print('open', flush=True); time.sleep(60)\n",
+            (
+                "import sqlite3, time\n"
+                f"c = sqlite3.connect({str(populated)!r}); c.execute('PRAGMA schema_version').fetchone()\n"
+                "print('open', flush=True); time.sleep(60)\n"
+            ),
         ],
         stdout=subprocess.PIPE,
         text=True,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Self
 
 from console.cli.parser import command
 from console.cli.render import emit_json
@@ -68,7 +69,7 @@ class UnusableCatalog:
         self.config = config
         self.problems = problems
 
-    def __enter__(self) -> "UnusableCatalog":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

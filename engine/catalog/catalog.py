@@ -21,7 +21,7 @@ from typing import Iterable, Literal, Mapping
 import sqlite_utils
 
 from engine.catalog import metadata_files
-from engine.catalog.damage import REMEDY, damaged, holds_topics
+from engine.catalog.damage import REMEDY, CheckedConnection, damaged, holds_topics
 from engine.catalog.database import connect, read_transaction, write_transaction
 from engine.catalog.metadata_files import GroupMeta, TopicMeta
 from engine.catalog.schema import ensure_schema
@@ -168,8 +168,10 @@ class Catalog:
 
     def track_metadata(self) -> None:
         """Keep the metadata files from now on (the journal's tables must exist)."""
-        self.db.conn.executescript(_TRACKING)
-        self.db.conn.on_commit = self._after_commit
+        conn = self.db.conn
+        conn.executescript(_TRACKING)
+        if isinstance(conn, CheckedConnection):
+            conn.on_commit = self._after_commit
 
     @property
     def damage(self) -> CatalogDamaged | None:
@@ -193,7 +195,10 @@ class Catalog:
         rebuild) since this process opened it: its writes would reach no one."""
         if self._identity is None:
             return
-        path = self.db.conn.path  # type: ignore[attr-defined]
+        conn = self.db.conn
+        if not isinstance(conn, CheckedConnection):
+            return
+        path = conn.path
         try:
             st = path.stat()
         except FileNotFoundError:
@@ -204,7 +209,7 @@ class Catalog:
                 f"the catalog {path} {what} while this process had it open: restart it "
                 f"(if the catalog is missing, {REMEDY} first)"
             )
-            self.db.conn.damage = error  # type: ignore[attr-defined]
+            conn.damage = error
             raise error
 
     def read(self):  # type: ignore[no-untyped-def]

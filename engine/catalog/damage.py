@@ -18,7 +18,7 @@ import struct
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from engine.errors import CatalogDamaged
 
@@ -79,7 +79,7 @@ def _lock_holder(path: Path, byte: int) -> int | None:
 
 
 @contextmanager
-def _checked(connection: "CheckedConnection") -> Iterator[None]:
+def _checked(connection: CheckedConnection) -> Iterator[None]:
     try:
         yield
     except sqlite3.DatabaseError as error:
@@ -93,19 +93,22 @@ class CheckedCursor(sqlite3.Cursor):
     """A cursor whose damage errors, at execution or while rows are fetched, are
     :class:`CatalogDamaged`."""
 
-    connection: "CheckedConnection"
+    connection: CheckedConnection
 
-    def execute(self, *args: Any) -> "CheckedCursor":
+    def execute(self, *args: Any) -> Self:
         with _checked(self.connection):
-            return super().execute(*args)
+            super().execute(*args)
+        return self
 
-    def executemany(self, *args: Any) -> "CheckedCursor":
+    def executemany(self, *args: Any) -> Self:
         with _checked(self.connection):
-            return super().executemany(*args)
+            super().executemany(*args)
+        return self
 
-    def executescript(self, *args: Any) -> "CheckedCursor":
+    def executescript(self, *args: Any) -> Self:
         with _checked(self.connection):
-            return super().executescript(*args)
+            super().executescript(*args)
+        return self
 
     def fetchone(self) -> Any:
         with _checked(self.connection):

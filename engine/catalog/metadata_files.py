@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 TOPIC_FILE = "topic.json"
 GROUPS_FILE = "groups.json"
 #: in the data directory itself: whether all deletion is paused (``ebb pause``)

@@ -41,8 +41,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from engine.catalog.catalog import Catalog, PartitionRow, QuarantinedRange
 from engine.catalog import metadata_files
+from engine.catalog.catalog import Catalog, PartitionRow, QuarantinedRange
 from engine.catalog.metadata_files import METADATA_NAMES, GroupMeta, MetadataInvalid
 from engine.datadir import DataDir
 from engine.errors import InvalidInput, StoreError

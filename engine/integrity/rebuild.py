@@ -30,9 +30,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 import sqlite_utils
 
@@ -195,7 +195,7 @@ def _salvage_journal(path: Path, db: sqlite_utils.Database, notes: list[str]) ->
             except sqlite3.DatabaseError as error:
                 notes.append(f"the old journal's {table} was read up to row {len(rows)} ({error})")
             with write_transaction(db):
-                db[table].insert_all(rows, ignore=True)
+                db.table(table).insert_all(rows, ignore=True)
             kept += len(rows)
     finally:
         old.close()
