@@ -11,15 +11,32 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import sqlite_utils
 
 from engine.errors import StoreError
 
 BUSY_TIMEOUT_MS = 30_000
+SQLITE_FULL = 13
+
+#: per connection, what to do when a write fails for lack of space (the deletion
+#: path's reserve, engine/store/reserve.py)
+_on_full: weakref.WeakKeyDictionary[sqlite_utils.Database, Callable[[], object]] = weakref.WeakKeyDictionary()
+
+
+@contextmanager
+def on_full(db: sqlite_utils.Database, handler: Callable[[], object]) -> Iterator[None]:
+    """Call ``handler`` when a write transaction of ``db`` fails with SQLITE_FULL,
+    inside the ``with`` block."""
+    _on_full[db] = handler
+    try:
+        yield
+    finally:
+        _on_full.pop(db, None)
 
 
 def connect(path: Path) -> sqlite_utils.Database:
@@ -63,6 +80,8 @@ def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Databa
             except sqlite3.Error:
                 pass  # the connection is broken; the error that broke it is the one to raise
         if isinstance(error, sqlite3.OperationalError):
+            if getattr(error, "sqlite_errorcode", None) == SQLITE_FULL and db in _on_full:
+                _on_full[db]()
             # A full disk, an I/O error: an operator's problem, stated in one line.
             raise StoreError(f"the catalog could not be written ({error}); nothing of this change was saved") from None
         raise

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from engine.broker import Broker
+from engine.catalog.database import on_full
 from engine.errors import NotFound, StoreError
 from engine.faults import fault_point
 from engine.journal.journal import ActionStatus, CycleStatus, Entry, Journal
@@ -69,6 +70,17 @@ def _prune_lock(broker: Broker, timeout: float | None) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+@contextmanager
+def _room_to_delete(broker: Broker) -> Iterator[None]:
+    """Let a cycle write its journal on a full disk: release the data directory's
+    reserve before the first write if the disk is (nearly) full, or as soon as a write
+    fails for lack of space; make it again after the cycle (engine/store/reserve.py)."""
+    broker.reserve.release_if_low()
+    with on_full(broker.catalog.db, broker.reserve.release):
+        yield
+    broker.reserve.ensure()
 
 
 # -- planned actions ----------------------------------------------------------------------
@@ -531,7 +543,7 @@ def execute(
             )
         return CycleResult(cycle_id, "dry_run", planned, 0, 0)
 
-    with _prune_lock(broker, lock_timeout):
+    with _prune_lock(broker, lock_timeout), _room_to_delete(broker):
         recovered = _recover(broker, journal)
         paused = EngineState(broker.catalog).is_paused()
         with broker.catalog.write():
