@@ -387,11 +387,12 @@ class Broker:
             self.catalog.reconcile_segments(topic, partition, writer.segments())
 
     @contextmanager
-    def locked_partition(self, topic: str, partition: int) -> Iterator[PartitionWriter]:
-        """A partition's writer under its lock, its files repaired and the catalog's
-        segments made exactly the files' (what pruning re-checks its plan against)."""
+    def locked_partition(self, topic: str, partition: int, *, timeout: float | None = None) -> Iterator[PartitionWriter]:
+        """A partition's writer under its lock (waited for ``timeout`` seconds, default
+        the writer's), its files repaired and the catalog's segments made exactly the
+        files' (what pruning re-checks its plan against)."""
         writer = self._writer(topic, partition)
-        with writer.locked(self.catalog.partition(topic, partition).log_start_offset):
+        with writer.locked(self.catalog.partition(topic, partition).log_start_offset, timeout=timeout):
             self._reconcile(topic, partition, writer)
             yield writer
 
