@@ -108,8 +108,8 @@ class LockHold:
                 self.held.append(time.perf_counter() - since)
             real_release(lock)
 
-        lock_module.FileLock.acquire = acquire  # type: ignore[method-assign]
-        lock_module.FileLock.release = release  # type: ignore[method-assign]
+        lock_module.FileLock.acquire = acquire  # type: ignore[method-assign,assignment]
+        lock_module.FileLock.release = release  # type: ignore[method-assign,assignment]
 
 
 def quantile(values: list[float], q: float) -> float:

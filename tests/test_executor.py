@@ -39,8 +39,8 @@ from engine.prune.work import (
     TopicWork,
     work_from_plan,
 )
-from engine.store.lock import FileLock
 from engine.store.batch import NewRecord
+from engine.store.lock import FileLock
 from engine.store.partition import PartitionWriter, unlink_detached
 from engine.store.segment import remove_files
 

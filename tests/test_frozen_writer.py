@@ -9,8 +9,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from conftest import REPO
@@ -97,9 +97,8 @@ def test_a_cycle_skips_a_partition_whose_writer_is_frozen_and_applies_the_others
 
 def test_a_writer_that_times_out_is_told_the_holders_pid(data_dir: Path, frozen: subprocess.Popen) -> None:
     writer = PartitionWriter(data_dir / "topics" / TOPIC / "0", lock_timeout=0.3, label=f"{TOPIC}/0")
-    with pytest.raises(LockTimeout) as raised:
-        with writer.locked(0):
-            pass
+    with pytest.raises(LockTimeout) as raised, writer.locked(0):
+        pass
     assert raised.value.holder == frozen.pid
     assert str(raised.value) == (
         f"partition {TOPIC}/0 is locked by another writer (pid {frozen.pid}) for more than 0.3 s; try again later"

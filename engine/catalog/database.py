@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import weakref
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 import sqlite_utils
 
