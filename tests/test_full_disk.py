@@ -10,6 +10,8 @@ the simulated seam of tests/test_storage_faults.py as well.
 
 from __future__ import annotations
 
+import errno
+import os
 import sqlite3
 import subprocess
 from collections.abc import Iterator
@@ -22,6 +24,7 @@ from prune_driver import cut_work, make_topic, sealed_bases
 from engine.broker import Broker
 from engine.errors import StoreError
 from engine.prune.executor import execute
+from engine.prune.operations import delete_oldest
 from engine.prune.pruner import Pruner
 from engine.prune.scratch import fallback_dir, scratch_dir
 from engine.prune.session import SparkEngine
@@ -177,3 +180,29 @@ def test_a_cycle_whose_write_finds_the_disk_full_releases_the_reserve(tmp_path: 
         # The next cycle (recovering the failed one) runs and leaves the reserve made.
         result = execute(broker, [cut_work(broker, TOPIC, {0: sealed_bases(broker, TOPIC, 0)[2][0]})], now=0)
         assert result.applied == 2 and reserve.exists()
+
+
+def test_with_not_one_byte_free_the_catalog_opens_and_a_deletion_frees_space(
+    full: Broker, small_fs: Path, data_dir: Path
+) -> None:
+    """Another file takes the last bytes: SQLite cannot make its shared-memory file,
+    so the catalog opens in exclusive locking mode; once a deletion has freed space,
+    the connection lets other processes in again, without a restart."""
+    full.close()
+    fd = os.open(small_fs / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while os.write(fd, bytes(4096)):
+            pass
+    except OSError as error:
+        assert error.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    assert free_bytes(data_dir) < 4096
+    with Broker(data_dir) as deleting:
+        assert deleting.catalog.topics()[0].name == TOPIC
+        result = delete_oldest(deleting, TOPIC, 0, 10)
+        assert result.segments_deleted == 10
+        with Broker(data_dir) as producer:
+            next_offset = producer.catalog.partition(TOPIC, 0).next_offset
+            assert producer.append(TOPIC, 0, [NewRecord(b"after")]).base_offset == next_offset
+        assert deleting.catalog.partition(TOPIC, 0).next_offset == next_offset + 1

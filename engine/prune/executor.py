@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine.broker import Broker
-from engine.catalog.database import on_full
+from engine.catalog.database import on_full, share_again
 from engine.errors import NotFound, StoreError
 from engine.faults import fault_point
 from engine.journal.journal import ActionStatus, CycleStatus, Entry, Journal
@@ -95,6 +95,9 @@ def _room_to_delete(broker: Broker) -> Iterator[None]:
     with on_full(broker.catalog.db, broker.reserve.release):
         yield
     broker.reserve.ensure()
+    # A catalog opened on a full disk holds the database exclusively (database.py):
+    # with space back, it lets the others in again.
+    share_again(broker.catalog.db)
 
 
 # -- planned actions ----------------------------------------------------------------------
