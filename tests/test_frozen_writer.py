@@ -103,3 +103,17 @@ def test_a_writer_that_times_out_is_told_the_holders_pid(data_dir: Path, frozen:
     assert str(raised.value) == (
         f"partition {TOPIC}/0 is locked by another writer (pid {frozen.pid}) for more than 0.3 s; try again later"
     )
+
+
+def test_truncate_behind_a_frozen_writer_fails_at_once_with_one_line_naming_it(
+    ebb, data_dir: Path, frozen: subprocess.Popen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(executor_module, "PARTITION_LOCK_WAIT", 0.5)
+    result = ebb("truncate", TOPIC, "--partition", "0", "--oldest-segments", "2")
+    assert result.code == 2 and result.out == ""
+    assert result.err == (
+        f"ebb: error: delete_oldest of topic {TOPIC} not applied: partition {TOPIC}/0 is locked by another writer "
+        f"(pid {frozen.pid}) for more than 0.5 s; try again later\n"
+    )
+    with Broker(data_dir) as broker:
+        assert broker.catalog.partition(TOPIC, 0).log_start_offset == 0

@@ -70,6 +70,8 @@ class CycleResult:
     failed: dict[str, str] = field(default_factory=dict)
     #: ids of interrupted cycles recovered before this one
     recovered: tuple[int, ...] = ()
+    #: the part of ``skipped`` whose writer lock another process held too long
+    locked: dict[str, str] = field(default_factory=dict)
 
 
 class _Stale(Exception):
@@ -217,6 +219,7 @@ class _Cycle:
         self.unplanned = 0
         self.bytes_freed = 0
         self.skipped: dict[str, str] = {}
+        self.locked: dict[str, str] = {}
         self.failed: dict[str, str] = {}
 
     def record(self, entries: Sequence[Entry], status: ActionStatus = "applied") -> list[int]:
@@ -257,6 +260,7 @@ class _Cycle:
                 # A frozen writer must not stall the cycle: this partition waits for
                 # the next cycle, which plans it again; the others go on.
                 self.skip(tw.topic, pw.partition, pids.all(), str(locked), "PARTITION_LOCKED")
+                self.locked[f"{tw.topic}/{pw.partition}"] = str(locked)
         self.record_quota(tw)
 
     def expire_groups(self, tw: TopicWork, ids: list[int]) -> None:
@@ -640,7 +644,7 @@ def execute(
         # ``now``, which may be a simulated future.
         journal.apply_retention(now=broker.clock(), retention_ms=broker.config.journal_retention_ms)
     return CycleResult(
-        cycle_id, status, planned, cycle.applied, cycle.bytes_freed, cycle.skipped, cycle.failed, recovered
+        cycle_id, status, planned, cycle.applied, cycle.bytes_freed, cycle.skipped, cycle.failed, recovered, cycle.locked
     )
 
 
