@@ -808,3 +808,19 @@ def test_recovery_and_the_executor_may_both_unlink_a_deleted_segment(broker: Bro
     remove_files(pdir, base)  # what a writer's recovery does
     unlink_detached(pdir, [base])  # the executor, after it
     assert base not in segment_files(data_dir, topic, 0)
+
+
+def test_a_topic_deleted_while_a_cycle_unlinks_is_no_failure(
+    broker: Broker, data_dir: Path, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cycle unlinks without the partition lock, so a topic delete may run then."""
+    real_unlink = executor_module.unlink_detached
+
+    def after_a_delete(directory: Path, bases: list[int]) -> None:
+        with Broker(data_dir) as other:
+            other.delete_topic(topic)
+        real_unlink(directory, bases)
+
+    monkeypatch.setattr(executor_module, "unlink_detached", after_a_delete)
+    result = execute(broker, [cut_work(broker, topic, {0: sealed_bases(broker, topic, 0)[2][0]})], now=NOW)
+    assert not result.failed and not (data_dir / "topics" / topic).exists()

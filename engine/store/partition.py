@@ -613,6 +613,8 @@ def unlink_detached(directory: Path, base_offsets: Sequence[int]) -> None:
         for base in base_offsets:
             unlink_files(directory, base)
         fsync_dir(directory)
+    except FileNotFoundError:
+        pass  # the topic was deleted meanwhile, its directory with it: nothing is left
     except OSError as error:
         raise StoreError(
             f"unlinking deleted segments of {directory} failed: {describe(error)}; the log start is past them, "
