@@ -206,3 +206,12 @@ def test_with_not_one_byte_free_the_catalog_opens_and_a_deletion_frees_space(
             next_offset = producer.catalog.partition(TOPIC, 0).next_offset
             assert producer.append(TOPIC, 0, [NewRecord(b"after")]).base_offset == next_offset
         assert deleting.catalog.partition(TOPIC, 0).next_offset == next_offset + 1
+
+
+def test_the_reserve_is_not_made_again_while_space_is_short(full: Broker, data_dir: Path) -> None:
+    reserve = full.reserve
+    assert reserve.release() and not reserve.present
+    assert not reserve.ensure()  # under twice its size free: making it would fill the disk
+    assert sorted(p.name for p in data_dir.iterdir() if p.name.startswith(RESERVE_NAME)) == []
+    delete_oldest(full, TOPIC, 0, 40)
+    assert reserve.present  # made again by the cycle once the space was back

@@ -309,6 +309,8 @@ class _Cycle:
                 log_start = self.catalog.partition(pw.topic, pw.partition).log_start_offset
                 doomed = self.commit(pw, ids, select(pw, ids.deletions, log_start, segments), segments)
                 fault_point("after_log_start_moved")
+                if not doomed:
+                    return
                 unlinking.enter_context(deleting(writer.directory))
                 writer.detach([segment.base_offset for segment, _id in doomed])
                 fault_point("after_segment_renamed")

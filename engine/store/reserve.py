@@ -80,23 +80,21 @@ class Reserve:
         if self.present:
             return True
         size = self.size()
+        tmp = self.path.with_name(RESERVE_NAME + ".tmp")
         try:
             if free_bytes(self.root) < 2 * size:
                 return False
-            tmp = self.path.with_name(RESERVE_NAME + ".tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
                 _allocate(fd, size)
                 os.fsync(fd)
-            except OSError:
+            finally:
                 os.close(fd)
-                os.unlink(tmp)
-                raise
-            os.close(fd)
             os.replace(tmp, self.path)
         except OSError:
             # No room after all (another writer took it), or a failing disk: the
             # reserve is best effort and the next cycle tries again.
+            tmp.unlink(missing_ok=True)
             return False
         return True
 
