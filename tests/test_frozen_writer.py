@@ -117,3 +117,40 @@ def test_truncate_behind_a_frozen_writer_fails_at_once_with_one_line_naming_it(
     )
     with Broker(data_dir) as broker:
         assert broker.catalog.partition(TOPIC, 0).log_start_offset == 0
+
+
+#: a writer that takes partition 0's lock back to back, holding it 50 ms each time (an
+#: append's fsync): a waiter polling for the lock would hit the microseconds between
+#: its release and its next acquire only by chance
+_BUSY = """
+import sys, time
+from pathlib import Path
+from engine.store.lock import FileLock
+lock = FileLock(Path(sys.argv[1]) / ".lock", what="busy")
+print("busy", flush=True)
+while True:
+    lock.acquire(None)
+    time.sleep(0.05)
+    lock.release()
+"""
+
+
+def test_a_writer_taking_the_lock_back_to_back_does_not_starve_a_waiter(data_dir: Path) -> None:
+    with Broker(data_dir) as broker:
+        make_topic(broker, TOPIC, partitions=1)
+    pdir = data_dir / "topics" / TOPIC / "0"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _BUSY, str(pdir)], stdout=subprocess.PIPE, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"busy\n"
+        for _ in range(10):
+            writer = PartitionWriter(pdir, lock_timeout=2.0)
+            with writer.locked(0):  # raises LockTimeout if starved
+                pass
+            writer.close()
+    finally:
+        child.kill()
+        child.wait(30)
+        if child.stdout is not None:
+            child.stdout.close()

@@ -4,6 +4,14 @@ The kernel drops a lock when its holder dies, so a writer killed with SIGKILL ne
 leaves a partition locked. flock locks belong to an open file description, so two
 threads of one process holding separate instances also exclude each other.
 
+Waiting is by polling (a blocking flock could not time out), through a turnstile: a
+POSIX lock on one byte of the lock file that a waiter holds while it polls, and that
+every acquirer must pass first. Without it a producer appending back to back, which
+releases the lock and takes it again within microseconds, starved a prune cycle
+polling for it (seen in bench/deletion_latency.py). POSIX locks belong to the
+process, so the turnstile orders processes, not the threads of one; the flock alone
+is what excludes.
+
 A holder writes its pid into the lock file, so that a writer who waited in vain can
 name who holds it (a producer stopped with SIGSTOP keeps its lock for as long as it
 is stopped; the operator needs the pid to find it). The pid is written in place, at
@@ -16,13 +24,17 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from engine.errors import StoreError
 
 _PID_WIDTH = 12
+#: the byte a POSIX (fcntl) lock takes as the lock's turnstile (past the pid; POSIX
+#: locks are independent of flock on Linux and may lie past the end of the file)
+_TURNSTILE = 4096
+_MAX_POLL = 0.01
 
 
 class LockTimeout(StoreError):
@@ -33,19 +45,22 @@ class LockTimeout(StoreError):
         self.holder = holder
 
 
-def _wait_for(fd: int, timeout: float | None) -> bool:
-    """Take ``fd``'s flock, waiting at most ``timeout`` seconds (None: forever)."""
-    deadline = None if timeout is None else time.monotonic() + timeout
+def _poll(take: Callable[[], object], deadline: float | None) -> bool:
+    """Call ``take`` (a non-blocking lock) until it succeeds or ``deadline`` passes."""
     delay = 0.001
     while True:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            take()
             return True
-        except BlockingIOError:
+        except (BlockingIOError, PermissionError):  # EAGAIN, or EACCES from fcntl locks
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             time.sleep(delay)
-            delay = min(delay * 2, 0.05)
+            delay = min(delay * 2, _MAX_POLL)
+
+
+def _deadline(timeout: float | None) -> float | None:
+    return None if timeout is None else time.monotonic() + timeout
 
 
 class FileLock:
@@ -64,7 +79,15 @@ class FileLock:
         if self._fd is not None:
             raise RuntimeError(f"lock {self.path} is already held by this object")
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        if not _wait_for(fd, timeout):
+        deadline = _deadline(timeout)
+        # The turnstile first, then the lock: a writer that releases the lock and
+        # takes it again at once (a producer appending back to back) must queue
+        # behind a waiter already holding the turnstile, or it could starve it.
+        taken = _poll(lambda: fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, _TURNSTILE), deadline) and _poll(
+            lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB), deadline
+        )
+        _leave_turnstile(fd)
+        if not taken:
             holder = _read_pid(fd)
             os.close(fd)
             by = "another writer" if holder is None else f"another writer (pid {holder})"
@@ -80,6 +103,13 @@ class FileLock:
             fd, self._fd = self._fd, None
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+
+
+def _leave_turnstile(fd: int) -> None:
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_UN, 1, _TURNSTILE)
+    except OSError:
+        pass  # not held (a timeout): nothing to leave
 
 
 def _read_pid(fd: int) -> int | None:
@@ -100,7 +130,7 @@ def directory_lock(directory: Path, *, wait: bool) -> Iterator[bool]:
             fcntl.flock(fd, fcntl.LOCK_EX)
             taken = True
         else:
-            taken = _wait_for(fd, 0)
+            taken = _poll(lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB), _deadline(0))
         yield taken
     finally:
         os.close(fd)  # closing the last descriptor drops the flock
