@@ -42,6 +42,7 @@ from engine.store.partition import (
     read_records,
     unfit_record,
 )
+from engine.store.reserve import Reserve
 from engine.store.segment import SegmentInfo
 
 MAX_PARTITIONS = 10_000
@@ -142,6 +143,8 @@ class Broker:
         # the journal: a command that reads it (or is refused) must write nothing.
         ensure_journal_schema(self.catalog.db)
         self.clock = clock
+        #: free space kept for the deletion path (made by writes, never by opening)
+        self.reserve = Reserve(self.data.root)
         self._writers: dict[tuple[str, int], PartitionWriter] = {}
         self._state: EngineState | None = None
 
@@ -186,6 +189,7 @@ class Broker:
                 shutil.rmtree(topic_dir)
             for p in range(partitions):
                 create_partition(self.data.partition_dir(name, p))
+        self.reserve.ensure()
         return effective
 
     def alter_topic(self, name: str, changes: Mapping[str, str | None], *, actor: str = "cli") -> list[tuple[str, str | None, str | None]]:
@@ -383,11 +387,12 @@ class Broker:
             self.catalog.reconcile_segments(topic, partition, writer.segments())
 
     @contextmanager
-    def locked_partition(self, topic: str, partition: int) -> Iterator[PartitionWriter]:
-        """A partition's writer under its lock, its files repaired and the catalog's
-        segments made exactly the files' (what pruning re-checks its plan against)."""
+    def locked_partition(self, topic: str, partition: int, *, timeout: float | None = None) -> Iterator[PartitionWriter]:
+        """A partition's writer under its lock (waited for ``timeout`` seconds, default
+        the writer's), its files repaired and the catalog's segments made exactly the
+        files' (what pruning re-checks its plan against)."""
         writer = self._writer(topic, partition)
-        with writer.locked(self.catalog.partition(topic, partition).log_start_offset):
+        with writer.locked(self.catalog.partition(topic, partition).log_start_offset, timeout=timeout):
             self._reconcile(topic, partition, writer)
             yield writer
 

@@ -4,7 +4,9 @@ leaving the others alone. Also the work model built from plan tables."""
 
 from __future__ import annotations
 
+import errno
 import shutil
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,8 +24,10 @@ from prune_driver import (
 
 from engine.broker import Broker
 from engine.errors import StoreError
+from engine.faults import IOFault, inject
 from engine.journal.journal import Entry, Journal
 from engine.journal.state import EngineState
+from engine.prune import executor as executor_module
 from engine.prune import tables
 from engine.prune.executor import PRUNE_LOCK_FILE, execute, recover_interrupted
 from engine.prune.work import (
@@ -35,8 +39,10 @@ from engine.prune.work import (
     TopicWork,
     work_from_plan,
 )
+from engine.store.batch import NewRecord
 from engine.store.lock import FileLock
-from engine.store.partition import PartitionWriter
+from engine.store.partition import PartitionWriter, unlink_detached
+from engine.store.segment import remove_files
 
 TOPIC = "events"
 OTHER = "orders"
@@ -443,15 +449,10 @@ def test_a_deletion_failing_after_the_log_start_moved_is_finished_and_journaled(
     s0 = sealed_bases(broker, topic, 0)
     failing = cut_work(broker, topic, {0: s0[3][0]})
     healthy = cut_work(broker, OTHER, {0: sealed_bases(broker, OTHER, 0)[1][0]})
-    real_delete = PartitionWriter.delete_segment
-
-    def flaky(self: PartitionWriter, base: int) -> None:
-        if topic in str(self.directory) and base == s0[1][0]:
-            raise OSError(5, "Input/output error")
-        real_delete(self, base)
-
-    monkeypatch.setattr(PartitionWriter, "delete_segment", flaky)
-    result = execute(broker, [failing, healthy], now=NOW)
+    # The second unlink fails (outside the partition lock, after the renames).
+    with inject(IOFault("unlink", errno.EIO, target="deleted", skip=1)) as (fault,):
+        result = execute(broker, [failing, healthy], now=NOW)
+    assert fault.fired == 1
 
     assert set(result.failed) == {topic} and result.skipped == {}
     assert broker.catalog.partition(OTHER, 0).log_start_offset == healthy.partitions[0].new_log_start_offset
@@ -462,11 +463,9 @@ def test_a_deletion_failing_after_the_log_start_moved_is_finished_and_journaled(
         (a["segment"], a["status"], a["details"])
         for a in reversed(journal.actions(topic=topic, action="delete_segment"))
     ]
-    assert statuses == [
-        (s0[0][0], "applied", None),
-        (s0[1][0], "applied", {"completed_after_error": True}),
-        (s0[2][0], "applied", {"completed_after_error": True}),
-    ]
+    # Unlinks are journaled a batch at a time: the failed batch is settled by its
+    # effect (the log start is past it).
+    assert statuses == [(base, "applied", {"completed_after_error": True}) for base, _next in s0[:3]]
     assert result.applied == 3 + 1
     assert_consistent(broker, data_dir, topic)
 
@@ -687,10 +686,10 @@ def test_an_interrupt_mid_cycle_fails_it_and_settles_what_it_left(
     s0 = sealed_bases(broker, topic, 0)
     work = cut_work(broker, topic, {0: s0[2][0], 1: sealed_bases(broker, topic, 1)[2][0]})
 
-    def interrupted(self: PartitionWriter, base: int) -> None:
+    def interrupted(self: PartitionWriter, bases: list[int]) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(PartitionWriter, "delete_segment", interrupted)
+    monkeypatch.setattr(PartitionWriter, "detach", interrupted)
     with pytest.raises(KeyboardInterrupt):
         execute(broker, [work], now=NOW)
     monkeypatch.undo()
@@ -753,3 +752,75 @@ def test_each_cycle_applies_the_journal_retention(broker: Broker, journal: Journ
     journal.finish_cycle(ancient, status="done", finished=2, planned=0, applied=0, bytes_freed=0)
     result = execute(broker, [], now=NOW)
     assert [c["id"] for c in journal.cycles()] == [result.cycle_id]
+
+
+# -- the lock's scope: appends never wait for the unlinks -----------------------------------
+
+
+def test_appends_go_on_while_a_cycle_unlinks_and_leave_its_files_to_it(
+    broker: Broker, data_dir: Path, journal: Journal, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s0 = sealed_bases(broker, topic, 0)
+    work = cut_work(broker, topic, {0: s0[3][0]})
+    unlinking, release = threading.Event(), threading.Event()
+    real_unlink = executor_module.unlink_detached
+
+    def held_up(directory: Path, bases: list[int]) -> None:
+        unlinking.set()
+        assert release.wait(60)
+        real_unlink(directory, bases)
+
+    monkeypatch.setattr(executor_module, "unlink_detached", held_up)
+    results = []
+    cycle = threading.Thread(target=lambda: results.append(execute(broker, [work], now=NOW)))
+    cycle.start()
+    try:
+        assert unlinking.wait(60)
+        pdir = data_dir / "topics" / topic / "0"
+        assert len(list(pdir.glob("*.log.deleted"))) == 3
+        # Another writer (its own lock descriptor) gets the partition at once: the
+        # cycle released the lock after the durable point and the renames. Its
+        # recovery leaves the .log.deleted files to the cycle that is unlinking them.
+        writer = PartitionWriter(pdir, lock_timeout=2.0)
+        with writer.locked(broker.catalog.partition(topic, 0).log_start_offset):
+            appended = writer.append([NewRecord(b"during")], now_ms=NOW, segment_size=4096)
+        assert len(list(pdir.glob("*.log.deleted"))) == 3
+        writer.close()
+    finally:
+        release.set()
+        cycle.join(60)
+    (result,) = results
+    assert result.applied == 3 and not result.failed
+    assert not list(pdir.glob("*.deleted"))
+    assert [a["status"] for a in journal.actions(cycle=result.cycle_id, action="delete_segment")] == ["applied"] * 3
+    broker.recover(topic)
+    assert broker.catalog.partition(topic, 0).next_offset == appended.next_offset
+    assert [s.base_offset for s in broker.catalog.segments(topic, 0)] == segment_files(data_dir, topic, 0)
+    assert broker.read(topic, 0, appended.base_offset, 1)[0].value == b"during"
+
+
+def test_recovery_and_the_executor_may_both_unlink_a_deleted_segment(broker: Broker, data_dir: Path, topic: str) -> None:
+    """A file already gone is no error on either side of a deletion."""
+    pdir = data_dir / "topics" / topic / "0"
+    base = sealed_bases(broker, topic, 0)[0][0]
+    with broker.locked_partition(topic, 0) as writer:
+        writer.detach([base])
+    remove_files(pdir, base)  # what a writer's recovery does
+    unlink_detached(pdir, [base])  # the executor, after it
+    assert base not in segment_files(data_dir, topic, 0)
+
+
+def test_a_topic_deleted_while_a_cycle_unlinks_is_no_failure(
+    broker: Broker, data_dir: Path, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cycle unlinks without the partition lock, so a topic delete may run then."""
+    real_unlink = executor_module.unlink_detached
+
+    def after_a_delete(directory: Path, bases: list[int]) -> None:
+        with Broker(data_dir) as other:
+            other.delete_topic(topic)
+        real_unlink(directory, bases)
+
+    monkeypatch.setattr(executor_module, "unlink_detached", after_a_delete)
+    result = execute(broker, [cut_work(broker, topic, {0: sealed_bases(broker, topic, 0)[2][0]})], now=NOW)
+    assert not result.failed and not (data_dir / "topics" / topic).exists()

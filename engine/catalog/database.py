@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import weakref
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import sqlite_utils
 
@@ -21,6 +22,26 @@ from engine.catalog.damage import CheckedConnection, write_lock_holder
 from engine.errors import CatalogBusy, StoreError
 
 BUSY_TIMEOUT_MS = 30_000
+SQLITE_FULL = 13
+#: the shared-memory file a WAL database needs beside it (its first 32 KiB region)
+SHM_BYTES = 32 * 1024
+
+#: per connection, what to do when a write fails for lack of space (the deletion
+#: path's reserve, engine/store/reserve.py)
+_on_full: weakref.WeakKeyDictionary[sqlite_utils.Database, Callable[[], object]] = weakref.WeakKeyDictionary()
+#: connections opened in exclusive locking mode on a full disk, with their path
+_exclusive: weakref.WeakKeyDictionary[sqlite_utils.Database, Path] = weakref.WeakKeyDictionary()
+
+
+@contextmanager
+def on_full(db: sqlite_utils.Database, handler: Callable[[], object]) -> Iterator[None]:
+    """Call ``handler`` when a write transaction of ``db`` fails with SQLITE_FULL,
+    inside the ``with`` block."""
+    _on_full[db] = handler
+    try:
+        yield
+    finally:
+        _on_full.pop(db, None)
 
 
 def connect(path: Path) -> sqlite_utils.Database:
@@ -31,20 +52,66 @@ def connect(path: Path) -> sqlite_utils.Database:
         # (not the umask's), so they are owner-only too (tests/test_access.py).
         os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     try:
-        conn = sqlite3.connect(
-            path,
-            isolation_level=None,
-            timeout=BUSY_TIMEOUT_MS / 1000,
-            check_same_thread=False,
-            factory=CheckedConnection,
-        )
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")  # a constant: PRAGMA takes no parameters
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute("PRAGMA foreign_keys = ON")
+        try:
+            conn = _open(path, exclusive=False)
+        except sqlite3.OperationalError:
+            if _free_bytes(path.parent) >= SHM_BYTES:
+                raise
+            # A full disk: SQLite cannot make the shared-memory file (-shm) that WAL
+            # needs. In exclusive locking mode it keeps that index in memory, so the
+            # catalog opens and a deletion can free space; the price is that this
+            # connection holds the database until it closes (engine/store/reserve.py).
+            conn = _open(path, exclusive=True)
+            db = sqlite_utils.Database(conn)
+            _exclusive[db] = path
+            return db
     except sqlite3.Error as error:
         raise StoreError(f"cannot open the catalog {path}: {error}") from None
     return sqlite_utils.Database(conn)
+
+
+def share_again(db: sqlite_utils.Database) -> bool:
+    """Give up the exclusive lock of a connection opened on a full disk once there is
+    room again (after a deletion): reopen it in normal locking mode, in place, so that
+    other processes use the catalog again without this one restarting. Call it
+    outside any transaction; True if it was reopened."""
+    path = _exclusive.get(db)
+    if path is None or _free_bytes(path.parent) < 2 * SHM_BYTES:
+        return False
+    db.conn.close()  # the exclusive lock goes with it, or no other connection could open
+    try:
+        db.conn = _open(path, exclusive=False)
+    except sqlite3.Error:
+        db.conn = _open(path, exclusive=True)
+        return False
+    del _exclusive[db]
+    return True
+
+
+def _open(path: Path, *, exclusive: bool) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        path,
+        isolation_level=None,
+        timeout=BUSY_TIMEOUT_MS / 1000,
+        check_same_thread=False,
+        factory=CheckedConnection,
+    )
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")  # a constant: PRAGMA takes no parameters
+        if exclusive:
+            conn.execute("PRAGMA locking_mode = EXCLUSIVE")  # before the first access to the WAL
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except sqlite3.Error:
+        conn.close()
+        raise
+    return conn
+
+
+def _free_bytes(directory: Path) -> int:
+    stats = os.statvfs(directory)
+    return stats.f_bavail * stats.f_frsize
 
 
 @contextmanager
@@ -72,6 +139,8 @@ def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Databa
             except sqlite3.Error:
                 pass  # the connection is broken; the error that broke it is the one to raise
         if isinstance(error, sqlite3.OperationalError):
+            if getattr(error, "sqlite_errorcode", None) == SQLITE_FULL and db in _on_full:
+                _on_full[db]()
             # A full disk, an I/O error: an operator's problem, stated in one line.
             raise StoreError(f"the catalog could not be written ({error}); nothing of this change was saved") from None
         raise

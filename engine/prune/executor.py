@@ -5,18 +5,24 @@ Order of one cycle, each step durable before the next:
 1. take the data directory's prune lock (one cycle at a time, across processes) and
    recover the cycles a dead process left ``running``;
 2. journal the cycle and every action it plans (``planned``), in one transaction;
-3. per topic, then per partition under the partition's writer lock: roll the active
-   segment if asked; re-check the plan against the store; in ONE transaction expire,
-   move positions, move the log start and mark those actions applied (the durable
-   point); then per segment: rename, unlink, and one transaction removing its catalog
-   row and marking its action applied;
+3. per topic, then per partition, Kafka's shape: under the partition's writer lock
+   (waited for at most :data:`PARTITION_LOCK_WAIT`, else the partition is skipped
+   until the next cycle) roll the active segment if asked; select what goes, a pure
+   check of the plan against the store (:func:`select`); in ONE transaction move
+   positions and the log start, mark those actions applied and drop the doomed
+   segments' catalog rows (the durable point); rename the doomed segments to
+   ``.log.deleted`` with one directory fsync; release the lock; then, holding only
+   the partition's deletion lock (engine/store/partition.py), unlink them and mark
+   their actions applied, a batch per transaction. Appends wait only for the durable
+   point and the renames, never for the unlinks (docs/RELIABILITY.md);
 4. record the topic's backlog-quota state;
 5. finish the cycle row.
 
 A crash before the durable point leaves the data untouched (the planned actions are
 rolled back by recovery); a crash after it leaves segments wholly below the log start,
-whose deletion the store's next writer finishes (engine/store/partition.py) and
-recovery journals. The plan is re-checked, never forced: a topic whose policy changed,
+or ``.log.deleted`` files, whose deletion the store's next writer finishes
+(engine/store/partition.py) and recovery journals; both tolerate a file already
+gone. The plan is re-checked, never forced: a topic whose policy changed,
 a group that expired by the plan but committed since, a segment that is gone or
 changed, a log start that moved, a subscriber below what the plan assumed: the topic
 or partition is skipped (journaled) and the next cycle plans it again.
@@ -25,19 +31,28 @@ or partition is skipped (journaled) and the next cycle plans it again.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from engine.broker import Broker
+from engine.catalog.database import on_full, share_again
 from engine.errors import NotFound, StoreError
 from engine.faults import fault_point
 from engine.journal.journal import ActionStatus, CycleStatus, Entry, Journal
 from engine.journal.state import EngineState
-from engine.prune.work import GroupMove, PartitionWork, TopicWork
-from engine.store.lock import FileLock
+from engine.prune.work import GroupMove, PartitionWork, SegmentDeletion, TopicWork
+from engine.store.lock import FileLock, LockTimeout
+from engine.store.partition import PartitionWriter, deleting, unlink_detached
+from engine.store.segment import SegmentInfo
 
 PRUNE_LOCK_FILE = "prune.lock"
+#: how long a cycle waits for a partition's writer lock before it skips the partition
+#: until the next cycle (a producer stopped while holding it: SIGSTOP, a debugger)
+PARTITION_LOCK_WAIT = 5.0
+#: unlinked segments journaled per transaction
+_UNLINK_BATCH = 100
 _MOVE_ACTIONS = ("ttl_advance", "backlog_eviction", "reader_moved", "subscriber_overrun", "manual_move")
 
 
@@ -55,6 +70,8 @@ class CycleResult:
     failed: dict[str, str] = field(default_factory=dict)
     #: ids of interrupted cycles recovered before this one
     recovered: tuple[int, ...] = ()
+    #: the part of ``skipped`` whose writer lock another process held too long
+    locked: dict[str, str] = field(default_factory=dict)
 
 
 class _Stale(Exception):
@@ -69,6 +86,22 @@ def _prune_lock(broker: Broker, timeout: float | None) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+@contextmanager
+def _room_to_delete(broker: Broker) -> Iterator[None]:
+    """Let a cycle write its journal on a full disk: release the data directory's
+    reserve before the first write if the disk is (nearly) full, or as soon as a write
+    fails for lack of space; make it again after the cycle (engine/store/reserve.py)."""
+    broker.reserve.release_if_low()
+    with on_full(broker.catalog.db, broker.reserve.release):
+        yield
+    broker.reserve.ensure()
+    # A catalog opened on a full disk holds the database exclusively (database.py):
+    # with space back, it lets the others in again. The metadata files' triggers are
+    # temporary, bound to the connection that was replaced: install them again.
+    if share_again(broker.catalog.db):
+        broker.catalog.track_metadata()
 
 
 # -- planned actions ----------------------------------------------------------------------
@@ -188,6 +221,7 @@ class _Cycle:
         self.unplanned = 0
         self.bytes_freed = 0
         self.skipped: dict[str, str] = {}
+        self.locked: dict[str, str] = {}
         self.failed: dict[str, str] = {}
 
     def record(self, entries: Sequence[Entry], status: ActionStatus = "applied") -> list[int]:
@@ -198,12 +232,14 @@ class _Cycle:
     def settle(self, ids: Sequence[int], status: ActionStatus, details: Mapping[str, Any] | None = None) -> None:
         self.journal.settle(ids, status, time=self.broker.clock(), details=details)
 
-    def skip(self, topic: str, partition: int | None, ids: Sequence[int], why: str) -> None:
+    def skip(
+        self, topic: str, partition: int | None, ids: Sequence[int], why: str, reason: str = "STALE_PLAN"
+    ) -> None:
         """Journal that the plan was not applied to a topic or partition, and why."""
         self.skipped[topic if partition is None else f"{topic}/{partition}"] = why
         with self.catalog.write():
             self.settle(ids, "skipped", {"message": why})
-            self.record([Entry("skipped", topic, partition, reason="STALE_PLAN", details={"message": why})], "skipped")
+            self.record([Entry("skipped", topic, partition, reason=reason, details={"message": why})], "skipped")
 
     # -- per topic ----------------------------------------------------------------
 
@@ -222,6 +258,11 @@ class _Cycle:
                 self.apply_partition(pw, pids)
             except _Stale as stale:
                 self.skip(tw.topic, pw.partition, pids.all(), str(stale))
+            except LockTimeout as locked:
+                # A frozen writer must not stall the cycle: this partition waits for
+                # the next cycle, which plans it again; the others go on.
+                self.skip(tw.topic, pw.partition, pids.all(), str(locked), "PARTITION_LOCKED")
+                self.locked[f"{tw.topic}/{pw.partition}"] = str(locked)
         self.record_quota(tw)
 
     def expire_groups(self, tw: TopicWork, ids: list[int]) -> None:
@@ -253,93 +294,94 @@ class _Cycle:
             self.record([Entry("quota_exceeded" if tw.quota_exceeded else "quota_cleared", tw.topic)])
 
     # -- per partition ----------------------------------------------------------------
+    #
+    # Kafka's shape: select what goes (pure), make the log start move durable under
+    # the partition's lock, rename the doomed segments out of the way, release the
+    # lock, then unlink them and journal it while appends go on.
 
     def apply_partition(self, pw: PartitionWork, ids: _PartitionIds) -> None:
         _check_plan(pw)
-        with self.broker.locked_partition(pw.topic, pw.partition) as writer:
-            if pw.roll:
-                sealed = writer.roll()
-                if sealed is not None:
-                    with self.catalog.write():
-                        self.catalog.reconcile_segments(pw.topic, pw.partition, writer.segments())
-                        self.record(
-                            [
-                                _segment_entry(
-                                    "roll",
-                                    pw.topic,
-                                    pw.partition,
-                                    sealed.base_offset,
-                                    sealed.next_offset,
-                                    sealed.size_bytes,
-                                )
-                            ]
-                        )
-            if not (pw.deletions or pw.moves or pw.new_log_start_offset != pw.log_start_offset):
-                return
-            log_start = self.catalog.partition(pw.topic, pw.partition).log_start_offset
-            segments = {s.base_offset: s for s in self.catalog.segments(pw.topic, pw.partition)}
-            doomed, removed = [], []
-            for d, action_id in zip(pw.deletions, ids.deletions):
-                present = segments.get(d.base_offset)
-                if present is None and d.next_offset <= log_start:
-                    # Wholly below the log start already: the store removed it when a
-                    # writer (this cycle's, or an appender's) took the partition lock.
-                    removed.append((d, action_id))
-                elif present is None or not present.sealed or present.next_offset != d.next_offset:
-                    raise _Stale(f"segment {d.base_offset} is gone or changed since the plan")
-                else:
-                    doomed.append((present, action_id))
-            # A segment that was active when planned may have been sealed since (by a
-            # producer's roll or this cycle's idle roll) and now lie wholly below the
-            # new log start (message granularity cuts inside the active segment). The
-            # store removes such a segment once the log start passes it, so it is
-            # journaled and deleted here, with the same durable point as the others.
-            planned_bases = {d.base_offset for d in pw.deletions}
-            sealed_since = [
-                s
-                for s in segments.values()
-                if s.sealed and s.next_offset <= pw.new_log_start_offset and s.base_offset not in planned_bases
-            ]
+        with ExitStack() as unlinking:
+            with self.broker.locked_partition(pw.topic, pw.partition, timeout=PARTITION_LOCK_WAIT) as writer:
+                if pw.roll:
+                    self.roll(pw, writer)
+                if not (pw.deletions or pw.moves or pw.new_log_start_offset != pw.log_start_offset):
+                    return
+                segments = writer.segments()
+                log_start = self.catalog.partition(pw.topic, pw.partition).log_start_offset
+                doomed = self.commit(pw, ids, select(pw, ids.deletions, log_start, segments), segments)
+                fault_point("after_log_start_moved")
+                if not doomed:
+                    return
+                unlinking.enter_context(deleting(writer.directory))
+                writer.detach([segment.base_offset for segment, _id in doomed])
+                fault_point("after_segment_renamed")
+            self.unlink(writer.directory, doomed)
 
+    def roll(self, pw: PartitionWork, writer: PartitionWriter) -> None:
+        sealed = writer.roll()
+        if sealed is None:
+            return
+        with self.catalog.write():
+            self.catalog.reconcile_segments(pw.topic, pw.partition, writer.segments())
+            self.record(
+                [
+                    _segment_entry(
+                        "roll", pw.topic, pw.partition, sealed.base_offset, sealed.next_offset, sealed.size_bytes
+                    )
+                ]
+            )
+
+    def commit(
+        self, pw: PartitionWork, ids: _PartitionIds, chosen: _Selection, segments: Sequence[SegmentInfo]
+    ) -> list[tuple[SegmentInfo, int]]:
+        """The durable point, one transaction: move positions and the log start,
+        settle the planned deletions already done, journal the segments sealed since
+        the plan (planned), and drop the doomed segments' catalog rows. Returns the
+        segments to delete with their action ids."""
+        with self.catalog.write():
+            self.move(pw, ids)
+            self.settle([action_id for _d, action_id in chosen.gone], "applied", {"already_removed": True})
+            sealed_since_ids = self.record(
+                [
+                    _segment_entry(
+                        "delete_segment",
+                        pw.topic,
+                        pw.partition,
+                        s.base_offset,
+                        s.next_offset,
+                        s.size_bytes,
+                        "DELETE_BELOW_LOG_START",
+                    )
+                    for s in chosen.sealed_since
+                ],
+                "planned",
+            )
+            doomed = [*chosen.doomed, *zip(chosen.sealed_since, sealed_since_ids)]
+            bases = {segment.base_offset for segment, _id in doomed}
+            self.catalog.reconcile_segments(pw.topic, pw.partition, [s for s in segments if s.base_offset not in bases])
+        self.unplanned += len(chosen.sealed_since)
+        self.applied += len(chosen.gone)
+        self.bytes_freed += sum(d.size_bytes for d, _id in chosen.gone)
+        return doomed
+
+    def unlink(self, directory: Path, doomed: Sequence[tuple[SegmentInfo, int]]) -> None:
+        """Unlink detached segments and journal them, a batch at a time, without the
+        partition's lock (the caller holds its deletion lock)."""
+        for start in range(0, len(doomed), _UNLINK_BATCH):
+            batch = doomed[start : start + _UNLINK_BATCH]
+            unlink_detached(directory, [segment.base_offset for segment, _id in batch])
+            fault_point("after_segment_unlinked")
             with self.catalog.write():
-                self.move(pw, ids)
-                self.settle([action_id for _d, action_id in removed], "applied", {"already_removed": True})
-                sealed_since_ids = self.record(
-                    [
-                        _segment_entry(
-                            "delete_segment",
-                            pw.topic,
-                            pw.partition,
-                            s.base_offset,
-                            s.next_offset,
-                            s.size_bytes,
-                            "DELETE_BELOW_LOG_START",
-                        )
-                        for s in sealed_since
-                    ],
-                    "planned",
-                )
-            doomed += zip(sealed_since, sealed_since_ids)
-            self.unplanned += len(sealed_since)
-            fault_point("after_log_start_moved")
-            self.applied += len(removed)
-            self.bytes_freed += sum(d.size_bytes for d, _id in removed)
-
-            for segment, action_id in doomed:
-                writer.delete_segment(segment.base_offset)
-                fault_point("after_segment_unlinked")
-                with self.catalog.write():
-                    self.catalog.reconcile_segments(pw.topic, pw.partition, writer.segments())
-                    self.settle([action_id], "applied")
-                fault_point("after_segment_journaled")
-                self.applied += 1
-                self.bytes_freed += segment.size_bytes
+                self.settle([action_id for _segment, action_id in batch], "applied")
+            fault_point("after_segment_journaled")
+            self.applied += len(batch)
+            self.bytes_freed += sum(segment.size_bytes for segment, _id in batch)
 
     def move(self, pw: PartitionWork, ids: _PartitionIds) -> None:
-        """The durable point, inside the caller's transaction: re-check the log start
-        and the subscribers, move positions and the log start, mark them applied.
-        Checked in the same transaction as the change, so that no commit slips in
-        between."""
+        """Inside the durable point's transaction: re-check the log start and the
+        subscribers, move positions and the log start, mark them applied. Checked in
+        the same transaction as the change, so that no commit slips in between."""
         row = self.catalog.partition(pw.topic, pw.partition)
         if row.log_start_offset != pw.log_start_offset:
             raise _Stale(f"log start is {row.log_start_offset}, the plan assumed {pw.log_start_offset}")
@@ -372,11 +414,50 @@ class _Cycle:
             self.settle(move_ids, "applied", None if position == move.old_position else {"moved_from": position})
 
         if ids.log_start is not None:
-            self.catalog.db.conn.execute(
-                "UPDATE partitions SET log_start_offset = ? WHERE topic = ? AND partition = ?",
-                (pw.new_log_start_offset, pw.topic, pw.partition),
-            )
+            self.catalog.set_log_start(pw.topic, pw.partition, pw.new_log_start_offset)
             self.settle([ids.log_start], "applied")
+
+
+@dataclass(frozen=True)
+class _Selection:
+    """What one partition's apply will delete, decided before anything changes."""
+
+    #: planned deletions present as planned, with their action ids
+    doomed: tuple[tuple[SegmentInfo, int], ...]
+    #: planned deletions already removed (wholly below the log start), with their ids
+    gone: tuple[tuple[SegmentDeletion, int], ...]
+    #: segments not planned, sealed since, wholly below the new log start
+    sealed_since: tuple[SegmentInfo, ...]
+
+
+def select(
+    pw: PartitionWork, deletion_ids: Sequence[int], log_start: int, segments: Sequence[SegmentInfo]
+) -> _Selection:
+    """Check the plan's deletions against the store (the partition's current log
+    start and segments) and choose what goes; raises :class:`_Stale` if a planned
+    segment is gone or changed otherwise than by a finished deletion."""
+    present = {s.base_offset: s for s in segments}
+    doomed, gone = [], []
+    for d, action_id in zip(pw.deletions, deletion_ids):
+        segment = present.get(d.base_offset)
+        if segment is None and d.next_offset <= log_start:
+            # Wholly below the log start already: the store removed it when a
+            # writer (this cycle's, or an appender's) took the partition lock.
+            gone.append((d, action_id))
+        elif segment is None or not segment.sealed or segment.next_offset != d.next_offset:
+            raise _Stale(f"segment {d.base_offset} is gone or changed since the plan")
+        else:
+            doomed.append((segment, action_id))
+    # A segment that was active when planned may have been sealed since (by a
+    # producer's roll or this cycle's idle roll) and now lie wholly below the new log
+    # start (message granularity cuts inside the active segment). The store removes
+    # such a segment once the log start passes it, so it is journaled and deleted
+    # here, with the same durable point as the others.
+    planned = {d.base_offset for d in pw.deletions}
+    sealed_since = tuple(
+        s for s in segments if s.sealed and s.next_offset <= pw.new_log_start_offset and s.base_offset not in planned
+    )
+    return _Selection(tuple(doomed), tuple(gone), sealed_since)
 
 
 def _check_plan(pw: PartitionWork) -> None:
@@ -439,7 +520,7 @@ def _settle_by_effect(broker: Broker, journal: Journal, planned: Sequence[Mappin
         try:
             # Taking the writer lock makes the files follow the log start (finishing
             # or undoing an interrupted deletion) and the catalog follow the files.
-            with broker.locked_partition(topic, partition):
+            with broker.locked_partition(topic, partition, timeout=PARTITION_LOCK_WAIT):
                 pass
         except (NotFound, StoreError, OSError):
             pass  # a deleted topic, or a partition still failing: the catalog decides
@@ -531,7 +612,7 @@ def execute(
             )
         return CycleResult(cycle_id, "dry_run", planned, 0, 0)
 
-    with _prune_lock(broker, lock_timeout):
+    with _prune_lock(broker, lock_timeout), _room_to_delete(broker):
         recovered = _recover(broker, journal)
         paused = EngineState(broker.catalog).is_paused()
         with broker.catalog.write():
@@ -567,7 +648,7 @@ def execute(
         # ``now``, which may be a simulated future.
         journal.apply_retention(now=broker.clock(), retention_ms=broker.config.journal_retention_ms)
     return CycleResult(
-        cycle_id, status, planned, cycle.applied, cycle.bytes_freed, cycle.skipped, cycle.failed, recovered
+        cycle_id, status, planned, cycle.applied, cycle.bytes_freed, cycle.skipped, cycle.failed, recovered, cycle.locked
     )
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from engine.broker import Broker
-from engine.errors import EbbError, InvalidInput
+from engine.errors import EbbError, InvalidInput, StoreError
 from engine.journal.journal import Entry, Journal
 from engine.journal.state import EngineState
 from engine.prune.executor import CycleResult, execute
@@ -275,6 +275,10 @@ def _apply(
             _refuse_if_paused(broker)  # paused between the check and the cycle
         if result.failed:
             raise EbbError(f"{operation} of topic {topic} failed: {result.failed[topic]} (see `ebb log --cycle {result.cycle_id}`)")
+        if result.locked:
+            # A writer holds the partition (a producer stopped while appending):
+            # building the work again would only wait for it again.
+            raise StoreError(f"{operation} of topic {topic} not applied: {'; '.join(result.locked.values())}")
         if result.skipped:
             last_skip = "; ".join(f"{where}: {why}" for where, why in result.skipped.items())
             continue

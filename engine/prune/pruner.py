@@ -16,6 +16,7 @@ from engine.errors import InvalidPolicy
 from engine.journal.journal import Entry, Journal
 from engine.prune.executor import CycleResult, execute
 from engine.prune.planner import Plan, Planner
+from engine.prune.scratch import scratch_dir
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import StoreRecordTimes, build_snapshot
 from engine.prune.work import work_from_plan
@@ -29,7 +30,7 @@ def spark_engine_for(
     if master is None and remote is None:
         master, remote = config.spark_master, config.spark_remote
     return SparkEngine(
-        master=master or "local[*]", remote=remote, conf=config.spark_conf, log_dir=data.root / "logs"
+        master=master or "local[*]", remote=remote, conf=config.spark_conf, log_dir=scratch_dir(data.root, "logs")
     )
 
 
@@ -71,6 +72,8 @@ class Pruner:
             # Asked for by name: an invalid effective policy is the answer, not a gap.
             name, reason = next(iter(snapshot.rejected.items()))
             raise InvalidPolicy(f"topic {name!r}: {reason}")
+        # Chosen again for every plan: the disk may have filled since the last one.
+        self.planner.scratch = scratch_dir(self.broker.data.root, "snapshots")
         return self.planner.plan(snapshot, tag=tag)
 
     def cycle(

@@ -55,7 +55,7 @@ from engine.store.batch import (
     encode_batch,
     record_size,
 )
-from engine.store.lock import FileLock
+from engine.store.lock import FileLock, directory_lock
 from engine.store.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIXES,
@@ -68,6 +68,7 @@ from engine.store.segment import (
     fsync_dir,
     remove_files,
     segment_stem,
+    unlink_files,
 )
 
 #: Records per batch: the unit of checksumming and of one index entry.
@@ -253,6 +254,7 @@ class PartitionWriter:
         #: a power loss may lose acknowledged records; a process crash does not).
         self.durable = durable
         self.lock_timeout = lock_timeout
+        self._timeout = lock_timeout
         #: how errors name the partition (``topic/partition`` for the broker)
         self.label = label or str(directory)
         self._lock = FileLock(directory / LOCK_FILE, what=f"partition {self.label}")
@@ -273,15 +275,18 @@ class PartitionWriter:
 
     # -- locking and recovery ---------------------------------------------------
 
-    def locked(self, log_start_offset: int) -> "PartitionWriter":
+    def locked(self, log_start_offset: int, *, timeout: float | None = None) -> "PartitionWriter":
+        """The writer for a ``with`` block under the partition's lock, waiting for it
+        ``timeout`` seconds (default: the writer's ``lock_timeout``)."""
         self._log_start = log_start_offset
+        self._timeout = self.lock_timeout if timeout is None else timeout
         return self
 
     def __enter__(self) -> "PartitionWriter":
         if self._failed is not None:
             raise StoreError(self._failed)
         try:
-            self._lock.acquire(self.lock_timeout)
+            self._lock.acquire(self._timeout)
         except OSError as error:
             raise StoreError(f"locking partition {self.label} failed: {describe(error)}") from None
         try:
@@ -382,17 +387,24 @@ class PartitionWriter:
 
     def _recover_deletions(self, names: list[str], log_start: int) -> None:
         """Finish deletions that a crash interrupted, or roll them back when the log
-        start was not moved past the segment (then its data must stay)."""
+        start was not moved past the segment (then its data must stay).
+
+        ``.log.deleted`` files that a live prune cycle is unlinking (it holds the
+        partition directory's deletion lock, :func:`deleting`) are left to it: the
+        cycle unlinks without the partition lock so that appends never wait for it,
+        and an append must not take that work over."""
         live = file_bases(names, LOG_SUFFIX)
-        for base in file_bases(names, DELETED_SUFFIX):
-            later = [b for b in live if b > base]
-            if later and later[0] <= log_start:
-                remove_files(self.directory, base)
-            else:
-                stem = segment_stem(base)
-                faults.replace(self.directory / (stem + DELETED_SUFFIX), self.directory / (stem + LOG_SUFFIX))
-                fsync_dir(self.directory)
-                live = sorted([*live, base])
+        doomed = file_bases(names, DELETED_SUFFIX)
+        with directory_lock(self.directory, wait=False) as free:
+            for base in doomed if free else ():
+                later = [b for b in live if b > base]
+                if later and later[0] <= log_start:
+                    remove_files(self.directory, base)
+                else:
+                    stem = segment_stem(base)
+                    faults.replace(self.directory / (stem + DELETED_SUFFIX), self.directory / (stem + LOG_SUFFIX))
+                    fsync_dir(self.directory)
+                    live = sorted([*live, base])
         # Sealed segments wholly below the log start: the deletion was decided but
         # its rename never happened.
         for i, base in enumerate(live[:-1]):
@@ -400,7 +412,9 @@ class PartitionWriter:
                 Segment(self.directory, base).delete()
 
     def _remove_orphan_indexes(self, names: list[str], bases: list[int]) -> None:
-        live = set(bases)
+        # A segment a live cycle is deleting keeps its indexes until the cycle
+        # unlinks them with its ``.log.deleted``.
+        live = set(bases) | set(file_bases(names, DELETED_SUFFIX))
         for suffix in INDEX_SUFFIXES:
             for base in file_bases(names, suffix):
                 if base not in live:
@@ -559,21 +573,50 @@ class PartitionWriter:
 
     # -- deleting ---------------------------------------------------------------------
 
-    def delete_segment(self, base_offset: int) -> None:
-        """Delete a sealed segment. The caller has already made the new log start
-        durable, so that a crash half-way is finished by recovery, not undone; so is a
-        failure half-way, by the next ``locked`` block."""
-        for i, segment in enumerate(self._segments[:-1]):
-            if segment.base_offset == base_offset:
-                try:
-                    segment.delete()
-                except OSError as error:
-                    self._unsure = True
-                    raise StoreError(
-                        f"deleting segment {segment.log_path.name} of partition {self.label} failed: "
-                        f"{describe(error)}; the log start is past it, so the partition's next writer "
-                        "finishes the deletion"
-                    ) from None
-                del self._segments[i]
-                return
-        raise StoreError(f"segment {base_offset} of {self.label} is not a sealed segment")
+    def detach(self, base_offsets: Sequence[int]) -> None:
+        """Take sealed segments out of the partition: rename each to ``.log.deleted``
+        and make the renames durable with one directory fsync. The caller has already
+        made the new log start durable and holds :func:`deleting`; it unlinks the
+        files after releasing the partition lock (Kafka's asynchronous delete). A
+        crash or a failure half-way is finished by the next ``locked`` block."""
+        doomed = set(base_offsets)
+        sealed = {s.base_offset for s in self._segments[:-1]}
+        if not doomed <= sealed:
+            raise StoreError(f"segments {sorted(doomed - sealed)} of {self.label} are not sealed segments")
+        try:
+            for segment in self._segments[:-1]:
+                if segment.base_offset in doomed:
+                    segment.rename_deleted()
+            fsync_dir(self.directory)
+        except OSError as error:
+            self._unsure = True
+            raise StoreError(
+                f"deleting segments of partition {self.label} failed: {describe(error)}; the log start is past "
+                "them, so the partition's next writer finishes the deletion"
+            ) from None
+        self._segments = [s for s in self._segments if s.base_offset not in doomed]
+
+
+@contextmanager
+def deleting(directory: Path) -> Iterator[None]:
+    """The deletion lock of a partition: held by a prune cycle from before it renames
+    segments to ``.log.deleted`` until it has unlinked them, so that a writer's
+    recovery leaves those files to it."""
+    with directory_lock(directory, wait=True):
+        yield
+
+
+def unlink_detached(directory: Path, base_offsets: Sequence[int]) -> None:
+    """Unlink the files of segments :meth:`PartitionWriter.detach` took out, then
+    fsync the directory once (under :func:`deleting`, without the partition lock)."""
+    try:
+        for base in base_offsets:
+            unlink_files(directory, base)
+        fsync_dir(directory)
+    except FileNotFoundError:
+        pass  # the topic was deleted meanwhile, its directory with it: nothing is left
+    except OSError as error:
+        raise StoreError(
+            f"unlinking deleted segments of {directory} failed: {describe(error)}; the log start is past them, "
+            "so the partition's next writer finishes the deletion"
+        ) from None

@@ -266,11 +266,15 @@ class Segment:
 
         A crash after the rename leaves ``.log.deleted``, which recovery completes
         (or rolls back when the log start does not cover the segment)."""
-        doomed = self.directory / (segment_stem(self.base_offset) + DELETED_SUFFIX)
-        faults.replace(self.log_path, doomed)
+        self.rename_deleted()
         fsync_dir(self.directory)
         fault_point("after_segment_renamed")
         remove_files(self.directory, self.base_offset)
+
+    def rename_deleted(self) -> None:
+        """Rename the log to ``.log.deleted``: readers and writers no longer see it
+        (not durable until the caller fsyncs the directory)."""
+        faults.replace(self.log_path, self.directory / (segment_stem(self.base_offset) + DELETED_SUFFIX))
 
 
 def _chained_headers(fd: int, entries: list[tuple[int, int]], file_size: int) -> list[BatchHeader]:
@@ -291,12 +295,19 @@ def _chained_headers(fd: int, entries: list[tuple[int, int]], file_size: int) ->
     return headers
 
 
-def remove_files(directory: Path, base_offset: int) -> None:
-    """Unlink whatever is left of a segment being deleted, then make it durable."""
+def unlink_files(directory: Path, base_offset: int) -> None:
+    """Unlink whatever is left of a segment being deleted (not durable until the
+    caller fsyncs the directory). A file already gone is fine: recovery and the
+    executor may both be finishing one deletion."""
     stem = segment_stem(base_offset)
     for suffix in (DELETED_SUFFIX, *INDEX_SUFFIXES):
         try:
             faults.unlink(directory / (stem + suffix))
         except FileNotFoundError:
             pass
+
+
+def remove_files(directory: Path, base_offset: int) -> None:
+    """Unlink whatever is left of a segment being deleted, then make it durable."""
+    unlink_files(directory, base_offset)
     fsync_dir(directory)
