@@ -22,7 +22,7 @@ import pytest
 
 from engine.prune.session import SparkEngine, java_log_options, spark_home
 
-__all__ = ["spark_connect_server", "spark_engine"]
+__all__ = ["spark_connect_engine", "spark_connect_server", "spark_engine"]
 
 CONNECT_START_TIMEOUT = 120.0  # the port opened after 5-9 s when measured; CI is slower
 _PR_SET_PDEATHSIG = 1
@@ -59,6 +59,15 @@ def spark_connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[s
         yield f"sc://127.0.0.1:{port}"
     finally:
         _stop_process_group(proc)
+
+
+@pytest.fixture(scope="session")
+def spark_connect_engine(spark_connect_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkEngine]:
+    """A client engine of :func:`spark_connect_server`, started, shared by the run."""
+    engine = SparkEngine(remote=spark_connect_server, log_dir=tmp_path_factory.mktemp("connect-engine") / "logs")
+    engine.start()
+    yield engine
+    engine.stop()
 
 
 def _free_port() -> int:

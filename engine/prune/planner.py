@@ -1,9 +1,10 @@
 """The planner: docs/RETENTION.md as one Spark SQL query (windows, joins, aggregates).
 
-The snapshot goes in as Parquet, the plan comes back as Arrow. Every row of a
-partition (the partition itself, its segments, its group positions) is in one
-relation, so that every per-partition quantity is a window aggregate attached to
-each row (see "the planning query" below). That relation is written as a bucketed
+The snapshot goes in as Parquet files or as Arrow (:mod:`engine.prune.transport`),
+the plan comes back as Arrow. Every row of a partition (the partition itself, its
+segments, its group positions) is in one relation, so that every per-partition
+quantity is a window aggregate attached to each row (see "the planning query"
+below). Where Spark can read files of ours, that relation is written as a bucketed
 table (:mod:`engine.prune.bucketed`), so Spark reads each partition's rows together
 and in order instead of shuffling and sorting them. Per-partition facts (the
 instant, extent, record-level time cuts, topic policy) are small: assembled with
@@ -14,8 +15,7 @@ Arrow table, split by row kind.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from engine.prune import bucketed, tables
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import Snapshot
+from engine.prune.transport import TRANSPORTS, Scratch, private_directory, unreadable_by
 
 #: stands for "no limit" where a number is compared (the budget)
 UNLIMITED = 1 << 62
@@ -95,28 +96,62 @@ class Plan:
 
 
 class Planner:
-    """Plans cycles on one :class:`SparkEngine`; Parquet goes through ``scratch``."""
+    """Plans cycles on one :class:`SparkEngine`; the snapshot reaches Spark by
+    ``transport`` (:mod:`engine.prune.transport`), files going through ``scratch``."""
 
-    def __init__(self, engine: SparkEngine, scratch: Path) -> None:
+    def __init__(self, engine: SparkEngine, scratch: Scratch | Path, transport: str = "auto") -> None:
+        if transport not in TRANSPORTS:
+            raise ValueError(f"unknown snapshot transport {transport!r}: expected one of {', '.join(TRANSPORTS)}")
         self.engine = engine
-        self.scratch = scratch
+        self.scratch = scratch if isinstance(scratch, Scratch) else Scratch.local(scratch)
+        self.transport = transport
+        self._lock = threading.Lock()
+        #: the session the last plan ran on, and the transport chosen for it
+        self._chosen: tuple[Any, str] | None = None
+
+    @property
+    def chosen(self) -> str | None:
+        """How the last plan's snapshot reached Spark: ``files`` or ``arrow``."""
+        return None if self._chosen is None else self._chosen[1]
 
     def plan(self, snapshot: Snapshot, *, tag: str | None = None) -> Plan:
         """Plan ``snapshot``; ``tag`` names the Spark job for :meth:`cancel`."""
         inputs = _spark_inputs(snapshot.tables, snapshot.now)
-        frame = self.engine.run(lambda spark: _plan(spark, inputs, self.scratch), tag or f"plan-{uuid.uuid4().hex}")
+        frame = self.engine.run(lambda spark: self._plan(spark, inputs), tag or f"plan-{uuid.uuid4().hex}")
         return Plan(snapshot.now, _split(frame, snapshot.tables, inputs), snapshot.rejected)
 
     def cancel(self, tag: str) -> None:
         self.engine.cancel(tag)
 
+    def _plan(self, spark: Any, inputs: SparkInputs) -> pa.Table:
+        if self._transport_for(spark) == "arrow":
+            return _arrow_frame(spark, inputs).toArrow()
+        buckets = _buckets(spark)
+        with private_directory(self.scratch) as directory:
+            _write_inputs(inputs, directory, buckets)
+            with _planning_frame(spark, directory, buckets) as frame:
+                return frame.toArrow()
 
-def _plan(spark: Any, inputs: SparkInputs, scratch: Path) -> pa.Table:
-    buckets = _buckets(spark)
-    with _input_files(scratch) as directory:
-        _write_inputs(inputs, directory, buckets)
-        with _planning_frame(spark, directory, buckets) as frame:
-            return frame.toArrow()
+    def _transport_for(self, spark: Any) -> str:
+        """``files`` or ``arrow`` on ``spark``: as configured, or (``auto``) as found
+        once per session: files if Spark reads the scratch directory."""
+        with self._lock:
+            if self._chosen is not None and self._chosen[0] is spark:
+                return self._chosen[1]
+        if self.transport != "auto":
+            chosen = self.transport
+        elif self.engine.description.startswith("local") and self.scratch.is_local:
+            chosen = "files"  # Spark runs in this process's JVM, on this machine
+        else:
+            why_not = unreadable_by(spark, self.scratch)
+            chosen = "files" if why_not is None else "arrow"
+            self.engine.note(
+                f"snapshot transport for {self.engine.description}: {chosen}"
+                + ("" if why_not is None else f" (Spark cannot read {self.scratch.location}: {why_not})")
+            )
+        with self._lock:
+            self._chosen = (spark, chosen)
+        return chosen
 
 
 #: what Spark reads of the snapshot's segments and positions, keyed by ``pid``
@@ -241,23 +276,13 @@ def _buckets(spark: Any) -> int:
     return int(spark.conf.get("spark.sql.shuffle.partitions"))
 
 
-@contextmanager
-def _input_files(scratch: Path) -> Iterator[Path]:
-    """A private directory in ``scratch`` for one plan's input files, removed after."""
-    scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
-    directory = Path(tempfile.mkdtemp(prefix="snapshot-", dir=scratch))
-    try:
-        yield directory
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def _write_inputs(inputs: SparkInputs, directory: Path, buckets: int) -> None:
+def _write_inputs(inputs: SparkInputs, directory: Scratch, buckets: int) -> None:
     """Write :func:`_spark_inputs` into ``directory``: the rows as a bucketed
     table's files in ``rows/``, ranked; the facts as ``facts.parquet``."""
     rows, of_bucket = _laid_out(inputs.others, inputs.segments, buckets)
-    bucketed.write(directory / "rows", buckets, lambda bucket: _ranked(rows.take(of_bucket[bucket])))
-    pq.write_table(inputs.facts, directory / "facts.parquet", compression="none", use_dictionary=False)
+    files, facts = directory.child("rows"), directory.child("facts.parquet")
+    bucketed.write(files.filesystem, files.path, buckets, lambda bucket: _ranked(rows.take(of_bucket[bucket])))
+    pq.write_table(inputs.facts, facts.path, filesystem=facts.filesystem, compression="none", use_dictionary=False)
 
 
 def _laid_out(others: pa.Table, segments: pa.Table, buckets: int) -> tuple[pa.Table, list[np.ndarray]]:
@@ -332,13 +357,28 @@ def _facts(topics: pa.Table, partitions: pa.Table, cuts: pa.Table, now: int) -> 
 
 
 @contextmanager
-def _planning_frame(spark: Any, directory: Path, buckets: int) -> Iterator[Any]:
+def _planning_frame(spark: Any, directory: Scratch, buckets: int) -> Iterator[Any]:
     """The plan as one DataFrame: :data:`PLAN_QUERY` over the files of
     :func:`_write_inputs`, while the context lasts."""
-    with bucketed.registered(spark, directory / "rows", _BUCKETED_ROWS, _ROW_KEY, _ROW_ORDER, buckets) as rows:
+    rows_location = directory.child("rows").location
+    with bucketed.registered(spark, rows_location, _BUCKETED_ROWS, _ROW_KEY, _ROW_ORDER, buckets) as rows:
         # The schema given spares the reader a schema-inference job.
-        facts = spark.read.schema(bucketed.ddl(_FACTS)).parquet(str(directory / "facts.parquet"))
-        yield spark.sql(PLAN_QUERY, rows=rows, facts=facts)
+        facts = spark.read.schema(bucketed.ddl(_FACTS)).parquet(directory.child("facts.parquet").location)
+        yield _planning_query(spark, rows, facts)
+
+
+def _arrow_frame(spark: Any, inputs: SparkInputs) -> Any:
+    """The plan as one DataFrame: :data:`PLAN_QUERY` over :func:`_spark_inputs` sent
+    as Arrow through the session. The rows are those of the files (ranked, in the
+    files' order), in one piece: Spark shuffles and sorts them by partition itself."""
+    rows, (order,) = _laid_out(inputs.others, inputs.segments, 1)
+    return _planning_query(spark, spark.createDataFrame(_ranked(rows.take(order))), spark.createDataFrame(inputs.facts))
+
+
+def _planning_query(spark: Any, rows: Any, facts: Any) -> Any:
+    """:data:`PLAN_QUERY` over the DataFrames ``rows`` (:data:`_BUCKETED_ROWS`) and
+    ``facts`` (:data:`_FACTS`)."""
+    return spark.sql(PLAN_QUERY, rows=rows, facts=facts)
 
 
 # -- the planning query --------------------------------------------------------------

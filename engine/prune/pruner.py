@@ -18,6 +18,7 @@ from engine.prune.executor import CycleResult, execute
 from engine.prune.planner import Plan, Planner
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import StoreRecordTimes, build_snapshot
+from engine.prune.transport import Scratch
 from engine.prune.work import work_from_plan
 
 
@@ -45,7 +46,9 @@ class Pruner:
     def __init__(self, broker: Broker, spark: SparkEngine) -> None:
         self.broker = broker
         self.spark = spark
-        self.planner = Planner(spark, broker.data.root / "snapshots")
+        config = broker.config
+        scratch = Scratch.configured(config.spark_scratch, broker.data.root / "snapshots")
+        self.planner = Planner(spark, scratch, config.spark_transport)
 
     def plan(
         self,
