@@ -7,9 +7,10 @@ partition lock) and is reconciled from the files when a writer opens a partition
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Literal, Mapping
+from typing import TYPE_CHECKING, Iterable, Iterator, Literal, Mapping
 
 import sqlite_utils
 
@@ -17,6 +18,9 @@ from engine.catalog.database import connect, read_transaction, write_transaction
 from engine.catalog.schema import ensure_schema
 from engine.errors import AlreadyExists, NotFound
 from engine.store.segment import SegmentInfo
+
+if TYPE_CHECKING:
+    from engine.catalog.arrow_reads import ArrowReads
 
 GroupKind = Literal["subscriber", "reader"]
 StartFrom = Literal["earliest", "latest"]
@@ -94,6 +98,15 @@ class Catalog:
     def read(self):  # type: ignore[no-untyped-def]
         """``with catalog.read():`` — queries inside see one consistent state."""
         return read_transaction(self.db)
+
+    def arrow_reads(self) -> AbstractContextManager[ArrowReads]:
+        """``with catalog.arrow_reads() as reads:`` — whole tables into Arrow, in bulk,
+        from one consistent state (engine/catalog/arrow_reads.py)."""
+        # Imported here: Arrow and the driver cost a command that never plans 0.2 s.
+        from engine.catalog.arrow_reads import arrow_reads
+
+        (_seq, _name, path) = self.db.conn.execute("PRAGMA database_list").fetchone()
+        return arrow_reads(Path(path))
 
     def _one(self, sql: str, params: tuple = ()) -> Mapping | None:
         rows = list(self.db.query(sql, params))
@@ -190,6 +203,17 @@ class Catalog:
                 "SELECT * FROM segments WHERE topic = ? AND partition = ? ORDER BY base_offset", (topic, partition)
             )
         ]
+
+    def cut_candidates(self, topic: str, partition: int, log_start: int, theta: int) -> Iterator[int]:
+        """Base offsets of the partition's segments that may hold its first record
+        >= ``theta`` at or above ``log_start``, oldest first: a segment whose max
+        timestamp is below θ holds none."""
+        for (base,) in self.db.conn.execute(
+            "SELECT base_offset FROM segments WHERE topic = ? AND partition = ? AND next_offset > ?"
+            " AND max_timestamp >= ? ORDER BY base_offset",
+            (topic, partition, log_start, theta),
+        ):
+            yield base
 
     def update_segments(self, topic: str, partition: int, infos: Iterable[SegmentInfo], next_offset: int) -> None:
         """Record the new extent of segments an append or roll changed."""
