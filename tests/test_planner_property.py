@@ -64,30 +64,42 @@ def _compare(name: str, got: list[dict], want: list[dict]) -> None:
 _HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large]
 _EXAMPLES = st.one_of(st.none(), st.randoms(use_true_random=False))
 
-#: transport, and the scratch directory of a temporary directory
-LOCAL_TRANSPORTS: dict[str, tuple[str, Callable[[Path], Scratch]]] = {
-    "files": ("files", lambda tmp: Scratch.local(tmp / "scratch")),
-    "files at a URI": ("files", lambda tmp: Scratch.of_uri((tmp / "shared").as_uri())),
-    "arrow": ("arrow", lambda tmp: Scratch.local(tmp / "unused")),
-}
+def _local(tmp: Path) -> Scratch:
+    return Scratch.local(tmp / "scratch")
 
 
-@pytest.mark.parametrize("transport", LOCAL_TRANSPORTS)
 @settings(max_examples=60, deadline=None, suppress_health_check=_HEALTH)
 @given(generated=catalogs(), shuffled=_EXAMPLES)
 def test_planner_agrees_with_the_reference_model(
+    spark_engine: SparkEngine, generated: RefCatalog, shuffled: random.Random | None
+) -> None:
+    _agrees_with_the_model(spark_engine, "files", _local, generated, shuffled)
+
+
+#: the other transports of a local session: transport, and the scratch directory of
+#: a temporary directory
+OTHER_TRANSPORTS: dict[str, tuple[str, Callable[[Path], Scratch]]] = {
+    "files at a URI": ("files", lambda tmp: Scratch.of_uri((tmp / "shared").as_uri())),
+    "arrow": ("arrow", _local),
+}
+
+
+@pytest.mark.parametrize("transport", OTHER_TRANSPORTS)
+@settings(max_examples=25, deadline=None, suppress_health_check=_HEALTH)
+@given(generated=catalogs(), shuffled=_EXAMPLES)
+def test_planner_agrees_with_the_reference_model_on_each_transport(
     spark_engine: SparkEngine, transport: str, generated: RefCatalog, shuffled: random.Random | None
 ) -> None:
-    mode, scratch = LOCAL_TRANSPORTS[transport]
+    mode, scratch = OTHER_TRANSPORTS[transport]
     _agrees_with_the_model(spark_engine, mode, scratch, generated, shuffled)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=_HEALTH)
+@settings(max_examples=12, deadline=None, suppress_health_check=_HEALTH)
 @given(generated=catalogs(), shuffled=_EXAMPLES)
 def test_planner_through_spark_connect_agrees_with_the_reference_model(
     spark_connect_engine: SparkEngine, generated: RefCatalog, shuffled: random.Random | None
 ) -> None:
-    _agrees_with_the_model(spark_connect_engine, "arrow", lambda tmp: Scratch.local(tmp / "unused"), generated, shuffled)
+    _agrees_with_the_model(spark_connect_engine, "arrow", _local, generated, shuffled)
 
 
 def _agrees_with_the_model(
