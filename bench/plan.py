@@ -13,8 +13,12 @@ bulk-written into a fresh SQLite catalog, then, in one process:
 - ``plan cold``: the first ``Planner.plan`` on that session;
 - ``warm cycle``: ``--repeat`` whole cycles of an unchanged catalog, each one second
   later than the one before (the instant is all that changes between two cycles):
-  snapshot + plan + apply-nothing (the executor's dry run over the plan's work: the
-  cycle journaled, nothing changed); median and min of each part and of the whole;
+  snapshot + plan + apply-nothing: the executor's dry run over the plan's work (what
+  the plan changes selected into work items, the cycle journaled, nothing changed).
+  The synthetic catalog is never really pruned, so every cycle's plan deletes the
+  same hundreds of thousands of segments: an upper bound for the warm cycle of a
+  catalog pruned by the cycle before, whose plan selects little; median and min of
+  each part and of the whole;
 - memory: peak RSS of this Python process and of Spark's JVM (local masters only);
 - ``model``: ``tests/reference/model.plan`` on the same data. The model is plain
   Python loops; above ``AUTO_MODEL_SEGMENTS`` segments it runs on an evenly spaced
