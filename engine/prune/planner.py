@@ -453,16 +453,21 @@ def _marks() -> dict[str, str]:
     """The rules of :data:`_FLAG_BITS` over the snapshot's columns and the facts."""
     segment = f"(`row` = {SEGMENT_ROW})"
     sealed = _flag(f"{segment} AND sealed")
+    # Each rule names its function in tests/reference/model.py and its section of
+    # docs/RETENTION.md.
     return {
         "segment": segment,
         "group": f"(`row` = {GROUP_ROW})",
         "is_sealed": sealed,
-        "subscriber": _flag(f"`row` = {GROUP_ROW} AND kind = 'subscriber'"),
+        "subscriber": _flag(f"`row` = {GROUP_ROW} AND kind = 'subscriber'"),  # GroupState.is_subscriber
+        # is_group_expired; "Per topic, before the cut" 1
         "expired": _flag("now - group_last_commit > subscription_expiry"),
+        # e_time, e_size, e_max_time, e_max_size; "Per partition, the cut", eligibility table
         "e_time": _flag(f"{sealed} AND max_timestamp < now - retention_time"),
         "e_size": _flag(f"{sealed} AND suffix_after >= retention_size"),
         "e_max_time": _flag(f"{sealed} AND max_timestamp < now - max_time"),
         "e_max_size": _flag(f"{sealed} AND {_SUFFIX_FROM} > max_partition_size"),
+        # keep_reason's KEEP_FUTURE_TIMESTAMP; "Decision and reason per segment"
         "future": _flag("retention_time IS NOT NULL AND max_timestamp > now"),
     }
 
@@ -480,11 +485,13 @@ def _rules(marked: bool) -> dict[str, str]:
     pos_eff = "greatest(`position`, H)"
     return {
         **rules,
-        "pos_eff": pos_eff,
+        "pos_eff": pos_eff,  # pos_eff; "Inputs"
+        # pos_after_ttl; "Per topic, before the cut" 2
         "pos_ttl": f"(CASE WHEN {subscriber} AND message_ttl IS NOT NULL THEN greatest({pos_eff}, tc_ttl) ELSE {pos_eff} END)",
+        # barrier's candidates; "Per partition, the cut", Barrier
         "holding": f"({subscriber} AND NOT {expired} AND protect)",
-        "roll": _flag("now - active_first_ts >= segment_roll"),
-        "live": _flag(f"{rules['segment']} AND next_offset > H"),
+        "roll": _flag("now - active_first_ts >= segment_roll"),  # idle_roll; "Per topic, before the cut" 4
+        "live": _flag(f"{rules['segment']} AND next_offset > H"),  # first_not's candidates
     }
 
 
@@ -567,6 +574,8 @@ def _decide() -> str:
     over_age = _flag(f"{subscriber} AND {pos_ttl} < tc_backlog_age")
     # Eviction lifts every subscriber of the partition to the same floor, so the
     # lowest position after eviction is the lowest after TTL, lifted to that floor.
+    # barrier (size_evict_cut, pos_after_eviction), then the_cut's target and hard;
+    # RETENTION.md "Per topic, before the cut" 3 and "Per partition, the cut".
     limits = f"""SELECT *,
     CASE WHEN behind.pos IS NOT NULL AND evicting THEN greatest(behind.pos, {size_floor}, {age_floor})
       ELSE behind.pos END AS barrier,
@@ -575,7 +584,9 @@ def _decide() -> str:
     CASE WHEN message THEN greatest({record_cut("max_time", "max_time")}, {first_not("fn_max_size")})
       ELSE {first_not("fn_hard")} END AS hard
   FROM {_with_facts("level_one")}"""
+    # the_cut: cut = min(T, max(H, hard, min(target, barrier)))
     cuts = "SELECT *, least(T, greatest(H, hard, least(target, barrier))) AS cut FROM limits"
+    # plan_partition's wanted and deleted (within_budget); "Per partition, the cut"
     wanted = _flag(f"{rules['is_sealed']} AND NOT hold AND next_offset <= cut")
     within_budget = _flag(f"rn <= coalesce(max_deletes_per_cycle, {UNLIMITED})")
     chosen = f"SELECT *, {wanted} AS wanted, {wanted} AND {within_budget} AS deleted FROM cuts"
@@ -583,6 +594,7 @@ def _decide() -> str:
     by_target = "next_offset <= least(target, barrier)"
     time_rule = f"CASE WHEN message THEN {_flag('next_offset <= tc_retention')} ELSE {rules['e_time']} END"
     max_time_rule = f"CASE WHEN message THEN {_flag('next_offset <= tc_max_time')} ELSE {rules['e_max_time']} END"
+    # delete_reason and keep_reason; "Decision and reason per segment"
     delete_reason = f"""CASE WHEN next_offset <= H THEN {_code("DELETE_BELOW_LOG_START")}
       WHEN {by_target} AND {time_rule} THEN {_code("DELETE_TIME")}
       WHEN {by_target} THEN {_code("DELETE_SIZE")}
@@ -599,6 +611,7 @@ def _decide() -> str:
       WHEN retention_time IS NOT NULL THEN {_code("KEEP_WITHIN_TIME")}
       WHEN retention_size IS NOT NULL THEN {_code("KEEP_SIZE_TARGET")}
       ELSE {_code("KEEP_NO_LIMIT")} END"""
+    # pos_after_eviction and backlog's over_quota; "Per topic, before the cut" 3
     evicted = f"CASE WHEN {subscriber} AND evicting THEN greatest({pos_ttl}, {size_floor}, {age_floor}) ELSE {pos_ttl} END"
     decided = f"""SELECT {_names(_DECIDED_CARRIED)}, {rules["roll"]} AS roll, barrier, behind.gid AS barrier_group,
     cut, wanted, deleted, base_offset, next_offset, size_bytes,
@@ -641,6 +654,7 @@ def _output() -> str:
     eligibility time; the packed numbers of partition and group rows: the new log
     start H' and each group's final position and what moved it."""
     rules = _rules(marked=True)
+    # new_log_start; "Per partition, the cut", New log start
     new_start = """CASE WHEN hold THEN H
       WHEN message THEN greatest(H, least(cut, first_kept_by_budget))
       ELSE greatest(H, coalesce(last_deleted_next, H)) END"""
