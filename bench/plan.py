@@ -28,10 +28,11 @@ bulk-written into a fresh SQLite catalog, then, in one process:
 
 Ratios: the warm cycle / its 2.5 s target and the warm plan / its 1.5 s target
 (issue 13, at 1M segments), warm plan / model (extrapolated to the full catalog).
-Correctness: the plan's deletions (segments and bytes) on the
-model's topics equal the model's (OK/MISMATCH), and every plan table is compared row
-by row on those topics. A breakdown of one extra, instrumented plan (through files,
-whatever ``--transport`` says) shows where plan time goes: Parquet writing, the query's parsing and analysis on the driver, the
+Correctness: the plan's deletions (segments and bytes) on the model's topics equal
+the model's (OK/MISMATCH), and every plan table is compared row by row on those
+topics. A breakdown of one extra, instrumented plan (through files, whatever
+``--transport`` says) shows where plan time goes: Parquet writing, the query's
+parsing and analysis on the driver, the
 optimizer and physical planning, execution with the Arrow collect (with Spark's
 stages and SQL operator metrics), and the split into plan tables in Python.
 
