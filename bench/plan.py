@@ -4,32 +4,43 @@ A synthetic catalog (``bench/synthetic_catalog.py``; default 10,000 partitions o
 segments = 1M segments, 1,000 topics, about 2 groups per topic, mixed policies) is
 bulk-written into a fresh SQLite catalog, then, in one process:
 
-- ``snapshot``: ``build_snapshot`` (SQLite -> Arrow, record-level time cuts included;
-  record timestamps are linear inside each segment, so a cut is arithmetic, with no
-  segment files);
+- ``snapshot``: ``build_snapshot`` (SQLite -> Arrow in bulk, record-level time cuts
+  included; record timestamps are linear inside each segment, so a cut is arithmetic,
+  with no segment files), against the baseline of the rows way: the segments table
+  fetched as Python rows and turned into Arrow (up to 2M segments);
 - ``spark start``: a fresh local ``SparkEngine`` (``--master``, default ``local[2]``)
   until its session is ready;
-- ``plan cold``: the first ``Planner.plan`` on that session; ``plan warm``: median and
-  min of ``--repeat`` further plans of the same snapshot tables, each one second later
-  than the one before (the instant is all that changes between two cycles' plans of
-  an unchanged catalog);
+- ``plan cold``: the first ``Planner.plan`` on that session;
+- ``warm cycle``: ``--repeat`` whole cycles of an unchanged catalog, each one second
+  later than the one before (the instant is all that changes between two cycles):
+  snapshot + plan + apply-nothing: the executor's dry run over the plan's work (what
+  the plan changes selected into work items, the cycle journaled, nothing changed).
+  The synthetic catalog is never really pruned, so every cycle's plan deletes the
+  same hundreds of thousands of segments: an upper bound for the warm cycle of a
+  catalog pruned by the cycle before, whose plan selects little; median and min of
+  each part and of the whole;
+- memory: peak RSS of this Python process and of Spark's JVM (local masters only);
 - ``model``: ``tests/reference/model.plan`` on the same data. The model is plain
   Python loops; above ``AUTO_MODEL_SEGMENTS`` segments it runs on an evenly spaced
   sample of whole topics (``--model-fraction``) and its time is extrapolated linearly
   by segment count, which is fair because its cost is per partition and the sample
   keeps the partitions whole. The output says when it did that.
 
-Ratios: warm plan / model (extrapolated to the full catalog), warm plan / the 3 s
-target of issue 3. Correctness: the plan's deletions (segments and bytes) on the
-model's topics equal the model's (OK/MISMATCH), and every plan table is compared row
-by row on those topics. A breakdown of one extra, instrumented plan shows where plan
-time goes: Parquet writing, the query's parsing and analysis on the driver, the
+Ratios: the warm cycle / its 2.5 s target and the warm plan / its 1.5 s target
+(issue 13, at 1M segments), warm plan / model (extrapolated to the full catalog).
+Correctness: the plan's deletions (segments and bytes) on the model's topics equal
+the model's (OK/MISMATCH), and every plan table is compared row by row on those
+topics. A breakdown of one extra, instrumented plan (through files, whatever
+``--transport`` says) shows where plan time goes: Parquet writing, the query's
+parsing and analysis on the driver, the
 optimizer and physical planning, execution with the Arrow collect (with Spark's
 stages and SQL operator metrics), and the split into plan tables in Python.
 
 Run from the repository root: ``python bench/plan.py`` (full size, about 3-6 minutes
 on the 2-core machine), ``python bench/plan.py --partitions 100 --segments 10`` (a
 quick check). The snapshot and the plan need about 1.5 GB of memory at full size.
+The reference model comes from ``tests/reference`` and needs the test extra
+(``pip install -e '.[test]'``, for hypothesis); ``--no-model`` skips it.
 
 The machine's load average is printed before and after: other processes skew every
 number. The script only reports: it never fails on a slow result.
@@ -38,6 +49,7 @@ number. The script only reports: it never fails on a slow result.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -58,16 +70,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bench.synthetic_catalog import LinearRecordTimes, SyntheticCatalog, generate
+from engine.broker import Broker
 from engine.catalog.catalog import Catalog
-from engine.policy.effective import resolve
 from engine.prune import planner as planner_module
-from engine.prune import snapshot as snapshot_module
 from engine.prune import tables
+from engine.prune.executor import execute
 from engine.prune.planner import Plan, Planner
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import Snapshot, build_snapshot
+from engine.prune.transport import Scratch, private_directory
+from engine.prune.work import work_from_plan
 
-TARGET_SECONDS = 3.0
+#: issue 13's targets at 1M segments: the whole warm cycle, and the plan alone
+CYCLE_TARGET_SECONDS = 2.5
+TARGET_SECONDS = 1.5
+#: the rows-way baseline of the snapshot is measured up to this many segments
+BASELINE_SEGMENTS = 2_000_000
 #: the model runs on everything up to this many segments, else on a sample of topics
 AUTO_MODEL_SEGMENTS = 100_000
 
@@ -365,7 +383,7 @@ def instrumented_plan(engine: SparkEngine, scratch: Path, snapshot: Snapshot) ->
 
     def job(spark: Any) -> pa.Table:
         buckets = planner_module._buckets(spark)
-        with planner_module._input_files(scratch) as directory:
+        with private_directory(Scratch.local(scratch)) as directory:
             start = time.perf_counter()
             planner_module._write_inputs(inputs, directory, buckets)
             times["bucketed rows + facts -> Parquet"] = time.perf_counter() - start
@@ -408,30 +426,45 @@ def instrumented_plan(engine: SparkEngine, scratch: Path, snapshot: Snapshot) ->
 # -- the run -----------------------------------------------------------------------------
 
 
-def snapshot_time_cuts(catalog: Catalog, data: SyntheticCatalog) -> tuple[float, int, int]:
-    """The snapshot's time-cut step on its own: seconds, cuts, RecordTimes calls."""
-    records = LinearRecordTimes(data)
-    with catalog.read():
-        subscribed = {r[0] for r in catalog.db.conn.execute("SELECT DISTINCT topic FROM groups WHERE kind = 'subscriber'")}
-        policies = {t.name: resolve(t.overrides, {}) for t in data.topics}
-        partitions = list(catalog.db.conn.execute("SELECT topic, partition, log_start_offset, next_offset FROM partitions"))
-        seconds, rows = timed(snapshot_module._time_cuts, catalog, records, policies, data.now, subscribed, partitions)
-    return seconds, len(rows), records.calls
-
-
-def snapshot_segments(catalog: Catalog) -> tuple[float, float]:
-    """The snapshot's biggest table on its own: seconds to fetch the segment rows from
-    SQLite, and to turn them into Arrow (as build_snapshot does)."""
+def rows_way_segments(catalog: Catalog) -> tuple[float, float]:
+    """The baseline: the segments table as the snapshot read it before it read in bulk,
+    SQLite rows into Python tuples, then into Arrow: seconds of each step."""
     sql = (
         "SELECT topic, partition, base_offset, next_offset, size_bytes, first_timestamp, max_timestamp, sealed"
         " FROM segments ORDER BY topic, partition, base_offset"
     )
     with catalog.read():
         fetch_s, rows = timed(lambda: list(catalog.db.conn.execute(sql)))
-    arrow_s, _ = timed(
-        lambda: snapshot_module._arrow([(*r[:7], bool(r[7])) for r in rows], tables.SEGMENTS)
-    )
+
+    def to_arrow() -> pa.Table:
+        columns = list(zip(*[(*r[:7], bool(r[7])) for r in rows]))
+        return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, tables.SEGMENTS)], schema=tables.SEGMENTS)
+
+    arrow_s, _ = timed(to_arrow)
     return fetch_s, arrow_s
+
+
+def jvm_peak_rss_mb(engine: SparkEngine) -> float | None:
+    """Peak RSS of the local session's JVM (VmHWM), None if it is not ours."""
+    proc = getattr(engine._gateway, "proc", None)
+    try:
+        with open(f"/proc/{proc.pid}/status") as status:
+            return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:"))
+    except (AttributeError, OSError, StopIteration):
+        return None
+
+
+def warm_cycle(broker: Broker, planner: Planner, records: LinearRecordTimes, now: int) -> dict[str, float]:
+    """One whole cycle at ``now``: snapshot, plan, apply-nothing; seconds of each."""
+    times = {}
+    times["snapshot"], snapshot = timed(build_snapshot, broker.catalog, records, defaults={}, now=now)
+    times["plan"], plan = timed(planner.plan, snapshot)
+    times["apply-nothing"], _ = timed(
+        lambda: execute(broker, work_from_plan(plan.tables), now=now, trigger="manual", actor="bench",
+                        spark_master=planner.engine.description, dry_run=True)
+    )
+    times["cycle"] = sum(times.values())
+    return times
 
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -443,7 +476,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         flush=True,
     )
 
-    # catalog (not part of the comparison)
+    # catalog (not part of the comparison): the data directory's, in the work directory
     gen_s, data = timed(generate, P, S, K, seed=args.seed)
     catalog = Catalog.open(workdir / "catalog.db")
     write_s, _ = timed(data.write, catalog)
@@ -455,14 +488,17 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     # snapshot
     records = LinearRecordTimes(data)
     snap_s, snapshot = timed(build_snapshot, catalog, records, defaults={}, now=data.now)
-    cuts_s, cuts, calls = snapshot_time_cuts(catalog, data)
-    fetch_s, arrow_s = snapshot_segments(catalog)
-    result.update(snapshot_seconds=snap_s, snapshot_time_cut_seconds=cuts_s, time_cuts=cuts,
-                  record_time_calls=calls, snapshot_segments_fetch_seconds=fetch_s,
-                  snapshot_segments_arrow_seconds=arrow_s, rejected=len(snapshot.rejected))
-    print(f"snapshot:     {snap_s:6.2f} s  ({len(snapshot.rejected)} topics rejected); parts measured again: "
-          f"segments table SQLite fetch {fetch_s:.2f} s + rows -> Arrow {arrow_s:.2f} s, "
-          f"time cuts {cuts_s:.2f} s ({cuts:,} cuts, {calls:,} RecordTimes calls)", flush=True)
+    result.update(snapshot_seconds=snap_s, time_cuts=snapshot.tables["time_cuts"].num_rows,
+                  record_time_calls=records.calls, rejected=len(snapshot.rejected))
+    print(f"snapshot:     {snap_s:6.2f} s  ({len(snapshot.rejected)} topics rejected; "
+          f"{result['time_cuts']:,} time cuts, {records.calls:,} RecordTimes calls)", flush=True)
+    if data.segment_count <= BASELINE_SEGMENTS:
+        fetch_s, arrow_s = rows_way_segments(catalog)
+        result.update(baseline_segments_fetch_seconds=fetch_s, baseline_segments_arrow_seconds=arrow_s)
+        print(f"  baseline, the rows way, segments table only: SQLite rows {fetch_s:.2f} s + rows -> Arrow "
+              f"{arrow_s:.2f} s = {fetch_s + arrow_s:.2f} s; whole bulk snapshot / that {snap_s / (fetch_s + arrow_s):.2f}",
+              flush=True)
+    catalog.close()
 
     # spark
     engine = SparkEngine(master=args.master, conf=dict(args.conf), log_dir=workdir / "spark-logs")
@@ -473,32 +509,50 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         result["spark_start_seconds"] = time.perf_counter() - start
         print(f"spark start:  {result['spark_start_seconds']:6.2f} s", flush=True)
 
-        planner = Planner(engine, workdir / "scratch")
+        planner = Planner(engine, workdir / "scratch", args.transport)
         cold_s, plan = timed(planner.plan, snapshot)
         result["plan_cold_seconds"] = cold_s
-        print(f"plan cold:    {cold_s:6.2f} s", flush=True)
-        warm = []
-        for i in range(1, args.repeat + 1):
-            # Each warm plan is at a later instant, as the scheduler's cycles are: a
-            # planner whose compiled code depended on the instant would pay for
-            # compiling it again every time, and this would show it.
-            later = Snapshot(snapshot.now + i * 1000, snapshot.tables, snapshot.rejected)
-            seconds, _plan = timed(planner.plan, later)
-            warm.append(seconds)
-            print(f"plan warm:    {seconds:6.2f} s", flush=True)
+        result["transport"] = planner.chosen
+        print(f"plan cold:    {cold_s:6.2f} s (snapshot transport: {planner.chosen})", flush=True)
+        cycles = []
+        with Broker(workdir) as broker:
+            for i in range(1, args.repeat + 1):
+                # Each cycle is at a later instant, as the scheduler's are: a planner
+                # whose compiled code depended on the instant would pay for compiling
+                # it again every time, and this would show it.
+                cycles.append(warm_cycle(broker, planner, records, snapshot.now + i * 1000))
+                print("warm cycle:   " + ", ".join(f"{k} {v:5.2f} s" for k, v in cycles[-1].items()), flush=True)
+        warm = [c["plan"] for c in cycles]
+        result["warm_cycles"] = cycles
         result["plan_warm_seconds"] = warm
         result["plan_warm_median"] = statistics.median(warm)
         result["plan_warm_min"] = min(warm)
+        result["cycle_medians"] = {part: statistics.median(c[part] for c in cycles) for part in cycles[0]}
+        result["cycle_min"] = min(c["cycle"] for c in cycles)
         breakdown = instrumented_plan(engine, workdir / "scratch", snapshot)
         result["breakdown"] = breakdown
+        result["jvm_peak_rss_mb"] = jvm_peak_rss_mb(engine)
     except BaseException:
         print_log_tail(engine.log_file)
         raise
     finally:
         engine.stop()
-        catalog.close()
 
-    # reference model
+    if args.model:
+        compare_with_model(args, data, plan, result)
+
+    # the whole plan
+    stats = plan_stats(plan)
+    checks = invariants(plan, snapshot, data)
+    result["plan"], result["invariants"] = stats, [{"name": n, "ok": o, "detail": d} for n, o, d in checks]
+    result["load_after"] = load()
+    result["python_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return result
+
+
+def compare_with_model(args: argparse.Namespace, data: SyntheticCatalog, plan: Plan, result: dict[str, Any]) -> None:
+    """The reference model on (a sample of) the catalog, and the plan checked against it."""
+    P, S = args.partitions, args.segments
     fraction = args.model_fraction
     if fraction is None:
         fraction = min(1.0, AUTO_MODEL_SEGMENTS / (P * S))
@@ -540,14 +594,6 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         print(f"              {name:<10} {len(expected[name]):>9,} rows, "
               f"{'identical' if differing == 0 else f'{differing:,} DIFFER; first: {first}'}")
 
-    # the whole plan
-    stats = plan_stats(plan)
-    checks = invariants(plan, snapshot, data)
-    result["plan"], result["invariants"] = stats, [{"name": n, "ok": o, "detail": d} for n, o, d in checks]
-    result["load_after"] = load()
-    result["python_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return result
-
 
 def print_log_tail(path: Path, lines: int = 40) -> None:
     """The end of Spark's log (the work directory is removed on the way out)."""
@@ -564,7 +610,7 @@ def fmt_load(values: tuple[float, float, float] | list[float]) -> str:
 
 
 def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
-    warm, model_full = r["plan_warm_median"], r["model_seconds_full"]
+    warm = r["plan_warm_median"]
     b = r["breakdown"]
     print()
     print(f"plan breakdown (one more warm plan, instrumented: {b['total']:.2f} s):")
@@ -604,17 +650,27 @@ def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
     for item in r["invariants"]:
         print(f"  {'ok  ' if item['ok'] else 'FAIL'} {item['name']}" + ("" if item["ok"] else f" ({item['detail']})"))
     print()
-    sampled = r["model_topics"] < args.topics
-    print(f"summary ({args.partitions * args.segments:,} segments, {args.master}, load average "
-          f"{fmt_load(r['load_before'])} before, {fmt_load(r['load_after'])} after):")
-    print(f"  snapshot {r['snapshot_seconds']:.2f} s; spark start {r['spark_start_seconds']:.2f} s; plan cold "
-          f"{r['plan_cold_seconds']:.2f} s; plan warm median {warm:.2f} s, min {r['plan_warm_min']:.2f} s "
-          f"(of {args.repeat})")
-    print(f"  model {model_full:.2f} s" + (" (extrapolated from a sample)" if sampled else ""))
-    print(f"  warm plan / model      {warm / model_full:6.2f}")
-    print(f"  warm plan / 3 s target {warm / TARGET_SECONDS:6.2f}")
-    print(f"  correctness: {'OK' if r['check']['ok'] else 'MISMATCH'}; peak RSS of this Python process "
-          f"{r['python_peak_rss_mb']:,.0f} MB (Spark's JVM not included)")
+    c = r["cycle_medians"]
+    jvm = "n/a (not a local master)" if r["jvm_peak_rss_mb"] is None else f"{r['jvm_peak_rss_mb']:,.0f} MB"
+    print(f"summary ({args.partitions * args.segments:,} segments, {args.master}, snapshot as {r['transport']}, "
+          f"load average {fmt_load(r['load_before'])} before, {fmt_load(r['load_after'])} after):")
+    print(f"  first snapshot {r['snapshot_seconds']:.2f} s; spark start {r['spark_start_seconds']:.2f} s; "
+          f"plan cold {r['plan_cold_seconds']:.2f} s")
+    print(f"  warm cycle median {c['cycle']:.2f} s, min {r['cycle_min']:.2f} s (of {args.repeat}): snapshot "
+          f"{c['snapshot']:.2f} s + plan {c['plan']:.2f} s + apply-nothing {c['apply-nothing']:.2f} s (medians)")
+    print(f"  plan warm median {warm:.2f} s, min {r['plan_warm_min']:.2f} s")
+    if "baseline_segments_fetch_seconds" in r:
+        rows_way = r["baseline_segments_fetch_seconds"] + r["baseline_segments_arrow_seconds"]
+        print(f"  warm snapshot / the rows way's segments table alone {c['snapshot'] / rows_way:6.2f}")
+    print(f"  warm cycle / {CYCLE_TARGET_SECONDS:g} s target {c['cycle'] / CYCLE_TARGET_SECONDS:6.2f}")
+    print(f"  warm plan / {TARGET_SECONDS:g} s target  {warm / TARGET_SECONDS:6.2f}")
+    if args.model:
+        model_full = r["model_seconds_full"]
+        sampled = r["model_topics"] < args.topics
+        print(f"  model {model_full:.2f} s" + (" (extrapolated from a sample)" if sampled else ""))
+        print(f"  warm plan / model      {warm / model_full:6.2f}")
+        print(f"  correctness: {'OK' if r['check']['ok'] else 'MISMATCH'}")
+    print(f"  peak RSS: this Python process {r['python_peak_rss_mb']:,.0f} MB, Spark's JVM {jvm}")
 
 
 def parse_args() -> argparse.Namespace:
@@ -634,6 +690,12 @@ def parse_args() -> argparse.Namespace:
         "--conf", action="append", default=[], type=lambda text: tuple(text.split("=", 1)), metavar="KEY=VALUE",
         help="a Spark setting on top of the engine's defaults (repeatable), as [spark.conf] in ebb.toml",
     )
+    parser.add_argument(
+        "--transport", choices=("auto", "files", "arrow"), default="auto",
+        help="how the snapshot reaches Spark, as [spark] transport in ebb.toml (default auto)",
+    )
+    parser.add_argument("--no-model", dest="model", action="store_false",
+                        help="skip the reference model (which needs the test extra, for hypothesis)")
     parser.add_argument("--dir", type=Path, default=None, help="parent of the temporary directory (default: system temp)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON after the report")
     args = parser.parse_args()
@@ -643,6 +705,8 @@ def parse_args() -> argparse.Namespace:
         parser.error("need --partitions, --segments, --repeat >= 1 and 1 <= --topics <= --partitions")
     if args.model_fraction is not None and not 0 < args.model_fraction <= 1:
         parser.error("--model-fraction must be in (0, 1]")
+    if args.model and importlib.util.find_spec("hypothesis") is None:
+        parser.error("the reference model (tests/reference) needs the test extra: pip install -e '.[test]'; or --no-model")
     return args
 
 
@@ -654,9 +718,11 @@ def main() -> None:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     result["ratios"] = {
-        "warm_plan_to_model": result["plan_warm_median"] / result["model_seconds_full"],
+        "warm_cycle_to_target": result["cycle_medians"]["cycle"] / CYCLE_TARGET_SECONDS,
         "warm_plan_to_target": result["plan_warm_median"] / TARGET_SECONDS,
     }
+    if args.model:
+        result["ratios"]["warm_plan_to_model"] = result["plan_warm_median"] / result["model_seconds_full"]
     report(args, result)
     if args.json:
         print(json.dumps({"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, **result},

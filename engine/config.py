@@ -16,6 +16,8 @@ Layout::
     producer_hold_timeout = "30s"  # producer_request_hold: how long an append waits
     [spark]
     master = "local[*]"            # or: remote = "sc://host:15002"
+    transport = "auto"             # how the snapshot reaches Spark: "files" or "arrow"
+    scratch = "s3a://bucket/ebb"   # where "files" go when Spark cannot read the data directory
     [spark.conf]
     "spark.sql.shuffle.partitions" = "4"
     [console]
@@ -43,7 +45,7 @@ CONFIG_FILE_NAME = "ebb.toml"
 _KEYS: dict[str, tuple[str, ...]] = {
     "policy": tuple(FIELDS),
     "engine": ("prune_interval", "fsync", "journal_retention", "producer_hold_timeout"),
-    "spark": ("master", "remote", "conf"),
+    "spark": ("master", "remote", "conf", "transport", "scratch"),
     "console": ("theme", "refresh"),
 }
 
@@ -63,6 +65,12 @@ class Config:
     spark_remote: str | None = None
     """A Spark Connect URL (``sc://host:port``); when set, it replaces the master."""
     spark_conf: dict[str, str] = field(default_factory=dict)
+    spark_transport: str = "auto"
+    """How the snapshot reaches Spark (engine/prune/transport.py): ``files``, ``arrow``,
+    or ``auto``: files where Spark can read them, else Arrow."""
+    spark_scratch: str | None = None
+    """A URI (``file://``, ``s3a://``, ``hdfs://``...) both this process and Spark reach,
+    for the snapshot's files; None: the data directory's ``snapshots/``."""
     console_theme: str = "ebbtide-dark"
     console_refresh_ms: int = 2000
     journal_retention_ms: int | None = 90 * MS_PER_DAY
@@ -130,6 +138,14 @@ def _config_from(document: Mapping[str, Any]) -> Config:
             f"[spark] remote must be a Spark Connect URL like 'sc://host:15002', got {_shown_value(remote)}"
         )
     conf = _table(spark, "conf", "spark.conf")
+    transport = spark.get("transport", DEFAULT_CONFIG.spark_transport)
+    if transport not in ("auto", "files", "arrow"):
+        raise InvalidInput(f'[spark] transport must be "auto", "files" or "arrow", got {_shown_value(transport)}')
+    scratch = spark.get("scratch")
+    if scratch is not None and (not isinstance(scratch, str) or "://" not in scratch):
+        raise InvalidInput(
+            f"[spark] scratch must be a URI like 'file:///shared/ebb' or 's3a://bucket/ebb', got {_shown_value(scratch)}"
+        )
 
     fsync = tables["engine"].get("fsync", "batch")
     if fsync not in ("batch", "never"):
@@ -144,6 +160,8 @@ def _config_from(document: Mapping[str, Any]) -> Config:
         spark_master=_name(spark, "spark", "master", DEFAULT_CONFIG.spark_master),
         spark_remote=remote,
         spark_conf={key: _text("spark.conf", key, value) for key, value in conf.items()},
+        spark_transport=transport,
+        spark_scratch=scratch,
         console_theme=_name(tables["console"], "console", "theme", DEFAULT_CONFIG.console_theme),
         console_refresh_ms=_interval(
             tables["console"], "console", "refresh", DEFAULT_CONFIG.console_refresh_ms

@@ -75,9 +75,6 @@ ALLOWED: dict[str, set[str]] = {
     "engine/catalog/schema.py": {"SCHEMA_VERSION"},
     # _Where joins terms that are literals of this module (checked below).
     "engine/journal/journal.py": {"' AND '.join(self.terms)", "where.sql()"},
-    # _in(column, names): column is a literal of this module (checked below), the
-    # names become one "?" each.
-    "engine/prune/snapshot.py": {"column", "','.join('?' * len(names))", "where", "where.replace('topic', 'p.topic')"},
     # "WHERE p.topic = ?" or nothing.
     "console/model/lag.py": {"where"},
     # The planner's bucketed table: quoted identifiers of its schema (types from a
@@ -177,7 +174,7 @@ def test_the_planner_query_is_built_at_import_from_constants(module: str) -> Non
 
 @pytest.mark.parametrize(
     ("module", "function"),
-    [("engine/journal/journal.py", "add"), ("engine/prune/snapshot.py", "_in")],
+    [("engine/journal/journal.py", "add")],
 )
 def test_the_allowed_clause_builders_get_literal_sql(module: str, function: str) -> None:
     # What makes ALLOWED's clause builders safe: every call gives them literal SQL.

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from seed_scenarios import MIN, T0, write
@@ -25,6 +26,9 @@ from engine.prune import bucketed
 from engine.prune import planner as planner_module
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import StoreRecordTimes, build_snapshot
+from engine.prune.transport import Scratch, private_directory
+
+LOCAL = pafs.LocalFileSystem()
 
 KEYS = np.array(
     [*range(-300, 3000), 2**31 - 1, 2**31, -(2**31), 2**32 + 7, 2**40 + 3, 2**62, 2**63 - 1, -(2**63)], dtype=np.int64
@@ -69,7 +73,7 @@ def test_the_planners_files_keep_the_layout_the_table_declares(
     broker: Broker, tmp_path: Path, segments_reversed: bool
 ) -> None:
     inputs = planner_inputs(broker, segments_reversed=segments_reversed)
-    planner_module._write_inputs(inputs, tmp_path, 4)
+    planner_module._write_inputs(inputs, Scratch.local(tmp_path), 4)
 
     files = sorted((tmp_path / "rows").iterdir())
     assert [f.name for f in files] == [f"rows_{b:05d}.parquet" for b in range(4)]
@@ -100,7 +104,7 @@ def test_a_bucket_that_cannot_be_built_fails_the_write(tmp_path: Path) -> None:
         return pa.table({"pid": pa.array([bucket], pa.int64())})
 
     with pytest.raises(OSError, match="no space left"):
-        bucketed.write(tmp_path / "rows", 3, rows_of)
+        bucketed.write(LOCAL, str(tmp_path / "rows"), 3, rows_of)
 
 
 def test_the_table_is_registered_for_the_context_only(spark_engine: SparkEngine, tmp_path: Path) -> None:
@@ -108,14 +112,14 @@ def test_the_table_is_registered_for_the_context_only(spark_engine: SparkEngine,
     schema = pa.schema([("pid", pa.int64()), ("base_offset", pa.int64())])
     table = pa.table({"pid": [1, 1, 2, 3], "base_offset": [0, 5, 0, 0]}, schema=schema)
     rows = bucketed.rows_by_bucket(table["pid"].to_numpy(), 2)
-    bucketed.write(tmp_path / "rows", 2, lambda bucket: table.take(rows[bucket]))
+    bucketed.write(LOCAL, str(tmp_path / "rows"), 2, lambda bucket: table.take(rows[bucket]))
     before = {t.name for t in spark.catalog.listTables()}
 
-    with bucketed.registered(spark, tmp_path / "rows", schema, "pid", ["pid", "base_offset"], 2) as frame:
+    with bucketed.registered(spark, str(tmp_path / "rows"), schema, "pid", ["pid", "base_offset"], 2) as frame:
         assert sorted((r.pid, r.base_offset) for r in frame.collect()) == [(1, 0), (1, 5), (2, 0), (3, 0)]
         assert len({t.name for t in spark.catalog.listTables()} - before) == 1
     with pytest.raises(ZeroDivisionError):
-        with bucketed.registered(spark, tmp_path / "rows", schema, "pid", ["pid"], 2):
+        with bucketed.registered(spark, str(tmp_path / "rows"), schema, "pid", ["pid"], 2):
             raise ZeroDivisionError
 
     assert {t.name for t in spark.catalog.listTables()} == before
@@ -126,7 +130,7 @@ def test_the_table_is_registered_for_the_context_only(spark_engine: SparkEngine,
 def test_a_table_not_of_its_schema_is_refused(spark_engine: SparkEngine, tmp_path: Path, key: str, order: list[str], buckets: int) -> None:
     schema = pa.schema([("pid", pa.int64())])
     with pytest.raises(ValueError, match="no bucketed table"):
-        with bucketed.registered(spark_engine.session(), tmp_path, schema, key, order, buckets):
+        with bucketed.registered(spark_engine.session(), str(tmp_path), schema, key, order, buckets):
             pass
 
 
@@ -140,7 +144,7 @@ def test_the_planner_reads_its_rows_as_a_bucketed_scan_without_shuffle_or_sort(
     inputs = planner_module._spark_inputs(snapshot.tables, snapshot.now)
     spark = spark_engine.session()
 
-    with planner_module._input_files(tmp_path) as directory:
+    with private_directory(Scratch.local(tmp_path)) as directory:
         planner_module._write_inputs(inputs, directory, 4)
         with planner_module._planning_frame(spark, directory, 4) as frame:
             frame.toArrow()

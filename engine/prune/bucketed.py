@@ -23,11 +23,11 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 # Murmur3 x86 32-bit, as Spark's Murmur3_x86_32; Spark's ``hash`` seeds it with 42.
@@ -92,20 +92,20 @@ def rows_by_bucket(keys: np.ndarray, buckets: int) -> list[np.ndarray]:
     return np.split(order, np.cumsum(np.bincount(bucket, minlength=buckets))[:-1])
 
 
-def write(directory: Path, buckets: int, rows_of: Callable[[int], pa.Table]) -> None:
-    """Write the files of a bucketed table into ``directory``: bucket ``i``'s file
-    holds ``rows_of(i)`` (see :func:`rows_by_bucket`). Spark reads a file's bucket
-    from the digits after the last ``_``.
+def write(filesystem: pafs.FileSystem, directory: str, buckets: int, rows_of: Callable[[int], pa.Table]) -> None:
+    """Write the files of a bucketed table into ``directory`` of ``filesystem``: bucket
+    ``i``'s file holds ``rows_of(i)`` (see :func:`rows_by_bucket`). Spark reads a
+    file's bucket from the digits after the last ``_``.
 
     The buckets are built and written on parallel threads: Arrow and numpy release
     the GIL, and Spark has nothing to do until the files are there."""
-    directory.mkdir(mode=0o700)
+    filesystem.create_dir(directory, recursive=False)
 
     def write_bucket(bucket: int) -> None:
         # Plain encoding: the files are read once, and dictionaries cost more to write
         # than they save (half the writing time, measured).
-        path = directory / f"rows_{bucket:05d}.parquet"
-        pq.write_table(rows_of(bucket), path, compression="none", use_dictionary=False)
+        path = f"{directory}/rows_{bucket:05d}.parquet"
+        pq.write_table(rows_of(bucket), path, filesystem=filesystem, compression="none", use_dictionary=False)
 
     with ThreadPoolExecutor(max_workers=min(buckets, os.cpu_count() or 1)) as pool:
         for _ in pool.map(write_bucket, range(buckets)):  # each result, to raise a worker's error
@@ -114,15 +114,16 @@ def write(directory: Path, buckets: int, rows_of: Callable[[int], pa.Table]) -> 
 
 @contextmanager
 def registered(
-    spark: Any, directory: Path, schema: pa.Schema, key: str, order: Sequence[str], buckets: int
+    spark: Any, location: str, schema: pa.Schema, key: str, order: Sequence[str], buckets: int
 ) -> Iterator[Any]:
-    """The files of :func:`write` in ``directory`` as a DataFrame of a bucketed table,
-    registered in ``spark``'s catalog while the context lasts."""
+    """The files of :func:`write` at ``location`` (their directory as Spark names it)
+    as a DataFrame of a bucketed table, registered in ``spark``'s catalog while the
+    context lasts."""
     if key not in schema.names or not set(order) <= set(schema.names) or buckets < 1:
         raise ValueError(f"no bucketed table of {buckets} buckets by {key!r} in order {list(order)} of {schema.names}")
     name = f"ebbtide_plan_{uuid.uuid4().hex}"
     create = _CREATE.format(columns=ddl(schema), key=_quoted([key]), order=_quoted(order), buckets=int(buckets))
-    spark.sql(create, args={"name": name, "location": str(directory)})
+    spark.sql(create, args={"name": name, "location": location})
     try:
         yield spark.table(name)
     finally:

@@ -1,9 +1,10 @@
 """The planner: docs/RETENTION.md as one Spark SQL query (windows, joins, aggregates).
 
-The snapshot goes in as Parquet, the plan comes back as Arrow. Every row of a
-partition (the partition itself, its segments, its group positions) is in one
-relation, so that every per-partition quantity is a window aggregate attached to
-each row (see "the planning query" below). That relation is written as a bucketed
+The snapshot goes in as Parquet files or as Arrow (:mod:`engine.prune.transport`),
+the plan comes back as Arrow. Every row of a partition (the partition itself, its
+segments, its group positions) is in one relation, so that every per-partition
+quantity is a window aggregate attached to each row (see "the planning query"
+below). Where Spark can read files of ours, that relation is written as a bucketed
 table (:mod:`engine.prune.bucketed`), so Spark reads each partition's rows together
 and in order instead of shuffling and sorting them. Per-partition facts (the
 instant, extent, record-level time cuts, topic policy) are small: assembled with
@@ -14,8 +15,7 @@ Arrow table, split by row kind.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from engine.prune import bucketed, tables
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import Snapshot
+from engine.prune.transport import TRANSPORTS, Scratch, private_directory, unreadable_by
 
 #: stands for "no limit" where a number is compared (the budget)
 UNLIMITED = 1 << 62
@@ -95,28 +96,62 @@ class Plan:
 
 
 class Planner:
-    """Plans cycles on one :class:`SparkEngine`; Parquet goes through ``scratch``."""
+    """Plans cycles on one :class:`SparkEngine`; the snapshot reaches Spark by
+    ``transport`` (:mod:`engine.prune.transport`), files going through ``scratch``."""
 
-    def __init__(self, engine: SparkEngine, scratch: Path) -> None:
+    def __init__(self, engine: SparkEngine, scratch: Scratch | Path, transport: str = "auto") -> None:
+        if transport not in TRANSPORTS:
+            raise ValueError(f"unknown snapshot transport {transport!r}: expected one of {', '.join(TRANSPORTS)}")
         self.engine = engine
-        self.scratch = scratch
+        self.scratch = scratch if isinstance(scratch, Scratch) else Scratch.local(scratch)
+        self.transport = transport
+        self._lock = threading.Lock()
+        #: the session the last plan ran on, and the transport chosen for it
+        self._chosen: tuple[Any, str] | None = None
+
+    @property
+    def chosen(self) -> str | None:
+        """How the last plan's snapshot reached Spark: ``files`` or ``arrow``."""
+        return None if self._chosen is None else self._chosen[1]
 
     def plan(self, snapshot: Snapshot, *, tag: str | None = None) -> Plan:
         """Plan ``snapshot``; ``tag`` names the Spark job for :meth:`cancel`."""
         inputs = _spark_inputs(snapshot.tables, snapshot.now)
-        frame = self.engine.run(lambda spark: _plan(spark, inputs, self.scratch), tag or f"plan-{uuid.uuid4().hex}")
+        frame = self.engine.run(lambda spark: self._plan(spark, inputs), tag or f"plan-{uuid.uuid4().hex}")
         return Plan(snapshot.now, _split(frame, snapshot.tables, inputs), snapshot.rejected)
 
     def cancel(self, tag: str) -> None:
         self.engine.cancel(tag)
 
+    def _plan(self, spark: Any, inputs: SparkInputs) -> pa.Table:
+        if self._transport_for(spark) == "arrow":
+            return _arrow_frame(spark, inputs).toArrow()
+        buckets = _buckets(spark)
+        with private_directory(self.scratch) as directory:
+            _write_inputs(inputs, directory, buckets)
+            with _planning_frame(spark, directory, buckets) as frame:
+                return frame.toArrow()
 
-def _plan(spark: Any, inputs: SparkInputs, scratch: Path) -> pa.Table:
-    buckets = _buckets(spark)
-    with _input_files(scratch) as directory:
-        _write_inputs(inputs, directory, buckets)
-        with _planning_frame(spark, directory, buckets) as frame:
-            return frame.toArrow()
+    def _transport_for(self, spark: Any) -> str:
+        """``files`` or ``arrow`` on ``spark``: as configured, or (``auto``) as found
+        once per session: files if Spark reads the scratch directory."""
+        with self._lock:
+            if self._chosen is not None and self._chosen[0] is spark:
+                return self._chosen[1]
+        if self.transport != "auto":
+            chosen = self.transport
+        elif self.engine.description.startswith("local") and self.scratch.is_local:
+            chosen = "files"  # Spark runs in this process's JVM, on this machine
+        else:
+            why_not = unreadable_by(spark, self.scratch)
+            chosen = "files" if why_not is None else "arrow"
+            self.engine.note(
+                f"snapshot transport for {self.engine.description}: {chosen}"
+                + ("" if why_not is None else f" (Spark cannot read {self.scratch.location}: {why_not})")
+            )
+        with self._lock:
+            self._chosen = (spark, chosen)
+        return chosen
 
 
 #: what Spark reads of the snapshot's segments and positions, keyed by ``pid``
@@ -241,23 +276,13 @@ def _buckets(spark: Any) -> int:
     return int(spark.conf.get("spark.sql.shuffle.partitions"))
 
 
-@contextmanager
-def _input_files(scratch: Path) -> Iterator[Path]:
-    """A private directory in ``scratch`` for one plan's input files, removed after."""
-    scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
-    directory = Path(tempfile.mkdtemp(prefix="snapshot-", dir=scratch))
-    try:
-        yield directory
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def _write_inputs(inputs: SparkInputs, directory: Path, buckets: int) -> None:
+def _write_inputs(inputs: SparkInputs, directory: Scratch, buckets: int) -> None:
     """Write :func:`_spark_inputs` into ``directory``: the rows as a bucketed
     table's files in ``rows/``, ranked; the facts as ``facts.parquet``."""
     rows, of_bucket = _laid_out(inputs.others, inputs.segments, buckets)
-    bucketed.write(directory / "rows", buckets, lambda bucket: _ranked(rows.take(of_bucket[bucket])))
-    pq.write_table(inputs.facts, directory / "facts.parquet", compression="none", use_dictionary=False)
+    files, facts = directory.child("rows"), directory.child("facts.parquet")
+    bucketed.write(files.filesystem, files.path, buckets, lambda bucket: _ranked(rows.take(of_bucket[bucket])))
+    pq.write_table(inputs.facts, facts.path, filesystem=facts.filesystem, compression="none", use_dictionary=False)
 
 
 def _laid_out(others: pa.Table, segments: pa.Table, buckets: int) -> tuple[pa.Table, list[np.ndarray]]:
@@ -332,13 +357,28 @@ def _facts(topics: pa.Table, partitions: pa.Table, cuts: pa.Table, now: int) -> 
 
 
 @contextmanager
-def _planning_frame(spark: Any, directory: Path, buckets: int) -> Iterator[Any]:
+def _planning_frame(spark: Any, directory: Scratch, buckets: int) -> Iterator[Any]:
     """The plan as one DataFrame: :data:`PLAN_QUERY` over the files of
     :func:`_write_inputs`, while the context lasts."""
-    with bucketed.registered(spark, directory / "rows", _BUCKETED_ROWS, _ROW_KEY, _ROW_ORDER, buckets) as rows:
+    rows_location = directory.child("rows").location
+    with bucketed.registered(spark, rows_location, _BUCKETED_ROWS, _ROW_KEY, _ROW_ORDER, buckets) as rows:
         # The schema given spares the reader a schema-inference job.
-        facts = spark.read.schema(bucketed.ddl(_FACTS)).parquet(str(directory / "facts.parquet"))
-        yield spark.sql(PLAN_QUERY, rows=rows, facts=facts)
+        facts = spark.read.schema(bucketed.ddl(_FACTS)).parquet(directory.child("facts.parquet").location)
+        yield _planning_query(spark, rows, facts)
+
+
+def _arrow_frame(spark: Any, inputs: SparkInputs) -> Any:
+    """The plan as one DataFrame: :data:`PLAN_QUERY` over :func:`_spark_inputs` sent
+    as Arrow through the session. The rows are those of the files (ranked, in the
+    files' order), in one piece: Spark shuffles and sorts them by partition itself."""
+    rows, (order,) = _laid_out(inputs.others, inputs.segments, 1)
+    return _planning_query(spark, spark.createDataFrame(_ranked(rows.take(order))), spark.createDataFrame(inputs.facts))
+
+
+def _planning_query(spark: Any, rows: Any, facts: Any) -> Any:
+    """:data:`PLAN_QUERY` over the DataFrames ``rows`` (:data:`_BUCKETED_ROWS`) and
+    ``facts`` (:data:`_FACTS`)."""
+    return spark.sql(PLAN_QUERY, rows=rows, facts=facts)
 
 
 # -- the planning query --------------------------------------------------------------
@@ -413,16 +453,21 @@ def _marks() -> dict[str, str]:
     """The rules of :data:`_FLAG_BITS` over the snapshot's columns and the facts."""
     segment = f"(`row` = {SEGMENT_ROW})"
     sealed = _flag(f"{segment} AND sealed")
+    # Each rule names its function in tests/reference/model.py and its section of
+    # docs/RETENTION.md.
     return {
         "segment": segment,
         "group": f"(`row` = {GROUP_ROW})",
         "is_sealed": sealed,
-        "subscriber": _flag(f"`row` = {GROUP_ROW} AND kind = 'subscriber'"),
+        "subscriber": _flag(f"`row` = {GROUP_ROW} AND kind = 'subscriber'"),  # GroupState.is_subscriber
+        # is_group_expired; "Per topic, before the cut" 1
         "expired": _flag("now - group_last_commit > subscription_expiry"),
+        # e_time, e_size, e_max_time, e_max_size; "Per partition, the cut", eligibility table
         "e_time": _flag(f"{sealed} AND max_timestamp < now - retention_time"),
         "e_size": _flag(f"{sealed} AND suffix_after >= retention_size"),
         "e_max_time": _flag(f"{sealed} AND max_timestamp < now - max_time"),
         "e_max_size": _flag(f"{sealed} AND {_SUFFIX_FROM} > max_partition_size"),
+        # keep_reason's KEEP_FUTURE_TIMESTAMP; "Decision and reason per segment"
         "future": _flag("retention_time IS NOT NULL AND max_timestamp > now"),
     }
 
@@ -440,11 +485,13 @@ def _rules(marked: bool) -> dict[str, str]:
     pos_eff = "greatest(`position`, H)"
     return {
         **rules,
-        "pos_eff": pos_eff,
+        "pos_eff": pos_eff,  # pos_eff; "Inputs"
+        # pos_after_ttl; "Per topic, before the cut" 2
         "pos_ttl": f"(CASE WHEN {subscriber} AND message_ttl IS NOT NULL THEN greatest({pos_eff}, tc_ttl) ELSE {pos_eff} END)",
+        # barrier's candidates; "Per partition, the cut", Barrier
         "holding": f"({subscriber} AND NOT {expired} AND protect)",
-        "roll": _flag("now - active_first_ts >= segment_roll"),
-        "live": _flag(f"{rules['segment']} AND next_offset > H"),
+        "roll": _flag("now - active_first_ts >= segment_roll"),  # idle_roll; "Per topic, before the cut" 4
+        "live": _flag(f"{rules['segment']} AND next_offset > H"),  # first_not's candidates
     }
 
 
@@ -527,6 +574,8 @@ def _decide() -> str:
     over_age = _flag(f"{subscriber} AND {pos_ttl} < tc_backlog_age")
     # Eviction lifts every subscriber of the partition to the same floor, so the
     # lowest position after eviction is the lowest after TTL, lifted to that floor.
+    # barrier (size_evict_cut, pos_after_eviction), then the_cut's target and hard;
+    # RETENTION.md "Per topic, before the cut" 3 and "Per partition, the cut".
     limits = f"""SELECT *,
     CASE WHEN behind.pos IS NOT NULL AND evicting THEN greatest(behind.pos, {size_floor}, {age_floor})
       ELSE behind.pos END AS barrier,
@@ -535,7 +584,9 @@ def _decide() -> str:
     CASE WHEN message THEN greatest({record_cut("max_time", "max_time")}, {first_not("fn_max_size")})
       ELSE {first_not("fn_hard")} END AS hard
   FROM {_with_facts("level_one")}"""
+    # the_cut: cut = min(T, max(H, hard, min(target, barrier)))
     cuts = "SELECT *, least(T, greatest(H, hard, least(target, barrier))) AS cut FROM limits"
+    # plan_partition's wanted and deleted (within_budget); "Per partition, the cut"
     wanted = _flag(f"{rules['is_sealed']} AND NOT hold AND next_offset <= cut")
     within_budget = _flag(f"rn <= coalesce(max_deletes_per_cycle, {UNLIMITED})")
     chosen = f"SELECT *, {wanted} AS wanted, {wanted} AND {within_budget} AS deleted FROM cuts"
@@ -543,6 +594,7 @@ def _decide() -> str:
     by_target = "next_offset <= least(target, barrier)"
     time_rule = f"CASE WHEN message THEN {_flag('next_offset <= tc_retention')} ELSE {rules['e_time']} END"
     max_time_rule = f"CASE WHEN message THEN {_flag('next_offset <= tc_max_time')} ELSE {rules['e_max_time']} END"
+    # delete_reason and keep_reason; "Decision and reason per segment"
     delete_reason = f"""CASE WHEN next_offset <= H THEN {_code("DELETE_BELOW_LOG_START")}
       WHEN {by_target} AND {time_rule} THEN {_code("DELETE_TIME")}
       WHEN {by_target} THEN {_code("DELETE_SIZE")}
@@ -559,6 +611,7 @@ def _decide() -> str:
       WHEN retention_time IS NOT NULL THEN {_code("KEEP_WITHIN_TIME")}
       WHEN retention_size IS NOT NULL THEN {_code("KEEP_SIZE_TARGET")}
       ELSE {_code("KEEP_NO_LIMIT")} END"""
+    # pos_after_eviction and backlog's over_quota; "Per topic, before the cut" 3
     evicted = f"CASE WHEN {subscriber} AND evicting THEN greatest({pos_ttl}, {size_floor}, {age_floor}) ELSE {pos_ttl} END"
     decided = f"""SELECT {_names(_DECIDED_CARRIED)}, {rules["roll"]} AS roll, barrier, behind.gid AS barrier_group,
     cut, wanted, deleted, base_offset, next_offset, size_bytes,
@@ -601,6 +654,7 @@ def _output() -> str:
     eligibility time; the packed numbers of partition and group rows: the new log
     start H' and each group's final position and what moved it."""
     rules = _rules(marked=True)
+    # new_log_start; "Per partition, the cut", New log start
     new_start = """CASE WHEN hold THEN H
       WHEN message THEN greatest(H, least(cut, first_kept_by_budget))
       ELSE greatest(H, coalesce(last_deleted_next, H)) END"""

@@ -19,6 +19,7 @@ from engine.prune.planner import Plan, Planner
 from engine.prune.scratch import scratch_dir
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import StoreRecordTimes, build_snapshot
+from engine.prune.transport import Scratch
 from engine.prune.work import work_from_plan
 
 
@@ -46,7 +47,9 @@ class Pruner:
     def __init__(self, broker: Broker, spark: SparkEngine) -> None:
         self.broker = broker
         self.spark = spark
-        self.planner = Planner(spark, broker.data.root / "snapshots")
+        config = broker.config
+        scratch = Scratch.configured(config.spark_scratch, broker.data.root / "snapshots")
+        self.planner = Planner(spark, scratch, config.spark_transport)
 
     def plan(
         self,
@@ -72,8 +75,9 @@ class Pruner:
             # Asked for by name: an invalid effective policy is the answer, not a gap.
             name, reason = next(iter(snapshot.rejected.items()))
             raise InvalidPolicy(f"topic {name!r}: {reason}")
-        # Chosen again for every plan: the disk may have filled since the last one.
-        self.planner.scratch = scratch_dir(self.broker.data.root, "snapshots")
+        if self.broker.config.spark_scratch is None:
+            # Chosen again for every plan: the disk may have filled since the last one.
+            self.planner.scratch = Scratch.local(scratch_dir(self.broker.data.root, "snapshots"))
         return self.planner.plan(snapshot, tag=tag)
 
     def cycle(

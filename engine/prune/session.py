@@ -338,6 +338,10 @@ class SparkEngine:
             )
             plan.canceller.start()
 
+    def note(self, message: str) -> None:
+        """Append a line to the log file, never the terminal."""
+        self._note(message)
+
     # -- internals --------------------------------------------------------------------
 
     def _raise_if_cancelled(self, plan: _Run, tag: str) -> None:
