@@ -25,9 +25,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     status = actions.add_parser("status", help="whether it runs, where, for how long, its memory")
     status.add_argument("--json", action="store_true")
     command(status, run_status, mutates=False)
-    # They write only DATA_DIR/spark (the server's state), never the catalog or the log.
-    command(actions.add_parser("start", help="start it now (plans start it when needed)"), run_start, mutates=False)
-    command(actions.add_parser("stop", help="stop it (the next plan starts it again)"), run_stop, mutates=False)
+    # They write DATA_DIR/spark (the server's state), never the catalog or the journal;
+    # still, --read-only is for looking, not for managing.
+    command(actions.add_parser("start", help="start it now (plans start it when needed)"), run_start, mutates=True)
+    command(actions.add_parser("stop", help="stop it (the next plan starts it again)"), run_stop, mutates=True)
 
 
 def run_status(broker: Broker, args: argparse.Namespace) -> int:

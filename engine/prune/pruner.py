@@ -18,10 +18,9 @@ from engine.journal.journal import Entry, Journal
 from engine.prune.executor import CycleResult, execute
 from engine.prune.planner import Plan, Planner
 from engine.prune.session import SparkEngine
-from engine.prune.spark_service import ServiceSpec
 from engine.prune.snapshot import StoreRecordTimes, build_snapshot
+from engine.prune.spark_service import ServiceSpec
 from engine.prune.work import work_from_plan
-
 
 #: a master for an in-process Spark where neither flags nor config name one (the test
 #: suite sets it: no background server for its hundreds of short commands)

@@ -634,7 +634,9 @@ def classify_failure(exc: BaseException) -> tuple[str, str]:
         return "token", "the Spark server refused this client's token"
     gone = ("UNAVAILABLE", "Connection refused", "Socket closed", "no Spark Connect server", "Py4JNetworkError",
             "Answer from Java side is empty", "Error while sending or receiving", "CANCELLED", "Connection reset")  # fmt: skip
-    if isinstance(exc, ConnectionError) or any(marker in text for marker in gone):
+    if isinstance(exc, ConnectionError):
+        return "gone", _one_line(exc)  # our own probe's: it names the address
+    if any(marker in text for marker in gone):
         return "gone", "the Spark server cannot be reached (not running, or it died)"
     return "plan", f"Spark failed: {_one_line(exc)}"
 

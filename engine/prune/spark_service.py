@@ -176,13 +176,13 @@ class ServiceDir:
         """Hold ``attached.lock`` shared until the returned file is closed: the server
         does not stop for idleness while any client holds it."""
         self.ensure()
-        handle = open(self.path(ATTACH_LOCK), "ab")
+        handle = open(self.path(ATTACH_LOCK), "ab")  # noqa: SIM115 - the caller holds it, and closes it
         fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
         return handle
 
     def try_exclusive_attach(self) -> IO[bytes] | None:
         """``attached.lock`` held exclusively if no client holds it, else None."""
-        handle = open(self.path(ATTACH_LOCK), "ab")
+        handle = open(self.path(ATTACH_LOCK), "ab")  # noqa: SIM115 - the caller holds it, and closes it
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
