@@ -196,7 +196,7 @@ def test_the_test_suite_and_flags_choose_an_in_process_spark(tmp_path: Path, mon
         monkeypatch.setenv(MASTER_ENV, "local[2]")
         assert spark_engine_for(broker.config, broker.data).description == "local[2]"
         monkeypatch.delenv(MASTER_ENV)
-        assert spark_engine_for(broker.config, broker.data).description == "spark service (local[*])"
+        assert spark_engine_for(broker.config, broker.data).description == "service (local[*])"
         assert spark_engine_for(broker.config, broker.data, master="local[1]").description == "local[1]"
         remote = spark_engine_for(broker.config, broker.data, remote="sc://h:1")
         assert remote.description == "sc://h:1"
@@ -210,3 +210,47 @@ def test_idle_timeout_is_a_config_key(tmp_path: Path) -> None:
     path.write_text('[spark]\nidle_timeout = "0s"\n')
     with pytest.raises(InvalidInput, match="idle_timeout"):
         load_config(path)
+
+
+def _spark_error(text: str) -> Exception:
+    """An exception as the Connect client raises them (its class lives in pyspark)."""
+    kind = type("SparkConnectGrpcException", (Exception,), {"__module__": "pyspark.errors.exceptions.connect"})
+    return kind(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("java.lang.OutOfMemoryError: Java heap space\n\tat org.apache...", 'out of memory.*"spark.driver.memory".*`ebb spark stop`'),
+        ("StatusCode.UNAUTHENTICATED\n details = Invalid authentication token", "refused this client's token.*`ebb spark stop`"),
+        ("StatusCode.UNAVAILABLE: Socket closed", "cannot be reached.*run the command again"),
+        ("[TABLE_OR_VIEW_NOT_FOUND] The table x cannot be found.\nJVM stacktrace:\n...", r"Spark failed: \[TABLE_OR_VIEW_NOT_FOUND\]"),
+    ],
+)
+def test_a_spark_failure_is_one_line_saying_what_to_do(tmp_path: Path, text: str, says: str) -> None:
+    spec = spark_service.ServiceSpec(tmp_path / "data", {}, 60_000, tmp_path / "logs")
+    engine = SparkEngine(log_dir=tmp_path / "logs", service=spec)
+    engine._spark, engine._state = _AttachedSession(), "ready"  # as if attached: no server needed here
+    engine._done.set()
+
+    def fails(_spark: object) -> None:
+        raise _spark_error(text)
+
+    with pytest.raises(SparkUnavailable, match=says) as raised:
+        engine.run(fails, "t")
+    assert "\n" not in str(raised.value) and str(engine.log_file) in str(raised.value)
+    assert "JVM stacktrace" not in str(raised.value)
+    assert text.splitlines()[0] in engine.log_file.read_text()  # the details: in the log
+
+
+class _AttachedSession:
+    """What :meth:`SparkEngine.run` asks of a Connect session before and after a job."""
+
+    def addTag(self, tag: str) -> None:
+        pass
+
+    def clearTags(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass

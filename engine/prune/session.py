@@ -236,7 +236,7 @@ class SparkEngine:
     def description(self) -> str:
         """Where plans run: the master or the Connect URL (never a token)."""
         if self._service is not None:
-            return f"spark service ({self._service.master})"
+            return f"service ({self._service.master})"  # reads "Spark service (local[*])"
         return self._remote or self._master
 
     @property
