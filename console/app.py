@@ -126,6 +126,7 @@ class EbbApp(App[None]):
         #: topic names as the latest overview load saw them (for the palette)
         self.known_topics: list[str] = []
         host.on_cycle = lambda _report: self.post_message(EngineCycled())
+        self._cycle_error: str | None = None
         # Before anything mounts: the first load already colours cells from the theme.
         for theme in load_themes():
             self.register_theme(theme)
@@ -217,6 +218,12 @@ class EbbApp(App[None]):
         self.refresh_view()
 
     def on_engine_cycled(self, _message: EngineCycled) -> None:
+        report = self.host.engine_status().last_report
+        error = report.error if report is not None and report.status == "failed" else None
+        if error is not None and error != self._cycle_error:
+            # Once per distinct failure (Spark gone, say): the schedule retries every cycle.
+            self.notify(f"{error} (retried every cycle)", title="Prune cycle failed", severity="error", timeout=10)
+        self._cycle_error = error
         self.refresh_view()
 
     def _tick(self) -> None:

@@ -15,7 +15,8 @@ Layout::
     journal_retention = "90d"      # or "infinite"
     producer_hold_timeout = "30s"  # producer_request_hold: how long an append waits
     [spark]
-    master = "local[*]"            # or: remote = "sc://host:15002"
+    master = "local[*]"            # or: remote = "sc://host:15002"; neither: the shared Spark service
+    idle_timeout = "15m"           # the shared Spark service stops after this long unused
     transport = "auto"             # how the snapshot reaches Spark: "files" or "arrow"
     scratch = "s3a://bucket/ebb"   # where "files" go when Spark cannot read the data directory
     [spark.conf]
@@ -45,7 +46,7 @@ CONFIG_FILE_NAME = "ebb.toml"
 _KEYS: dict[str, tuple[str, ...]] = {
     "policy": tuple(FIELDS),
     "engine": ("prune_interval", "fsync", "journal_retention", "producer_hold_timeout"),
-    "spark": ("master", "remote", "conf", "transport", "scratch"),
+    "spark": ("master", "remote", "conf", "idle_timeout", "transport", "scratch"),
     "console": ("theme", "refresh"),
 }
 
@@ -61,9 +62,13 @@ class Config:
     """Whether an append returns only after an fsync of its batches (``fsync = "batch"``).
     ``fsync = "never"`` is UNSAFE: a power loss or kernel crash may lose acknowledged
     records (a killed process does not); it exists for benchmarks and scratch data."""
-    spark_master: str = "local[*]"
+    spark_master: str | None = None
+    """A master for an in-process Spark (``local[*]``, ``spark://...``); None with no
+    remote either: plans run on the data directory's shared Spark service."""
     spark_remote: str | None = None
     """A Spark Connect URL (``sc://host:port``); when set, it replaces the master."""
+    spark_idle_timeout_ms: int = 15 * 60_000
+    """How long the shared Spark service stays up with no plan and no client attached."""
     spark_conf: dict[str, str] = field(default_factory=dict)
     spark_transport: str = "auto"
     """How the snapshot reaches Spark (engine/prune/transport.py): ``files``, ``arrow``,
@@ -157,9 +162,10 @@ def _config_from(document: Mapping[str, Any]) -> Config:
         prune_interval_ms=_interval(
             tables["engine"], "engine", "prune_interval", DEFAULT_CONFIG.prune_interval_ms
         ),
-        spark_master=_name(spark, "spark", "master", DEFAULT_CONFIG.spark_master),
+        spark_master=_name(spark, "spark", "master", "local[*]") if "master" in spark else None,
         spark_remote=remote,
         spark_conf={key: _text("spark.conf", key, value) for key, value in conf.items()},
+        spark_idle_timeout_ms=_interval(spark, "spark", "idle_timeout", DEFAULT_CONFIG.spark_idle_timeout_ms),
         spark_transport=transport,
         spark_scratch=scratch,
         console_theme=_name(tables["console"], "console", "theme", DEFAULT_CONFIG.console_theme),

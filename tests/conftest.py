@@ -16,8 +16,15 @@ import pytest
 
 from console.cli.main import main
 from engine.broker import Broker
+from engine.prune.pruner import MASTER_ENV
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Commands that plan run Spark in their own process, as `--spark-master local[*]`
+# would: the shared Spark service (a background server that outlives the command) is
+# started only by the tests of that service (tests/test_spark_service.py), which stop
+# it. Subprocesses inherit it.
+os.environ.setdefault(MASTER_ENV, "local[*]")
 
 # The session-scoped Spark engine and Spark Connect server (tests/spark_fixtures.py).
 pytest_plugins = ["spark_fixtures", "console_fixtures"]

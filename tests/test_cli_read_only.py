@@ -51,6 +51,9 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], bool]] = {
     ("log",): (["log", "--cycles"], False),
     ("engine",): (["engine", "--cycles", "1"], True),
     ("verify",): (["verify"], False),
+    ("spark", "status"): (["spark", "status"], False),
+    ("spark", "start"): (["spark", "start"], True),
+    ("spark", "stop"): (["spark", "stop"], True),
 }
 # Cases that are not a command of their own.
 WRITING_VARIANTS = {
@@ -59,7 +62,8 @@ WRITING_VARIANTS = {
     "verify --repair": ["verify", "--repair"],
 }
 READING_VARIANTS = {"consume --no-commit": ["consume", "t", "--group", "g", "--no-commit"]}
-SPARK_COMMANDS = {("prune",), ("explain",), ("engine",)}
+# Not run for real here: `spark start` would leave a server (tests/test_spark_service.py runs them).
+SPARK_COMMANDS = {("prune",), ("explain",), ("engine",), ("spark", "start"), ("spark", "stop")}
 
 
 def leaf_commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> set[tuple[str, ...]]:

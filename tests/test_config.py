@@ -61,7 +61,7 @@ def test_full_file(tmp_path: Path) -> None:
 def test_missing_file_gives_the_defaults(tmp_path: Path) -> None:
     config = load_config(tmp_path / "ebb.toml")
     assert config == DEFAULT_CONFIG
-    assert (config.prune_interval_ms, config.spark_master, config.spark_remote) == (60_000, "local[*]", None)
+    assert (config.prune_interval_ms, config.spark_master, config.spark_remote) == (60_000, None, None)
     assert (config.console_theme, config.console_refresh_ms) == ("ebbtide-dark", 2000)
     assert config.policy_defaults == {} and config.spark_conf == {}
 

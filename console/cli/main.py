@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from console.cli import console_cmd, engine_cmd, groups, journal_log, manage, prune, records, topics, verify
+from console.cli import console_cmd, engine_cmd, groups, journal_log, manage, prune, records, spark_cmd, topics, verify
 from console.cli.parser import OneLineParser, Run, mutates, one_line
 from engine.broker import Broker
 from engine.catalog.damage import damaged, holds_topics
@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     manage.register(commands)
     journal_log.register(commands)
     engine_cmd.register(commands)
+    spark_cmd.register(commands)
     console_cmd.register(commands)
     verify.register(commands)
     return parser

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from console.cli.parser import command, non_negative_int
 from console.cli.policy_flags import add_policy_flags, policy_changes
 from console.cli.render import emit_json, instant, size, table
+from console.cli.spark_cmd import wait_for_spark
 from engine.broker import Broker
 from engine.clock import parse_instant
 from engine.journal.journal import Journal
@@ -24,7 +25,11 @@ from engine.prune.pruner import Pruner, spark_engine_for
 
 def add_spark_flags(parser: argparse.ArgumentParser) -> None:
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--spark-master", metavar="MASTER", help="Spark master [default: config, else local[*]]")
+    where.add_argument(
+        "--spark-master", metavar="MASTER",
+        help="plan on a Spark in this process: local[*], local[N] or spark://HOST:PORT "
+        "[default: config, else $EBB_SPARK_MASTER, else the shared Spark service]",
+    )  # fmt: skip
     where.add_argument("--spark-remote", metavar="URL", help="Spark Connect server, sc://host:port")
 
 
@@ -50,7 +55,11 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def _pruner(broker: Broker, args: argparse.Namespace) -> Pruner:
     spark = spark_engine_for(broker.config, broker.data, master=args.spark_master, remote=args.spark_remote)
-    spark.start()
+    try:
+        wait_for_spark(spark)
+    except BaseException:
+        spark.stop()
+        raise
     return Pruner(broker, spark)
 
 

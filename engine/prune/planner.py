@@ -140,8 +140,8 @@ class Planner:
                 return self._chosen[1]
         if self.transport != "auto":
             chosen = self.transport
-        elif self.engine.description.startswith("local") and self.scratch.is_local:
-            chosen = "files"  # Spark runs in this process's JVM, on this machine
+        elif self.engine.reads_local_files and self.scratch.is_local:
+            chosen = "files"  # Spark runs on this machine: no probe needed
         else:
             why_not = unreadable_by(spark, self.scratch)
             chosen = "files" if why_not is None else "arrow"

@@ -10,6 +10,9 @@ Two modes:
   Python worker output) off the terminal (docs/SPARK_NOTES.md, "Local session, silent").
   Spark's own logging goes to the same file through a log4j2 config written next to it.
 * Spark Connect (``sc://host:port``): a gRPC client of a server run elsewhere.
+* the shared service (neither configured): a Connect client of the data directory's
+  own warm server (:mod:`engine.prune.spark_service`), started first if none is up.
+  A server lost mid-use is let go: the next plan attaches again (or starts a new one).
 
 pyspark is imported lazily: importing this module costs nothing until a session is
 built (the Connect client alone takes about 0.6 s to import).
@@ -38,6 +41,8 @@ if TYPE_CHECKING:
     # Connect sessions are a different class; pyspark itself presents them under this
     # name, and so do we.
     from pyspark.sql import SparkSession
+
+    from engine.prune.spark_service import ServiceSpec
 
 T = TypeVar("T")
 
@@ -91,6 +96,8 @@ _LOCAL_MASTER = re.compile(r"^(local(\[[^\]]+\])?|local-cluster\[[^\]]+\]|spark:
 _CONNECT_PROBE_SECONDS = 5.0
 _CANCEL_REPEAT_SECONDS = 0.2
 _GATEWAY_EXIT_SECONDS = 10.0
+#: how long a service engine that failed to start stays failed before the next use retries
+_SERVICE_RETRY_SECONDS = 30.0
 
 # One local SparkContext per process is a hard Spark limit; this is who holds it.
 _local_owner_lock = threading.Lock()
@@ -148,6 +155,16 @@ def java_log_options(log_dir: Path) -> str:
     return f'"-Dlog4j2.configurationFile={config.as_uri()}" "-Dspark.logfile={log_dir / LOG_NAME}"'
 
 
+def server_conf(log_dir: Path, conf: Mapping[str, str]) -> dict[str, str]:
+    """The Spark settings of the shared service's server: a local session's, the
+    config file's on top, and its log, warehouse and collector in ``log_dir``."""
+    options = {**LOCAL_DEFAULTS, "spark.app.name": "ebbtide-service", **conf}
+    options.pop("spark.master", None)  # the supervisor's --master
+    options.setdefault("spark.sql.warehouse.dir", str(log_dir / "spark-warehouse"))
+    options["spark.driver.extraJavaOptions"] = local_java_options(log_dir, conf.get("spark.driver.extraJavaOptions", ""))
+    return options
+
+
 def local_java_options(log_dir: Path, extra: str) -> str:
     """The local driver JVM's options: ours, then the config file's ``extra``. They
     are added to ours, not put in their place: ours are what keeps Spark's logging
@@ -179,9 +196,15 @@ class SparkEngine:
         remote: str | None = None,
         conf: Mapping[str, str] | None = None,
         log_dir: Path,
+        service: ServiceSpec | None = None,
     ) -> None:
+        """``service``: plan on the data directory's shared server (``master`` and
+        ``remote`` are then ignored)."""
         self._master = master
         self._remote = remote
+        self._service = service
+        self._attachment: Any = None  # service: the attach lock held while attached
+        self._retry_at: float | None = None
         self._conf = {str(k): str(v) for k, v in (conf or {}).items()}
         self._log_dir = Path(log_dir)
         self._lock = threading.Lock()
@@ -198,7 +221,10 @@ class SparkEngine:
 
     @property
     def state(self) -> str:
-        """``"stopped"``, ``"starting"``, ``"ready"`` or ``"failed"``."""
+        """``"stopped"``, ``"starting"``, ``"ready"`` or ``"failed"``. A service
+        engine that failed reads ``"stopped"`` again after a while: the next use retries."""
+        if self._state == "failed" and self._retry_at is not None and time.monotonic() >= self._retry_at:
+            return "stopped"
         return self._state
 
     @property
@@ -208,8 +234,22 @@ class SparkEngine:
 
     @property
     def description(self) -> str:
-        """Where plans run: the master or the Connect URL."""
+        """Where plans run: the master or the Connect URL (never a token)."""
+        if self._service is not None:
+            return f"service ({self._service.master})"  # reads "Spark service (local[*])"
         return self._remote or self._master
+
+    @property
+    def reads_local_files(self) -> bool:
+        """Whether Spark runs on this machine and reads this process's local paths: an
+        in-process local master, or the data directory's own service (a local server)."""
+        if self._service is not None:
+            return self._service.master.startswith("local")
+        return self._remote is None and self._master.startswith("local")
+
+    @property
+    def _connect(self) -> bool:
+        return self._remote is not None or self._service is not None
 
     @property
     def log_file(self) -> Path:
@@ -225,9 +265,9 @@ class SparkEngine:
         until :meth:`stop`, so callers do not retry a broken setup in a loop.
         """
         with self._lock:
-            if self._state != "stopped":
+            if self.state != "stopped":
                 return
-            self._state, self._error = "starting", None
+            self._state, self._error, self._retry_at = "starting", None, None
             self._done = threading.Event()
             self._thread = threading.Thread(target=self._build, name="ebb-spark-start", daemon=True)
             self._thread.start()
@@ -257,6 +297,9 @@ class SparkEngine:
                 running.cancelled = True
             self._spark = self._gateway = self._thread = None
             self._state, self._error = "stopped", None
+        self._close_session(spark, gateway)
+
+    def _close_session(self, spark: Any, gateway: Any) -> None:
         try:
             if spark is not None:
                 # pyspark reports a JVM that died first with warnings.warn (stderr)
@@ -271,6 +314,7 @@ class SparkEngine:
             if gateway is not None:
                 self._shutdown_gateway(gateway)
             self._release_local()
+            self._detach()
 
     # -- plans ------------------------------------------------------------------------
 
@@ -290,7 +334,7 @@ class SparkEngine:
         try:
             # Tags belong to the calling thread: attach here, clear in finally, since
             # threads of a pool are reused and would keep them.
-            if self._remote:
+            if self._connect:
                 spark.addTag(tag)
             else:
                 spark.sparkContext.addJobTag(tag)
@@ -299,10 +343,14 @@ class SparkEngine:
                 result = job(spark)
             except PlanCancelled:
                 raise
-            except Exception:
+            except Exception as exc:
                 self._raise_if_cancelled(plan, tag)
-                raise
+                if not _from_spark(exc):
+                    raise
+                raise self._failure(exc) from None
             self._raise_if_cancelled(plan, tag)
+            if self._service is not None:
+                self._service_dir().record_plan()
             return result
         finally:
             with self._lock:
@@ -312,7 +360,7 @@ class SparkEngine:
                 # Its last cancel must not land on the next plan run under this tag.
                 canceller.join()
             try:
-                if self._remote:
+                if self._connect:
                     spark.clearTags()
                 else:
                     spark.sparkContext.clearJobTags()
@@ -357,11 +405,11 @@ class SparkEngine:
             # runs on, orphaned, holding the server's cores (measured). So interrupt
             # only while the server reports a stage running; the first report comes
             # about 2 s into a job, so cancelling a Connect plan takes that long.
-            if self._remote and not plan.job_running:
+            if self._connect and not plan.job_running:
                 plan.finished.wait(_CANCEL_REPEAT_SECONDS / 4)
                 continue
             try:
-                if self._remote:
+                if self._connect:
                     spark.interruptTag(tag)
                 else:
                     spark.sparkContext.cancelJobsWithTag(tag)
@@ -382,13 +430,26 @@ class SparkEngine:
         try:
             self._log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             route_python_logs(self.log_file)
-            spark = self._build_connect() if self._remote else self._build_local()
+            if self._service is not None:
+                spark = self._build_service()
+            elif self._remote:
+                spark = self._build_connect(self._remote)
+            else:
+                spark = self._build_local()
         except Exception as exc:  # noqa: BLE001 - any failure is the engine's state, not a crash
             self._release_local()
-            reason = f"cannot start Spark ({self.description}): {_one_line(exc)}"
-            self._note(reason, exc_info=True)
+            self._detach()
+            if isinstance(exc, SparkUnavailable):
+                reason = str(exc)
+            elif _from_spark(exc):
+                reason = str(self._failure(exc, starting=True))
+            else:
+                reason = f"cannot start Spark ({self.description}): {_one_line(exc)}; details in {self.log_file}"
+            self._note(reason, exc_info=not _from_spark(exc))  # _failure logged Spark's own
             with self._lock:
                 self._state, self._error = "failed", reason
+                if self._service is not None:
+                    self._retry_at = time.monotonic() + _SERVICE_RETRY_SECONDS
         else:
             with self._lock:
                 self._spark, self._state = spark, "ready"
@@ -436,11 +497,54 @@ class SparkEngine:
             self._shutdown_gateway(gateway)
             raise
 
-    def _build_connect(self) -> Any:
-        assert self._remote is not None
-        url = urlparse(self._remote)
+    def _build_service(self) -> Any:
+        """A Connect session on the shared server, started first if none runs. The
+        attach lock is taken first and held while attached: the server cannot stop
+        for idleness between being found and being used."""
+        from engine.prune import spark_service
+
+        assert self._service is not None
+        service = self._service_dir()
+        self._attachment = service.attach_lock()
+        state, _started = spark_service.ensure_running(self._service)
+        token = Path(state.token_file).read_text().strip()
+        service.touch()
+        return self._build_connect(f"{state.address}/;token={token}", shared_service=True)
+
+    def _service_dir(self) -> Any:
+        from engine.prune.spark_service import ServiceDir
+
+        assert self._service is not None
+        return ServiceDir(self._service.data_root)
+
+    def _detach(self) -> None:
+        """Service: let the server go (it stays up for the next client)."""
+        with self._lock:
+            attachment, self._attachment = self._attachment, None
+        if attachment is not None:
+            self._service_dir().touch()
+            attachment.close()
+
+    def _failure(self, exc: BaseException, *, starting: bool = False) -> SparkUnavailable:
+        """One line for a Spark failure, saying what to do; the details go to the log.
+        A service engine whose server went away lets it go: the next use attaches again."""
+        self._note(f"Spark failed ({self.description})", exc_info=True)
+        kind, reason = classify_failure(exc)
+        if kind == "gone" and self._service is not None and not starting:
+            with self._lock:
+                spark, self._spark = self._spark, None
+                self._state, self._thread = "stopped", None
+            self._close_session(spark, None)
+        return SparkUnavailable(f"{reason}{_advice(kind, self._service is not None)}; details in {self.log_file}")
+
+    def _build_connect(self, address: str, *, shared_service: bool = False) -> Any:
+        """A Connect session on ``address``. On the ``shared_service`` the server has
+        our settings already (only the config file's SQL ones are set), and the short
+        retry policy stays: a loopback server that does not answer has died, and the
+        client's default (ten minutes of retries) would only hide that."""
+        url = urlparse(address)
         if url.scheme != "sc" or not url.hostname:
-            raise ValueError(f"invalid Spark Connect URL {self._remote!r}: expected sc://HOST:PORT")
+            raise ValueError(f"invalid Spark Connect URL {address!r}: expected sc://HOST:PORT")
         # The client retries an unreachable server for about ten minutes; a plain TCP
         # connect gives a quick, clear answer instead.
         host, port = url.hostname, url.port or 15002
@@ -453,12 +557,14 @@ class SparkEngine:
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
         # The Connect client's own progress bar (stdout) is off unless this is "1".
         os.environ["SPARK_CONNECT_PROGRESS_BAR_ENABLED"] = "0"
+        # The client warns (stderr) when it gives up retrying; the failure is ours to report.
+        warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
         # The Connect builder itself, not pyspark.sql.SparkSession.builder: the generic
         # one flags the whole process as Connect, which breaks a local session in it.
         from pyspark.sql.connect.client.retries import DefaultPolicy
         from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-        spark = ConnectSession.builder.remote(self._remote).create()
+        spark = ConnectSession.builder.remote(address).create()
         spark.registerProgressHandler(self._on_connect_progress)
         try:
             client = spark.client
@@ -466,14 +572,19 @@ class SparkEngine:
             client.set_retry_policies([DefaultPolicy(max_retries=2, max_backoff=1000)])
             try:
                 _ = spark.version  # first round trip: fails fast if the server is not Spark
-                for key, value in {**CONNECT_DEFAULTS, **self._conf}.items():
+                if shared_service:
+                    settings = {k: v for k, v in self._conf.items() if k.startswith("spark.sql.")}
+                else:
+                    settings = {**CONNECT_DEFAULTS, **self._conf}
+                for key, value in settings.items():
                     try:
                         spark.conf.set(key, value)
                     except Exception as exc:  # noqa: BLE001 - the server says why; it goes to the log
                         # Static settings (driver memory...) belong to the server.
                         self._note(f"Spark Connect server kept its own {key}: {_one_line(exc)}")
             finally:
-                client.set_retry_policies(policies)
+                if not shared_service:
+                    client.set_retry_policies(policies)
         except Exception:
             spark.stop()
             raise
@@ -514,6 +625,45 @@ class SparkEngine:
                     log.write(traceback.format_exc())
         except OSError:
             pass
+
+
+_SPARK_MODULES = ("pyspark", "py4j", "grpc")
+
+
+def _from_spark(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from Spark, its client or its transport (a bug of ours does not)."""
+    return isinstance(exc, ConnectionError) or any(
+        cls.__module__.split(".")[0] in _SPARK_MODULES for cls in type(exc).__mro__
+    )
+
+
+def classify_failure(exc: BaseException) -> tuple[str, str]:
+    """``(kind, one line)`` for a Spark failure: ``memory``, ``token``, ``gone`` or ``plan``."""
+    text = f"{type(exc).__name__}: {exc}"
+    if "OutOfMemoryError" in text or "Java heap space" in text or "GC overhead limit" in text:
+        return "memory", "Spark ran out of memory"
+    if "UNAUTHENTICATED" in text or "authentication token" in text.lower():
+        return "token", "the Spark server refused this client's token"
+    gone = ("UNAVAILABLE", "Connection refused", "Socket closed", "no Spark Connect server", "Py4JNetworkError",
+            "Answer from Java side is empty", "Error while sending or receiving", "CANCELLED", "Connection reset")  # fmt: skip
+    if isinstance(exc, ConnectionError):
+        return "gone", _one_line(exc)  # our own probe's: it names the address
+    if any(marker in text for marker in gone):
+        return "gone", "the Spark server cannot be reached (not running, or it died)"
+    return "plan", f"Spark failed: {_one_line(exc)}"
+
+
+def _advice(kind: str, service: bool) -> str:
+    if kind == "memory":
+        restart = ", then `ebb spark stop`" if service else ""
+        return f'; give it more with [spark.conf] "spark.driver.memory" in ebb.toml{restart}'
+    if kind == "token":
+        return "; run `ebb spark stop`, then try again" if service else "; check the token in the sc:// URL"
+    if kind == "gone":
+        if service:
+            return "; run the command again (it starts a new Spark service), or see `ebb spark status`"
+        return "; check that the Spark server is up, or plan in this process with --spark-master local[*]"
+    return ""
 
 
 def _one_line(exc: BaseException) -> str:

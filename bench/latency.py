@@ -1,0 +1,190 @@
+"""One-shot latency: ``ebb explain`` and ``ebb prune --dry-run``, cold against warm.
+
+On a fresh data directory with one small topic (``--partitions``, ``--records``), each
+command as a whole ``ebb`` process (what an operator waits for), ``--runs`` times:
+
+- *cold*: nothing running (``ebb spark stop`` before each run): the command starts the
+  data directory's Spark service and waits for it;
+- *warm*: ``ebb engine`` running on the data directory (attached to the service, its
+  first cycle done); the command attaches to the warm server;
+- *in-process*: ``--spark-master local[*]``, a JVM of the command's own (what every
+  command did before the service), for reference.
+
+Printed: each median (and min, max), warm / cold and warm / in-process, against the
+targets of issue 13 (warm explain at most 0.2 of cold, and at most 1.5 s). Then where a
+warm one-shot's time goes, from one instrumented run in a subprocess: Python start and
+imports of the CLI, the import of the Spark Connect client, attaching a session, the
+plan (snapshot, then Spark), and leaving.
+
+Run from the repository root: ``python bench/latency.py`` (about 5-10 minutes on the
+2-core machine, most of it the cold runs), ``python bench/latency.py --runs 3``. The
+machine's load average is printed before and after: other processes skew every
+number. Every server and engine this starts, it stops. It only reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from engine.prune.pruner import MASTER_ENV
+
+#: the whole ``ebb`` process, instrumented; prints one JSON line of phase times (s)
+_PHASES = """
+import json, sys, time
+from pathlib import Path
+began = time.monotonic()
+marks = {}
+from console.cli.prune import _explained
+from engine.broker import Broker
+from engine.prune.pruner import Pruner, spark_engine_for
+marks["imports (CLI, engine, pyarrow)"] = time.monotonic()
+import pyspark.sql.connect.session
+marks["import Spark Connect client"] = time.monotonic()
+with Broker(Path(sys.argv[1])) as broker:
+    spark = spark_engine_for(broker.config, broker.data)
+    spark.session()
+    marks["attach session"] = time.monotonic()
+    pruner = Pruner(broker, spark)
+    from engine.prune.snapshot import StoreRecordTimes, build_snapshot
+    snapshot = build_snapshot(broker.catalog, StoreRecordTimes(broker.data), defaults=broker.config.policy_defaults,
+                              now=broker.clock(), topics=["demo"], overrides=None)
+    marks["snapshot"] = time.monotonic()
+    plan = pruner.planner.plan(snapshot)
+    marks["plan on Spark"] = time.monotonic()
+    _explained(plan, None)
+    spark.stop()
+    marks["leave"] = time.monotonic()
+last, phases = began, {}
+for name, at in marks.items():
+    phases[name], last = at - last, at
+print(json.dumps(phases))
+"""
+
+
+def env() -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if k != MASTER_ENV}, "PYTHONPATH": str(REPO)}
+
+
+def ebb(data: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "console.cli.main", "--data-dir", str(data), *args]
+
+
+def run(data: Path, *args: str) -> float:
+    """Wall seconds of one ``ebb`` process; it must succeed."""
+    began = time.monotonic()
+    done = subprocess.run(ebb(data, *args), check=False, capture_output=True, env=env(), cwd=REPO)
+    took = time.monotonic() - began
+    if done.returncode != 0:
+        raise SystemExit(f"`ebb {' '.join(args)}` failed: {done.stderr.decode().strip()}")
+    return took
+
+
+def make_topic(data: Path, partitions: int, records: int) -> None:
+    run(data, "topic", "create", "demo", "--partitions", str(partitions), "--segment-size", "4 KiB",
+        "--retention-time", "1h")  # fmt: skip
+    run(data, "produce", "demo", "--count", str(records), "--size", "100")
+
+
+def start_engine(data: Path) -> subprocess.Popen[bytes]:
+    """``ebb engine`` attached to the service, once its first cycle is done."""
+    engine = subprocess.Popen(
+        ebb(data, "engine", "--prune-interval", "1h", "--json"), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        env=env(), cwd=REPO,
+    )  # fmt: skip
+    assert engine.stdout is not None
+    first = engine.stdout.readline()  # the first cycle's line
+    if not first:
+        raise SystemExit("`ebb engine` exited before its first cycle")
+    return engine
+
+
+def stop_engine(engine: subprocess.Popen[bytes]) -> None:
+    engine.send_signal(signal.SIGTERM)
+    try:
+        engine.wait(60)
+    except subprocess.TimeoutExpired:
+        engine.kill()
+        engine.wait()
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def stats(times: list[float]) -> str:
+    return f"median {statistics.median(times):6.2f} s  (min {min(times):.2f}, max {max(times):.2f})"
+
+
+COMMANDS = {"explain": ("explain", "demo"), "prune --dry-run": ("prune", "--dry-run")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--records", type=int, default=400)
+    parser.add_argument("--no-in-process", action="store_true", help="skip the --spark-master local[*] runs")
+    args = parser.parse_args()
+    print(f"load average before: {load()}")
+    with tempfile.TemporaryDirectory(prefix="ebb-latency-") as tmp:
+        data = Path(tmp) / "data"
+        make_topic(data, args.partitions, args.records)
+        results: dict[str, dict[str, list[float]]] = {name: {} for name in COMMANDS}
+        try:
+            for name, command in COMMANDS.items():
+                cold = []
+                for _ in range(args.runs):
+                    run(data, "spark", "stop")
+                    cold.append(run(data, *command))
+                results[name]["cold"] = cold
+            run(data, "spark", "stop")
+            engine = start_engine(data)
+            try:
+                for name, command in COMMANDS.items():
+                    run(data, *command)  # not counted: the first plan of this shape on the server
+                    results[name]["warm"] = [run(data, *command) for _ in range(args.runs)]
+                began = time.monotonic()
+                done = subprocess.run([sys.executable, "-c", _PHASES, str(data)], check=False, capture_output=True, env=env(), cwd=REPO)
+                wall = time.monotonic() - began
+                phases = json.loads(done.stdout) if done.returncode == 0 else {"failed": done.stderr.decode()[-300:]}
+                if done.returncode == 0:
+                    phases = {"interpreter start and exit": wall - sum(phases.values()), **phases}
+            finally:
+                stop_engine(engine)
+            if not args.no_in_process:
+                for name, command in COMMANDS.items():
+                    results[name]["in-process"] = [
+                        run(data, *command, "--spark-master", "local[*]") for _ in range(args.runs)
+                    ]
+        finally:
+            run(data, "spark", "stop")
+    print(f"load average after:  {load()}")
+    print(f"\n{args.partitions}-partition topic, {args.records} records; {args.runs} runs of each whole `ebb` process")
+    for name, by_mode in results.items():
+        print(f"\nebb {name}")
+        for mode, times in by_mode.items():
+            print(f"  {mode:<11} {stats(times)}")
+        warm, cold = statistics.median(by_mode["warm"]), statistics.median(by_mode["cold"])
+        line = f"  warm / cold {warm / cold:.3f} (target <= 0.2)"
+        if "in-process" in by_mode:
+            line += f"; warm / in-process {warm / statistics.median(by_mode['in-process']):.3f}"
+        print(line + f"; warm {'<=' if warm <= 1.5 else '>'} 1.5 s")
+    print("\nwhere a warm one-shot explain's time goes (one instrumented process):")
+    for phase, seconds in phases.items():
+        print(f"  {phase:<32} {seconds:6.2f} s" if isinstance(seconds, float) else f"  {phase}: {seconds}")
+
+
+if __name__ == "__main__":
+    main()

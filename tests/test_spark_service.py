@@ -1,0 +1,256 @@
+"""The shared Spark service (engine/prune/spark_service.py) through the CLI.
+
+Two servers for the whole file: one started by ``ebb spark start`` and shared by the
+tests below (stopped at the end), and one started by two racing ``ebb spark start``
+that must end on its own after its short idle timeout. Every command runs without
+``$EBB_SPARK_MASTER`` (which the rest of the suite sets, see conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import REPO, CliResult, ebb_command
+
+from console.cli.prune import _explained
+from engine.broker import Broker
+from engine.config import load_config
+from engine.errors import InvalidInput, SparkUnavailable
+from engine.prune import spark_service
+from engine.prune.pruner import MASTER_ENV, Pruner, spark_engine_for
+from engine.prune.session import SparkEngine
+
+NOW = "2099-01-01T00:00:00Z"  # the produced records all older than retention_time
+IDLE_TIMEOUT_S = 12
+STOP_WAIT_S = 120.0
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != MASTER_ENV}
+    return {**env, "PYTHONPATH": str(REPO)}
+
+
+def run_ebb(data: Path, *args: str, timeout: float = 300) -> CliResult:
+    done = subprocess.run(ebb_command(data, *args), check=False, capture_output=True, timeout=timeout, cwd=REPO, env=_env())
+    return CliResult(done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+def status(data: Path) -> dict:
+    result = run_ebb(data, "spark", "status", "--json")
+    assert result.code == 0, result.err
+    return json.loads(result.out)
+
+
+def _gone(pid: int) -> bool:
+    return not spark_service.pid_alive(pid) or spark_service._is_zombie(pid)
+
+
+def _wait_gone(pids: list[int], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if all(_gone(pid) for pid in pids):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def _make_topic(data: Path) -> None:
+    with Broker(data) as broker:
+        broker.create_topic("demo", 2, {"segment_size": "4 KiB", "retention_time": "1h"})
+    result = run_ebb(data, "produce", "demo", "--count", "200", "--size", "100")
+    assert result.code == 0, result.err
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A data directory with a small topic and its service running; stopped after."""
+    data = tmp_path_factory.mktemp("service") / "data"
+    _make_topic(data)
+    started = run_ebb(data, "spark", "start")
+    state = spark_service.ServiceDir(data).read_state()
+    try:
+        assert started.code == 0, started.err
+        assert "started" in started.out and started.err == ""
+        yield data
+    finally:
+        run_ebb(data, "spark", "stop")
+        if state is not None:
+            assert _wait_gone([state.pid, state.supervisor_pid], STOP_WAIT_S)
+
+
+def test_status_reports_the_running_server(service: Path) -> None:
+    shown = status(service)
+    assert shown["state"] == "running" and shown["master"] == "local[*]"
+    assert spark_service.pid_alive(shown["pid"]) and shown["address"] == f"sc://localhost:{shown['port']}"
+    assert shown["uptime_s"] > 0 and shown["rss_bytes"] > 50 * 2**20
+    assert isinstance(shown["plans_served"], int) and shown["idle_timeout_s"] == 900
+    again = run_ebb(service, "spark", "start")
+    assert again.code == 0 and "already running" in again.out and str(shown["pid"]) in again.out
+
+
+def test_files_are_private_and_server_listens_on_loopback_only(service: Path) -> None:
+    root = service / "spark"
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    for name in ("token", "server.json", "server.conf"):
+        assert stat.S_IMODE((root / name).stat().st_mode) == 0o600, name
+    port = status(service)["port"]
+    listening = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                listening.append(local.rsplit(":", 1)[0])
+    # 127.0.0.1, maybe as the IPv4-mapped IPv6 address a JVM binds; nothing else
+    assert listening and set(listening) <= {"0100007F", "0000000000000000FFFF00000100007F"}, listening
+
+
+@pytest.mark.parametrize("token", [None, "not-the-token"])
+def test_a_client_without_the_token_is_refused(service: Path, tmp_path: Path, token: str | None) -> None:
+    port = status(service)["port"]
+    address = f"sc://localhost:{port}" + (f"/;token={token}" if token else "")
+    engine = SparkEngine(remote=address, log_dir=tmp_path / "logs")
+    try:
+        with pytest.raises(SparkUnavailable, match="refused this client's token"):
+            engine.session(timeout=120)
+    finally:
+        engine.stop()
+
+
+def test_explain_on_the_service_is_the_local_plan(service: Path, spark_engine: SparkEngine) -> None:
+    served = status(service)["plans_served"]
+    result = run_ebb(service, "explain", "demo", "--now", NOW, "--json")
+    assert result.code == 0 and result.err == "", result.err
+    with Broker(service) as broker:
+        local = Pruner(broker, spark_engine).plan(now=json.loads(result.out)["now"], topics=["demo"])
+    assert json.loads(result.out)["segments"] == _explained(local, None)
+    assert any(s["decision"] == "delete" for s in _explained(local, None))
+    assert status(service)["plans_served"] == served + 1
+    dry = run_ebb(service, "prune", "--dry-run", "--now", NOW, "--json")
+    assert dry.code == 0 and dry.err == "", dry.err
+    deleted = [a for a in json.loads(dry.out)["actions"] if a["action"] == "delete_segment"]
+    assert len(deleted) == sum(s["decision"] == "delete" for s in _explained(local, None))
+
+
+def test_an_unreachable_remote_is_one_line(service: Path) -> None:
+    result = run_ebb(service, "explain", "demo", "--spark-remote", "sc://127.0.0.1:9")
+    assert result.code == 2
+    assert result.err.count("\n") == 1 and result.err.startswith("ebb: error: ")
+    assert "no Spark Connect server at 127.0.0.1:9" in result.err and "spark.log" in result.err
+
+
+def test_a_server_that_dies_is_one_error_then_replaced(service: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs last on the shared server: it kills it."""
+    monkeypatch.delenv(MASTER_ENV)
+    with Broker(service) as broker:
+        engine = spark_engine_for(broker.config, broker.data)
+    try:
+        spark = engine.session(timeout=120)
+        assert spark.range(3).count() == 3
+        state = spark_service.ServiceDir(service).read_state()
+        assert state is not None
+        os.kill(state.pid, signal.SIGKILL)
+        assert _wait_gone([state.pid], 30)
+        with pytest.raises(SparkUnavailable, match="cannot be reached.*run the command again"):
+            engine.run(lambda s: s.range(3).count(), "after-kill")
+        # The supervisor saw its JVM die: nothing recorded, nothing left.
+        assert _wait_gone([state.supervisor_pid], 30)
+        assert spark_service.ServiceDir(service).read_state() is None
+        assert engine.state == "stopped"  # let go: the next use attaches again
+    finally:
+        engine.stop()
+
+
+def test_two_starts_get_one_server_which_stops_when_idle(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "ebb.toml").write_text(f'[spark]\nidle_timeout = "{IDLE_TIMEOUT_S}s"\n')
+    racers = [
+        subprocess.Popen(ebb_command(data, "spark", "start"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=_env())
+        for _ in range(2)
+    ]  # fmt: skip
+    outs = [racer.communicate(timeout=300) for racer in racers]
+    state = spark_service.ServiceDir(data).read_state()
+    try:
+        assert [r.returncode for r in racers] == [0, 0], outs
+        said = sorted(out.decode().split(" on ")[0] for out, _ in outs)
+        assert said == ["Spark service already running", "Spark service started"]
+        assert state is not None and all(f"pid {state.pid}" in out.decode() for out, _ in outs)
+        # Nobody attached, no plan: the supervisor stops the JVM after the timeout.
+        assert _wait_gone([state.pid, state.supervisor_pid], IDLE_TIMEOUT_S + STOP_WAIT_S)
+        assert status(data)["state"] == "stopped"
+    finally:
+        if state is not None and not _wait_gone([state.pid], 0):
+            spark_service.stop(data)
+
+
+def test_the_test_suite_and_flags_choose_an_in_process_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with Broker(tmp_path / "data") as broker:
+        monkeypatch.setenv(MASTER_ENV, "local[2]")
+        assert spark_engine_for(broker.config, broker.data).description == "local[2]"
+        monkeypatch.delenv(MASTER_ENV)
+        assert spark_engine_for(broker.config, broker.data).description == "service (local[*])"
+        assert spark_engine_for(broker.config, broker.data, master="local[1]").description == "local[1]"
+        remote = spark_engine_for(broker.config, broker.data, remote="sc://h:1")
+        assert remote.description == "sc://h:1"
+    assert not (tmp_path / "data" / "spark").exists()
+
+
+def test_idle_timeout_is_a_config_key(tmp_path: Path) -> None:
+    path = tmp_path / "ebb.toml"
+    path.write_text('[spark]\nidle_timeout = "30s"\n')
+    assert load_config(path).spark_idle_timeout_ms == 30_000
+    path.write_text('[spark]\nidle_timeout = "0s"\n')
+    with pytest.raises(InvalidInput, match="idle_timeout"):
+        load_config(path)
+
+
+def _spark_error(text: str) -> Exception:
+    """An exception as the Connect client raises them (its class lives in pyspark)."""
+    kind = type("SparkConnectGrpcException", (Exception,), {"__module__": "pyspark.errors.exceptions.connect"})
+    return kind(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("java.lang.OutOfMemoryError: Java heap space\n\tat org.apache...", 'out of memory.*"spark.driver.memory".*`ebb spark stop`'),
+        ("StatusCode.UNAUTHENTICATED\n details = Invalid authentication token", "refused this client's token.*`ebb spark stop`"),
+        ("StatusCode.UNAVAILABLE: Socket closed", "cannot be reached.*run the command again"),
+        ("[TABLE_OR_VIEW_NOT_FOUND] The table x cannot be found.\nJVM stacktrace:\n...", r"Spark failed: \[TABLE_OR_VIEW_NOT_FOUND\]"),
+    ],
+)
+def test_a_spark_failure_is_one_line_saying_what_to_do(tmp_path: Path, text: str, says: str) -> None:
+    spec = spark_service.ServiceSpec(tmp_path / "data", {}, 60_000, tmp_path / "logs")
+    engine = SparkEngine(log_dir=tmp_path / "logs", service=spec)
+    engine._spark, engine._state = _AttachedSession(), "ready"  # as if attached: no server needed here
+    engine._done.set()
+
+    def fails(_spark: object) -> None:
+        raise _spark_error(text)
+
+    with pytest.raises(SparkUnavailable, match=says) as raised:
+        engine.run(fails, "t")
+    assert "\n" not in str(raised.value) and str(engine.log_file) in str(raised.value)
+    assert "JVM stacktrace" not in str(raised.value)
+    assert text.splitlines()[0] in engine.log_file.read_text()  # the details: in the log
+
+
+class _AttachedSession:
+    """What :meth:`SparkEngine.run` asks of a Connect session before and after a job."""
+
+    def addTag(self, tag: str) -> None:
+        pass
+
+    def clearTags(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
