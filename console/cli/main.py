@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from console.cli import console_cmd, engine_cmd, groups, journal_log, manage, prune, records, topics, verify
+from console.cli import console_cmd, engine_cmd, forecast, groups, journal_log, manage, prune, records, topics, verify
 from console.cli.parser import OneLineParser, Run, mutates, one_line
 from engine.broker import Broker
 from engine.datadir import DataDir, default_data_dir
@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     records.register(commands)
     groups.register(commands)
     prune.register(commands)
+    forecast.register(commands)
     manage.register(commands)
     journal_log.register(commands)
     engine_cmd.register(commands)
