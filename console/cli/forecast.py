@@ -9,6 +9,7 @@ starts.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from console.cli.parser import command
@@ -56,25 +57,14 @@ def register(commands: argparse._SubParsersAction) -> None:
     command(forecast, run_forecast, mutates=False)
 
 
-def _duration(flag: str, text: str) -> int:
+def _finite(flag: str, text: str, parse: Callable[[str], int | None], what: str) -> int:
+    """``text`` given to ``flag``, read by ``parse`` (a policy value parser); infinite is refused."""
     try:
-        value = parse_duration(text)
+        value = parse(text)
     except InvalidValue as error:
         raise InvalidInput(f"invalid {flag} {text!r}: {error.reason}") from None
     if value is None:
-        raise InvalidInput(f"invalid {flag} {text!r}: must be a finite duration")
-    return value
-
-
-def _size(flag: str, text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        value = parse_size(text)
-    except InvalidValue as error:
-        raise InvalidInput(f"invalid {flag} {text!r}: {error.reason}") from None
-    if value is None:
-        raise InvalidInput(f"invalid {flag} {text!r}: must be a finite size")
+        raise InvalidInput(f"invalid {flag} {text!r}: must be a finite {what}")
     return value
 
 
@@ -91,16 +81,20 @@ def run_forecast(broker: Broker, args: argparse.Namespace) -> int:
     for group in args.stalled:
         if group not in groups:
             raise InvalidInput(f"--stalled {group!r}: no such group on {', '.join(names) or 'any topic'}")
-    step = _duration("--step", args.step)
+    step = _finite("--step", args.step, parse_duration, "duration")
     if step <= 0:
         raise InvalidInput(f"invalid --step {args.step!r}: must be above 0")
     now = broker.clock() if args.now is None else parse_instant(args.now)
     request = Request(
-        instants=instants(now, _duration("--horizon", args.horizon), step),
-        window_ms=_duration("--window", args.window),
-        rate=_size("--rate", args.rate),
+        instants=instants(now, _finite("--horizon", args.horizon, parse_duration, "duration"), step),
+        window_ms=_finite("--window", args.window, parse_duration, "duration"),
+        rate=None if args.rate is None else _finite("--rate", args.rate, parse_size, "size"),
         stalled=frozenset(args.stalled),
-        disk_budget=broker.config.disk_budget if args.disk_budget is None else _size("--disk-budget", args.disk_budget),
+        disk_budget=(
+            broker.config.disk_budget
+            if args.disk_budget is None
+            else _finite("--disk-budget", args.disk_budget, parse_size, "size")
+        ),
     )
     result = _run(broker, args, request, names, overrides)
     if args.json:

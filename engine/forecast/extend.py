@@ -74,6 +74,7 @@ class _Partitions:
     capacity: np.ndarray  # records in a new segment
     active: np.ndarray  # the row in segments of the partition's active segment; -1: none
     room: np.ndarray  # records the active segment still takes
+    newest: np.ndarray  # the newest record timestamp among its segments (int64 min: none)
 
     def timestamp(self, rows: np.ndarray, records: np.ndarray, now: int) -> np.ndarray:
         """The timestamp of synthetic record ``records`` (from 0) of partition ``rows``."""
@@ -95,6 +96,8 @@ def _partitions(
     active = np.where(own & ~sealed[last], last, -1)
     used = np.append(segments["size_bytes"].to_numpy(), 0)[active]
     capacity = np.maximum(1, segment_size // record_bytes)
+    newest = np.full(count, np.iinfo(np.int64).min)
+    np.maximum.at(newest, segment_rows, segments["max_timestamp"].fill_null(np.iinfo(np.int64).min).to_numpy())
     return _Partitions(
         next_offset=partitions["next_offset"].to_numpy(),
         records=np.array([r.records for r in rates], dtype=np.int64),
@@ -103,6 +106,7 @@ def _partitions(
         capacity=capacity,
         active=active,
         # An empty active segment takes a record of any size, as a new one does.
+        newest=newest,
         room=np.where(
             active < 0, 0, np.where(used == 0, capacity, np.maximum(0, (segment_size - used) // record_bytes))
         ),
@@ -266,7 +270,8 @@ def _time_cuts_at(
         cuts["topic"].to_pylist(), cuts["partition"].to_pylist(), cuts["kind"].to_pylist(), row
     ):
         theta = at - limit_of[kind][topic]
-        found = real_time_cut(topic, partition, log_start[p], theta)
+        # No record of the snapshot's is that recent: no need to look for one.
+        found = real_time_cut(topic, partition, log_start[p], theta) if theta <= parts.newest[p] else None
         if found is None:
             # The first synthetic record j with timestamp >= θ: ceil((j+1)·per_ms/records) >= θ - now.
             first = max(0, ((theta - now - 1) * int(parts.records[p])) // int(parts.per_ms[p]))
