@@ -111,6 +111,10 @@ def test_the_what_if_over_time_equals_plans_at_those_instants(
     catalog: with a policy flag, the what-if plan (``explain --now T --retention-time``)."""
     out = _forecast(ebb, "capped", "--horizon", "3h", "--step", "1h", "--rate", "0", "--retention-time", "90m")
     assert out["what_if"] == {"retention_time": "90m"}
+    # planned in the same job: the topic under its saved policy, as a plain forecast says
+    plain = _forecast(ebb, "capped", "--horizon", "3h", "--step", "1h", "--rate", "0")
+    assert plain["saved"] is None and out["saved"] == plain["topics"]
+    assert out["topics"][0]["points"] != plain["topics"][0]["points"]
     with Broker(data_dir) as broker:
         pruner = Pruner(broker, shared_spark)
         overrides = {"capped": {**broker.catalog.overrides("capped"), "retention_time": "90m"}}

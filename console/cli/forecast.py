@@ -143,13 +143,21 @@ def render(result: Forecast, changes: dict[str, str | None]) -> str:
             f"disk budget {size(result.disk_budget)}: "
             + (f"exceeded at {instant(breach.at)}" if breach else "not exceeded within the horizon")
         )
+    saved = {t.topic: t for t in result.saved or []}
     for topic in result.topics:
-        out += ["", *_render_topic(topic)]
+        out += ["", *_render_topic(topic, saved.get(topic.topic))]
     return "\n".join(out)
 
 
-def _render_topic(topic: TopicForecast) -> list[str]:
-    out = [f"topic {topic.topic}"]
+def _peak(topic: TopicForecast) -> str:
+    peak = max(topic.points, key=lambda p: p.bytes)
+    return f"peaks at {size(peak.bytes)} on {instant(peak.at)}"
+
+
+def _render_topic(topic: TopicForecast, saved: TopicForecast | None) -> list[str]:
+    """The topic's rates, peak (against the saved policy's, in a what-if), breaches and points."""
+    versus = f" (with its saved policy: {_peak(saved)})" if saved is not None else ""
+    out = [f"topic {topic.topic}: {_peak(topic)}{versus}"]
     for partition, rate in sorted(topic.rates.items()):
         since = f"observed since {instant(rate.since)}" if rate.since is not None else rate.source
         out.append(

@@ -57,10 +57,13 @@ class Extension:
     instants: list[int]
     topics: list[str]
     names: list[str]
+    #: per instant, per row of the snapshot's partitions: bytes and segments before
+    #: that instant's cycle
+    on_disk: list[tuple[np.ndarray, np.ndarray]]
 
 
-def virtual_name(instant_index: int, topic: str) -> str:
-    return f"{instant_index}/{topic}"
+def virtual_name(instant_index: int, topic: str, label: str = "") -> str:
+    return f"{label}{instant_index}/{topic}"
 
 
 @dataclass(frozen=True)
@@ -122,16 +125,19 @@ def extend(
     window_ms: int,
     stalled: Collection[str],
     real_time_cut: RealTimeCut,
+    label: str = "",
 ) -> Extension:
     """The virtual snapshot of ``snapshot`` at each of ``instants`` (>= its ``now``);
-    ``rates`` per row of its partitions; ``segment_sizes`` per topic."""
+    ``rates`` per row of its partitions; ``segment_sizes`` per topic; ``label``
+    tells its virtual topics from those of another extension planned with them."""
     now = snapshot.now
     topic_names = snapshot.tables["topics"]["topic"].to_pylist()
     segments = snapshot.tables["segments"]
     segment_rows = partition_rows(segments, snapshot.tables["partitions"])
     parts = _partitions(snapshot, segment_rows, rates, segment_sizes)
-    names = [virtual_name(i, topic) for i in range(len(instants)) for topic in topic_names]
+    names = [virtual_name(i, topic, label) for i in range(len(instants)) for topic in topic_names]
     pieces: dict[str, list[pa.Table]] = {name: [] for name in tables.SNAPSHOT_TABLES}
+    on_disk: list[tuple[np.ndarray, np.ndarray]] = []
     for i, at in enumerate(instants):
         elapsed = at - now
         arrived = (elapsed * parts.records) // parts.per_ms
@@ -141,11 +147,23 @@ def extend(
         pieces["partitions"].append(
             renamed(partitions.set_column(3, "next_offset", pa.array(parts.next_offset + arrived)))
         )
-        pieces["segments"].append(renamed(_segments_at(snapshot, segment_rows, parts, arrived, now, elapsed)))
+        segments_at = _segments_at(snapshot, segment_rows, parts, arrived, now, elapsed)
+        pieces["segments"].append(renamed(segments_at))
+        on_disk.append(_totals(segments_at, snapshot.tables["partitions"]))
         pieces["positions"].append(renamed(_positions_at(snapshot, arrived, at, now, window_ms, stalled)))
         pieces["time_cuts"].append(renamed(_time_cuts_at(snapshot, parts, arrived, at, now, real_time_cut)))
     virtual = {name: pa.concat_tables(parts_).cast(tables.SNAPSHOT_TABLES[name]) for name, parts_ in pieces.items()}
-    return Extension(Snapshot(now, virtual, snapshot.rejected), list(instants), topic_names, names)
+    return Extension(Snapshot(now, virtual, snapshot.rejected), list(instants), topic_names, names, on_disk)
+
+
+def _totals(segments: pa.Table, partitions: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes and segments of each row of ``partitions`` in ``segments``."""
+    row = partition_rows(segments, partitions)
+    size = segments["size_bytes"].to_numpy()
+    return (
+        np.bincount(row, weights=size, minlength=partitions.num_rows).astype(np.int64),
+        np.bincount(row, minlength=partitions.num_rows).astype(np.int64),
+    )
 
 
 def _renamer(snapshot: Snapshot, names: list[str]) -> Callable[[pa.Table], pa.Table]:

@@ -11,7 +11,7 @@ backlog quota, or the topics together hold more than the disk budget.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -121,6 +121,8 @@ class Forecast:
     disk_budget: int | None
     #: the first instant at which the topics together hold more than the budget
     disk_breach: Breach | None
+    #: with a what-if, the same topics under their saved policy (same job)
+    saved: list[TopicForecast] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -130,6 +132,7 @@ class Forecast:
             "disk_budget": self.disk_budget,
             "disk_breach": None if self.disk_breach is None else self.disk_breach.to_json(),
             "topics": [t.to_json() for t in self.topics],
+            "saved": None if self.saved is None else [t.to_json() for t in self.saved],
         }
 
 
@@ -169,22 +172,36 @@ def forecast(
     """Forecast ``topics`` (all if None) of ``catalog``; ``overrides`` as in
     :func:`~engine.prune.snapshot.build_snapshot` (a what-if over time)."""
     now = request.instants[0]
-    snapshot = build_snapshot(catalog, records, defaults=defaults, now=now, topics=topics, overrides=overrides)
-    names = snapshot.tables["topics"]["topic"].to_pylist()
-    segment_sizes = {
-        name: _segment_size(resolve((overrides or {}).get(name, catalog.overrides(name)), defaults)) for name in names
-    }
-    rates = rates_for(snapshot, request)
 
     def real_time_cut(topic: str, partition: int, log_start: int, theta: int) -> int | None:
         return time_cut(catalog, records, topic, partition, log_start, theta)
 
-    extension = extend(
-        snapshot, request.instants, rates, segment_sizes,
-        window_ms=request.window_ms, stalled=request.stalled, real_time_cut=real_time_cut,
-    )  # fmt: skip
-    plan = planner.plan(extension.snapshot)
-    return summarize(extension, plan.tables, snapshot, rates, request.disk_budget, request.window_ms)
+    # A what-if is planned with the saved policy too, in the same job: virtual
+    # topics of both, told apart by a label.
+    variants = [("", overrides)] if overrides is None else [("", overrides), ("saved:", None)]
+    parts = []
+    for label, variant in variants:
+        snapshot = build_snapshot(catalog, records, defaults=defaults, now=now, topics=topics, overrides=variant)
+        names = snapshot.tables["topics"]["topic"].to_pylist()
+        segment_sizes = {
+            name: _segment_size(resolve((variant or {}).get(name, catalog.overrides(name)), defaults)) for name in names
+        }
+        rates = rates_for(snapshot, request)
+        extension = extend(
+            snapshot, request.instants, rates, segment_sizes, label=label,
+            window_ms=request.window_ms, stalled=request.stalled, real_time_cut=real_time_cut,
+        )  # fmt: skip
+        parts.append((extension, snapshot, rates))
+    joined = {
+        name: pa.concat_tables([extension.snapshot.tables[name] for extension, _, _ in parts])
+        for name in parts[0][0].snapshot.tables
+    }
+    plan = planner.plan(Snapshot(now, joined, parts[0][1].rejected))
+    result, *saved = (
+        summarize(extension, plan.tables, snapshot, rates, request.disk_budget, request.window_ms)
+        for extension, snapshot, rates in parts
+    )
+    return replace(result, saved=saved[0].topics) if saved else result
 
 
 def _segment_size(policy: EffectivePolicy) -> int:
@@ -215,9 +232,7 @@ def summarize(
     names = extension.names
     width = len(extension.topics)
     segments = plan["segments"]
-    kept = segments.filter(pc.equal(segments["decision"], "keep"))
-    kept = kept.group_by(["topic", "partition"]).aggregate([("size_bytes", "sum"), ("size_bytes", "count")])
-    held = {(r["topic"], r["partition"]): (r["size_bytes_sum"], r["size_bytes_count"]) for r in kept.to_pylist()}
+    # Deleted rows only: what stays is what was there (the extension's totals) less that.
     deleted = segments.filter(pc.equal(segments["decision"], "delete"))
     deleted = deleted.group_by(["topic", "partition", "reason"]).aggregate(
         [("size_bytes", "sum"), ("size_bytes", "count")]
@@ -225,16 +240,28 @@ def summarize(
     by_reason: dict[str, list[dict[str, Any]]] = {}
     for r in deleted.to_pylist():
         by_reason.setdefault(r["topic"], []).append(r)
+    partitions = snapshot.tables["partitions"]
+    row_of = {
+        (t, p): i for i, (t, p) in enumerate(zip(partitions["topic"].to_pylist(), partitions["partition"].to_pylist()))
+    }
+    index = {name: v for v, name in enumerate(names)}
+    columns = ["topic", "partition", "new_log_start_offset", "segments_deleted", "bytes_deleted"]
     starts: dict[str, list[tuple[int, int]]] = {}
-    for r in plan["partitions"].select(["topic", "partition", "new_log_start_offset"]).to_pylist():
-        starts.setdefault(r["topic"], []).append((r["partition"], r["new_log_start_offset"]))
+    held: dict[tuple[str, int], tuple[int, int]] = {}
+    for name, partition, start, gone, freed in zip(*(plan["partitions"][c].to_pylist() for c in columns)):
+        if name not in index:
+            continue  # another variant's (a what-if's saved policy)
+        starts.setdefault(name, []).append((partition, start))
+        i, t = divmod(index[name], width)
+        total_bytes, total_segments = extension.on_disk[i]
+        row = row_of[(extension.topics[t], partition)]
+        held[(name, partition)] = (int(total_bytes[row]) - freed, int(total_segments[row]) - gone)
     over: dict[str, list[tuple[str, int]]] = {}
     groups = plan["groups"]
     for r in groups.filter(groups["over_quota"]).select(["topic", "group", "partition"]).to_pylist():
         over.setdefault(r["topic"], []).append((r["group"], r["partition"]))
     blocked = dict(zip(plan["topics"]["topic"].to_pylist(), plan["topics"]["quota_exceeded"].to_pylist()))
     policies = {r["topic"]: r for r in snapshot.tables["topics"].to_pylist()}
-    partitions = snapshot.tables["partitions"]
     topic_rates: dict[str, dict[int, Rate]] = {}
     for topic, partition, rate in zip(partitions["topic"].to_pylist(), partitions["partition"].to_pylist(), rates):
         topic_rates.setdefault(topic, {})[partition] = rate
