@@ -145,3 +145,9 @@ def test_bad_input_is_one_error_line(steady: int, ebb, args: list[str], message:
     assert result.code == 2 and result.out == ""
     (line,) = result.err.splitlines()
     assert line.startswith("ebb: error: ") and message in line
+
+
+def test_no_topics_is_one_error_line(ebb) -> None:
+    result = ebb("forecast", "--json")
+    assert result.code == 2 and result.out == ""
+    assert result.err.splitlines() == ["ebb: error: no topics to forecast; create one with `ebb topic create NAME`"]

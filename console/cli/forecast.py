@@ -73,6 +73,8 @@ def run_forecast(broker: Broker, args: argparse.Namespace) -> int:
     from engine.forecast.forecast import Request, instants
 
     names = [broker.catalog.topic(name).name for name in args.topics] or [t.name for t in broker.catalog.topics()]
+    if not names:
+        raise InvalidInput("no topics to forecast; create one with `ebb topic create NAME`")
     changes = policy_changes(args)
     overrides = {name: merge_overrides(broker.catalog.overrides(name), changes) for name in names} if changes else None
     for name, what_if in (overrides or {}).items():
