@@ -18,6 +18,7 @@ import pytest
 from conftest import REPO, ebb_command
 from prometheus_client.parser import text_string_to_metric_families
 
+from console.cli.metrics import serve_metrics
 from engine.broker import Broker
 from engine.journal.journal import Journal
 from engine.store.batch import NewRecord
@@ -142,3 +143,22 @@ def test_the_config_key_is_checked(data_dir: Path, ebb) -> None:
     (data_dir / "ebb.toml").write_text('[engine]\nmetrics = "10.0.0.1:9464"\n')
     result = ebb("topic", "list")
     assert result.code == 2 and "[engine] metrics address" in result.err
+
+
+def test_the_configured_address_is_served_until_stopped(events: None, data_dir: Path) -> None:
+    """``[engine] metrics``, as the console serves it (console/cli/metrics.py)."""
+    port = _free_port()
+    (data_dir / "ebb.toml").write_text(f'[engine]\nmetrics = "127.0.0.1:{port}"\n')
+    with Broker(data_dir) as broker:
+        server = serve_metrics(broker, None, lambda: "off")
+        assert server is not None
+        try:
+            samples = _samples(port)
+        finally:
+            server.stop()
+        for p in broker.describe("events").partitions:
+            key = ("ebbtide_partition_bytes", frozenset({"topic": "events", "partition": str(p.row.partition)}.items()))
+            assert samples[key] == p.size_bytes
+    assert samples[("ebbtide_spark_session_state", frozenset({"state": "off"}.items()))] == 1
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
