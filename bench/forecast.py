@@ -15,7 +15,7 @@ Printed: both times, the forecast / plan ratio (the goal: under 10), and the
 virtual snapshot's segment count against today's. The virtual snapshot holds every
 segment once per instant, so memory grows with segments x instants: the full size
 (168M virtual segments) needs far more memory than a shared machine has; run it
-smaller, e.g. ``python bench/forecast.py --partitions 1000``. The load average is
+smaller, e.g. ``python -m bench.forecast --partitions 1000`` from the repository root. The load average is
 printed before and after: other processes skew every number.
 """
 
@@ -24,23 +24,19 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT)]
-
-from bench.synthetic_catalog import HOUR, LinearRecordTimes, generate  # noqa: E402
-from engine.catalog.catalog import Catalog  # noqa: E402
-from engine.forecast import forecast as forecasting  # noqa: E402
-from engine.forecast.extend import extend  # noqa: E402
-from engine.policy.effective import resolve  # noqa: E402
-from engine.prune.planner import Planner  # noqa: E402
-from engine.prune.session import SparkEngine  # noqa: E402
-from engine.prune.snapshot import build_snapshot, time_cut  # noqa: E402
+from bench.synthetic_catalog import HOUR, LinearRecordTimes, generate
+from engine.catalog.catalog import Catalog
+from engine.forecast import forecast as forecasting
+from engine.forecast.extend import extend
+from engine.policy.effective import resolve
+from engine.prune.planner import Planner
+from engine.prune.session import SparkEngine
+from engine.prune.snapshot import build_snapshot, time_cut
 
 
 def timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[float, Any]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import engine.prune.pruner as pruner_module
+import console.cli.prune as prune_cli
 from engine.broker import Broker
 from engine.prune.pruner import Pruner
 from engine.prune.session import SparkEngine
@@ -51,7 +51,7 @@ def steady(data_dir: Path) -> int:
 @pytest.fixture
 def shared_spark(spark_engine: SparkEngine, monkeypatch: pytest.MonkeyPatch) -> SparkEngine:
     monkeypatch.setattr(spark_engine, "stop", lambda: None)
-    monkeypatch.setattr(pruner_module, "spark_engine_for", lambda *args, **kwargs: spark_engine)
+    monkeypatch.setattr(prune_cli, "spark_engine_for", lambda *args, **kwargs: spark_engine)
     return spark_engine
 
 

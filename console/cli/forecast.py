@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from console.cli.parser import command
 from console.cli.policy_flags import add_policy_flags, policy_changes
-from console.cli.prune import add_spark_flags
+from console.cli.prune import _pruner, add_spark_flags
 from console.cli.render import emit_json, instant, size, table
 from engine.broker import Broker
 from engine.clock import parse_instant
@@ -114,20 +114,17 @@ def _run(
     overrides: dict[str, dict[str, str]] | None,
 ) -> Forecast:
     from engine.forecast.forecast import forecast
-    from engine.prune.planner import Planner
-    from engine.prune.pruner import spark_engine_for
     from engine.prune.snapshot import StoreRecordTimes
 
-    spark = spark_engine_for(broker.config, broker.data, master=args.spark_master, remote=args.spark_remote)
-    spark.start()
+    # The Spark session of --spark-master / --spark-remote, as prune and explain start it.
+    pruner = _pruner(broker, args)
     try:
-        planner = Planner(spark, broker.data.root / "snapshots")
         return forecast(
-            planner, broker.catalog, StoreRecordTimes(broker.data), request,
+            pruner.planner, broker.catalog, StoreRecordTimes(broker.data), request,
             defaults=broker.config.policy_defaults, topics=names, overrides=overrides,
         )  # fmt: skip
     finally:
-        spark.stop()
+        pruner.spark.stop()
 
 
 def render(result: Forecast, changes: dict[str, str | None]) -> str:
