@@ -51,6 +51,8 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], bool]] = {
     ("log",): (["log", "--cycles"], False),
     ("engine",): (["engine", "--cycles", "1"], True),
     ("verify",): (["verify"], False),
+    ("forecast",): (["forecast", "t", "--rate", "0", "--horizon", "1h"], False),
+    ("completion",): (["completion", "bash"], False),
 }
 # Cases that are not a command of their own.
 WRITING_VARIANTS = {
@@ -59,7 +61,7 @@ WRITING_VARIANTS = {
     "verify --repair": ["verify", "--repair"],
 }
 READING_VARIANTS = {"consume --no-commit": ["consume", "t", "--group", "g", "--no-commit"]}
-SPARK_COMMANDS = {("prune",), ("explain",), ("engine",)}
+SPARK_COMMANDS = {("prune",), ("explain",), ("engine",), ("forecast",)}
 
 
 def leaf_commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
@@ -200,6 +202,9 @@ def test_explain_works_read_only_and_changes_neither_catalog_nor_segments(ebb, s
 
     before = kept(seeded)
     result = ebb("--read-only", "explain", "t", "--now", "2030-01-01T00:00:00Z", "--json")
+    assert result.code == 0, result.err
+    assert kept(seeded) == before
+    result = ebb("--read-only", "forecast", "t", "--horizon", "2h", "--json")
     assert result.code == 0, result.err
     assert kept(seeded) == before
 
