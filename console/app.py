@@ -38,6 +38,7 @@ from console.messages import (
 )
 from console.screens.base import MUTATING_ACTIONS, LiveScreen
 from console.screens.engine import EngineScreen
+from console.screens.forecast import ForecastScreen
 from console.screens.groups import GroupsScreen
 from console.screens.journal import JournalScreen
 from console.screens.overview import OverviewScreen
@@ -62,6 +63,7 @@ VIEWS = {
     "quotas": ("3", "Quotas"),
     "journal": ("4", "Journal"),
     "engine": ("5", "Engine"),
+    "forecast": ("6", "Forecast"),
 }
 
 
@@ -83,6 +85,7 @@ class EbbApp(App[None]):
         "quotas": QuotasScreen,
         "journal": JournalScreen,
         "engine": EngineScreen,
+        "forecast": ForecastScreen,
     }
     DEFAULT_MODE = "overview"
     COMMANDS = App.COMMANDS | {EbbCommands}

@@ -24,10 +24,12 @@ from pathlib import Path
 from engine.broker import Broker
 from engine.clock import now_ms
 from engine.errors import EbbError
+from engine.forecast.forecast import Forecast, Request, forecast
 from engine.prune.planner import Plan
 from engine.prune.pruner import CycleOutcome, Pruner, spark_engine_for
 from engine.prune.scheduler import CycleReport, Scheduler
 from engine.prune.session import LOG_NAME, SparkEngine
+from engine.prune.snapshot import StoreRecordTimes
 
 
 def _signature(path: Path) -> tuple[int, int] | None:
@@ -219,6 +221,18 @@ class ConsoleHost:
         if not overrides:
             self._remember(plan, topics)
         return plan
+
+    def forecast(self, request: Request, topics: Sequence[str]) -> Forecast:
+        """A capacity forecast of ``topics`` (engine/forecast) on the console's Spark."""
+        with self._actor_lock:
+            if self._actor is None:
+                self._actor = self._open()
+            broker = self._actor
+            planner = self._pruner(broker).planner
+            return forecast(
+                planner, broker.catalog, StoreRecordTimes(broker.data), request,
+                defaults=broker.config.policy_defaults, topics=topics,
+            )  # fmt: skip
 
     def prune(self, topics: Sequence[str] | None, *, dry_run: bool, tag: str | None = None) -> CycleOutcome:
         """One manual cycle (``trigger=manual``, ``actor=console``)."""

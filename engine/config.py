@@ -14,6 +14,8 @@ Layout::
     fsync = "batch"                # "never" is UNSAFE: see Config.fsync
     journal_retention = "90d"      # or "infinite"
     producer_hold_timeout = "30s"  # producer_request_hold: how long an append waits
+    metrics = "127.0.0.1:9464"     # serve Prometheus metrics (loopback only; off by default)
+    disk_budget = "500GiB"         # what `ebb forecast` checks the topics against
     [spark]
     master = "local[*]"            # or: remote = "sc://host:15002"; neither: the shared Spark service
     idle_timeout = "15m"           # the shared Spark service stops after this long unused
@@ -37,15 +39,16 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidInput, InvalidPolicy
+from engine.metrics.address import parse_address
 from engine.policy.effective import resolve
 from engine.policy.fields import FIELDS
-from engine.policy.units import MS_PER_DAY, InvalidValue, parse_duration, shown
+from engine.policy.units import MS_PER_DAY, InvalidValue, parse_duration, parse_size, shown
 
 CONFIG_FILE_NAME = "ebb.toml"
 
 _KEYS: dict[str, tuple[str, ...]] = {
     "policy": tuple(FIELDS),
-    "engine": ("prune_interval", "fsync", "journal_retention", "producer_hold_timeout"),
+    "engine": ("prune_interval", "fsync", "journal_retention", "producer_hold_timeout", "metrics", "disk_budget"),
     "spark": ("master", "remote", "conf", "idle_timeout", "transport", "scratch"),
     "console": ("theme", "refresh"),
 }
@@ -85,6 +88,11 @@ class Config:
     """With ``backlog_policy = producer_request_hold``, how long an append waits for
     its topic's backlog quota to clear before it fails (Pulsar's sendTimeout, 30 s).
     0 fails at once; None (``infinite``) waits as long as it takes."""
+    metrics: str | None = None
+    """``HOST:PORT`` (loopback) where ``ebb engine`` and the console serve Prometheus
+    metrics; None: not served (engine/metrics)."""
+    disk_budget: int | None = None
+    """Bytes ``ebb forecast`` checks the topics against; None: no budget."""
 
 
 DEFAULT_CONFIG = Config()
@@ -178,7 +186,30 @@ def _config_from(document: Mapping[str, Any]) -> Config:
         producer_hold_timeout_ms=_timeout(
             tables["engine"], "engine", "producer_hold_timeout", DEFAULT_CONFIG.producer_hold_timeout_ms
         ),
+        metrics=_metrics(tables["engine"]),
+        disk_budget=_budget(tables["engine"]),
     )
+
+
+def _metrics(table: Mapping[str, Any]) -> str | None:
+    if "metrics" not in table:
+        return None
+    address = _name(table, "engine", "metrics", "")
+    try:
+        parse_address(address)
+    except InvalidInput as error:
+        raise InvalidInput(f"[engine] {error}") from None
+    return address
+
+
+def _budget(table: Mapping[str, Any]) -> int | None:
+    if "disk_budget" not in table:
+        return None
+    text = _text("engine", "disk_budget", table["disk_budget"])
+    try:
+        return parse_size(text)
+    except InvalidValue as error:
+        raise InvalidInput(f"[engine] invalid value for disk_budget: {shown(text)} ({error.reason})") from None
 
 
 _VALUE_REPR = reprlib.Repr()

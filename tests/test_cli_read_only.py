@@ -54,6 +54,8 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], bool]] = {
     ("spark", "status"): (["spark", "status"], False),
     ("spark", "start"): (["spark", "start"], True),
     ("spark", "stop"): (["spark", "stop"], True),
+    ("forecast",): (["forecast", "t", "--rate", "0", "--horizon", "1h"], False),
+    ("completion",): (["completion", "bash"], False),
 }
 # Cases that are not a command of their own.
 WRITING_VARIANTS = {
@@ -63,7 +65,7 @@ WRITING_VARIANTS = {
 }
 READING_VARIANTS = {"consume --no-commit": ["consume", "t", "--group", "g", "--no-commit"]}
 # Not run for real here: `spark start` would leave a server (tests/test_spark_service.py runs them).
-SPARK_COMMANDS = {("prune",), ("explain",), ("engine",), ("spark", "start"), ("spark", "stop")}
+SPARK_COMMANDS = {("prune",), ("explain",), ("engine",), ("forecast",), ("spark", "start"), ("spark", "stop")}
 
 
 def leaf_commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
@@ -204,6 +206,9 @@ def test_explain_works_read_only_and_changes_neither_catalog_nor_segments(ebb, s
 
     before = kept(seeded)
     result = ebb("--read-only", "explain", "t", "--now", "2030-01-01T00:00:00Z", "--json")
+    assert result.code == 0, result.err
+    assert kept(seeded) == before
+    result = ebb("--read-only", "forecast", "t", "--horizon", "2h", "--json")
     assert result.code == 0, result.err
     assert kept(seeded) == before
 

@@ -24,6 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_console(broker: Broker, args: argparse.Namespace) -> int:
     # Imported here: the CLI's other commands must not pay for Textual's import.
     from console.app import EbbApp
+    from console.cli.metrics import serve_metrics
     from console.host import ConsoleHost
     from themes import theme_names
 
@@ -34,6 +35,7 @@ def run_console(broker: Broker, args: argparse.Namespace) -> int:
         raise InvalidInput(f"unknown theme {theme!r}; choose one of {', '.join(theme_names())}")
     config = broker.config
     root, config_path = broker.data.root, broker.config_path
+    metrics = serve_metrics(broker, None, lambda: host.engine_status().session)
     # The CLI's broker is done: the console opens its own, one per thread of work.
     broker.close()
     host = ConsoleHost(
@@ -60,5 +62,7 @@ def run_console(broker: Broker, args: argparse.Namespace) -> int:
     finally:
         if demo is not None:
             demo.stop()
+        if metrics is not None:
+            metrics.stop()
         host.close()
     return 0

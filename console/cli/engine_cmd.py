@@ -17,6 +17,7 @@ import sys
 import threading
 from typing import Any
 
+from console.cli.metrics import serve_metrics
 from console.cli.parser import command, positive_int
 from console.cli.prune import add_spark_flags
 from console.cli.render import emit_json, instant, size
@@ -37,6 +38,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     engine.add_argument("--cycles", type=positive_int, metavar="N", help="stop after N cycles")
     engine.add_argument("--json", action="store_true", help="one JSON object per cycle")
+    engine.add_argument(
+        "--metrics", metavar="ADDR",
+        help="serve Prometheus metrics on this loopback HOST:PORT [default: config [engine] metrics, else none]",
+    )  # fmt: skip
     add_spark_flags(engine)
     command(engine, run_engine, mutates=True)
 
@@ -106,6 +111,7 @@ def run_engine(broker: Broker, args: argparse.Namespace) -> int:
             scheduler.stop()
 
     scheduler = Scheduler(Pruner(broker, spark), interval_ms=interval, max_cycles=args.cycles, on_cycle=on_cycle)
+    metrics = serve_metrics(broker, args.metrics, lambda: spark.state)
 
     def on_signal(signum: int, _frame: Any) -> None:
         if stop.is_set():
@@ -133,7 +139,9 @@ def run_engine(broker: Broker, args: argparse.Namespace) -> int:
             print(
                 f"ebb engine on {broker.data.root}: Spark {spark.description}, a cycle every "
                 f"{describe_duration(scheduler.interval_ms)}; "
-                f"Spark logs in {spark.log_file}; Ctrl-C to stop",
+                f"Spark logs in {spark.log_file}; "
+                + (f"metrics on http://{metrics.address}/metrics; " if metrics is not None else "")
+                + "Ctrl-C to stop",
                 flush=True,
             )
         thread = threading.Thread(target=loop, name="ebb-scheduler", daemon=True)
@@ -143,6 +151,8 @@ def run_engine(broker: Broker, args: argparse.Namespace) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if metrics is not None:
+            metrics.stop()
         spark.stop()
     if errors:
         raise errors[0]

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from console.cli import completion, forecast
 from console.cli import console_cmd, engine_cmd, groups, journal_log, manage, prune, records, spark_cmd, topics, verify
 from console.cli.parser import OneLineParser, Run, mutates, one_line
 from engine.broker import Broker
@@ -49,12 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
     records.register(commands)
     groups.register(commands)
     prune.register(commands)
+    forecast.register(commands)
     manage.register(commands)
     journal_log.register(commands)
     engine_cmd.register(commands)
     spark_cmd.register(commands)
     console_cmd.register(commands)
     verify.register(commands)
+    completion.register(commands)
     return parser
 
 
@@ -92,7 +95,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         _check_argv(argv)
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        completion.autocomplete(parser)
+        args = parser.parse_args(argv)
+        if getattr(args, "standalone", None):
+            return int(args.standalone(args))
         # ``ebb`` alone opens the console with its defaults.
         run = getattr(args, "run", console_cmd.run_console)
         data = DataDir(args.data_dir or default_data_dir())

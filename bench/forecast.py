@@ -1,0 +1,117 @@
+"""The capacity forecast (``ebb forecast``) against single plans, on the synthetic catalog.
+
+The synthetic catalog of ``bench/synthetic_catalog.py`` (default 10,000 partitions of
+100 segments = 1M segments) is bulk-written into a fresh SQLite catalog; then, in one
+process and on one local Spark session:
+
+- ``plan``: ``Planner.plan`` of today's snapshot, after a warm-up plan; the median
+  of ``--repeat`` plans is the baseline;
+- ``forecast``: :func:`engine.forecast.forecast.forecast` over ``--instants``
+  instants (default 168: a week, hourly), ingest rates observed over ``--window``;
+  its parts are timed too: snapshot and rates, building the virtual snapshot (one
+  virtual topic per topic and instant), the one plan of it, the summary.
+
+Printed: both times, the forecast / plan ratio (the goal: under 10), and the
+virtual snapshot's segment count against today's. The virtual snapshot holds every
+segment once per instant, so memory grows with segments x instants: the full size
+(168M virtual segments) needs far more memory than a shared machine has; run it
+smaller, e.g. ``python -m bench.forecast --partitions 1000`` from the repository root. The load average is
+printed before and after: other processes skew every number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.synthetic_catalog import HOUR, LinearRecordTimes, generate
+from engine.catalog.catalog import Catalog
+from engine.forecast import forecast as forecasting
+from engine.forecast.extend import extend
+from engine.policy.effective import resolve
+from engine.prune.planner import Planner
+from engine.prune.session import SparkEngine
+from engine.prune.snapshot import build_snapshot, time_cut
+
+
+def timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[float, Any]:
+    start = time.perf_counter()
+    value = fn(*args, **kwargs)
+    return time.perf_counter() - start, value
+
+
+def load() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def run(args: argparse.Namespace, workdir: Path) -> None:
+    P, S = args.partitions, args.segments
+    K = args.topics or max(1, P // 10)
+    print(f"synthetic catalog: {P:,} partitions x {S} segments = {P * S:,} segments, {K:,} topics; "
+          f"{args.instants} instants every {args.step} h; master {args.master}; load {load()}", flush=True)  # fmt: skip
+    data = generate(P, S, K, seed=args.seed)
+    catalog = Catalog.open(workdir / "catalog.db")
+    data.write(catalog)
+    records = LinearRecordTimes(data)
+    engine = SparkEngine(master=args.master, log_dir=workdir / "spark-logs")
+    try:
+        engine.start()
+        engine.session()
+        planner = Planner(engine, workdir / "scratch")
+        snapshot = build_snapshot(catalog, records, defaults={}, now=data.now)
+        planner.plan(snapshot)  # warm-up: the session's first plan compiles the query
+        plans = [timed(planner.plan, snapshot)[0] for _ in range(args.repeat)]
+        plan_s = statistics.median(plans)
+        print(f"plan:         median {plan_s:7.2f} s of {', '.join(f'{s:.2f}' for s in plans)}", flush=True)
+
+        instants = forecasting.instants(data.now, (args.instants - 1) * args.step * HOUR, args.step * HOUR)
+        request = forecasting.Request(instants, args.window * HOUR)
+        total_s, result = timed(forecasting.forecast, planner, catalog, records, request, defaults={})
+        print(f"forecast:     {total_s:7.2f} s for {len(instants)} instants "
+              f"({len(result.topics)} topics)", flush=True)  # fmt: skip
+
+        # The same forecast in its parts, to see where the time goes.
+        snap_s, base = timed(build_snapshot, catalog, records, defaults={}, now=data.now)
+        rates_s, rates = timed(forecasting.rates_for, base, request)
+        names = base.tables["topics"]["topic"].to_pylist()
+        sizes = {n: int(resolve(catalog.overrides(n), {})["segment_size"]) for n in names}  # type: ignore[arg-type]
+        extend_s, extension = timed(
+            extend, base, instants, rates, sizes, window_ms=request.window_ms, stalled=frozenset(),
+            real_time_cut=lambda *a: time_cut(catalog, records, *a),
+        )  # fmt: skip
+        virtual = extension.snapshot.tables["segments"].num_rows
+        vplan_s, plan = timed(planner.plan, extension.snapshot)
+        summary_s, _ = timed(forecasting.summarize, extension, plan.tables, base, rates, None, request.window_ms)
+        print(f"  parts:      snapshot {snap_s:.2f} s, rates {rates_s:.2f} s, virtual snapshot {extend_s:.2f} s "
+              f"({virtual:,} segments, {virtual / max(1, base.tables['segments'].num_rows):.0f}x today's), "
+              f"plan {vplan_s:.2f} s, summary {summary_s:.2f} s", flush=True)  # fmt: skip
+        print(f"ratio:        forecast / plan = {total_s / plan_s:.1f} (goal: < 10); load {load()}", flush=True)
+    finally:
+        engine.stop()
+        catalog.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--partitions", type=int, default=10_000, help="partitions in all (default 10000)")
+    parser.add_argument("--segments", type=int, default=100, help="segments per partition (default 100)")
+    parser.add_argument("--topics", type=int, default=None, help="topics (default: partitions / 10)")
+    parser.add_argument("--instants", type=int, default=168, help="instants forecast, now included (default 168)")
+    parser.add_argument("--step", type=int, default=1, help="hours between instants (default 1)")
+    parser.add_argument("--window", type=int, default=1, help="hours of the ingest-rate window (default 1)")
+    parser.add_argument("--repeat", type=int, default=3, help="single plans timed; the median is the baseline")
+    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dir", type=Path, default=None, help="parent of the temporary directory")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ebb-bench-forecast-", dir=args.dir) as tmp:
+        run(args, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()

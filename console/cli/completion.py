@@ -1,0 +1,98 @@
+"""Shell completion for ``ebb`` (argcomplete): commands, flags, and the topic and
+group names of the data directory being completed for.
+
+``ebb completion bash|zsh|fish`` prints the script to source; or register it once
+with ``eval "$(register-python-argcomplete ebb)"``. The shell runs ``ebb`` with
+``_ARGCOMPLETE`` set: :func:`autocomplete` then answers and exits before anything
+else is opened. Name completers read the catalog only if it exists, never create
+one, and answer nothing rather than fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.catalog.catalog import Catalog
+
+#: argument destinations that name an existing topic, an existing group
+_TOPIC_DESTS = {"topic", "topics"}
+_GROUP_DESTS = {"group", "stalled"}
+#: sub-commands whose name argument is a new one (nothing to complete)
+_CREATING = {"create"}
+SHELLS = ("bash", "zsh", "fish")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    completion = commands.add_parser("completion", help="print the shell completion script (bash, zsh or fish)")
+    completion.add_argument("shell", choices=SHELLS)
+    # No data directory is opened or created for it (console/cli/main.py).
+    completion.set_defaults(standalone=run_completion, mutates=False, command_name=completion.prog)
+
+
+def run_completion(args: argparse.Namespace) -> int:
+    import argcomplete
+
+    print(argcomplete.shellcode(["ebb"], shell=args.shell), end="")
+    return 0
+
+
+def autocomplete(parser: argparse.ArgumentParser) -> None:
+    """When the shell is asking, print the completions of its command line and exit."""
+    if "_ARGCOMPLETE" not in os.environ:
+        return
+    import argcomplete
+
+    for parent, action in _actions(parser):
+        if action.dest not in _TOPIC_DESTS | _GROUP_DESTS | {"name"}:
+            continue
+        if parent.prog.split()[-1] in _CREATING:
+            # A new name: no file names, no existing names.
+            action.completer = argcomplete.completers.SuppressCompleter()  # type: ignore[attr-defined]
+        else:
+            action.completer = _names(_groups if action.dest in _GROUP_DESTS else _topics)  # type: ignore[attr-defined]
+    argcomplete.autocomplete(parser)
+
+
+def _actions(parser: argparse.ArgumentParser) -> Iterator[tuple[argparse.ArgumentParser, argparse.Action]]:
+    """Every action of ``parser`` and its sub-commands, with the parser it is in."""
+    for action in parser._actions:
+        yield parser, action
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in set(action.choices.values()):
+                yield from _actions(sub)
+
+
+def _names(read: Callable[[argparse.Namespace, Catalog], list[str]]) -> Callable[..., list[str]]:
+    def complete(prefix: str, parsed_args: argparse.Namespace, **_: object) -> list[str]:
+        try:
+            from engine.catalog.catalog import Catalog
+            from engine.datadir import DataDir, default_data_dir
+
+            path = DataDir(getattr(parsed_args, "data_dir", None) or default_data_dir()).catalog_path
+            if not Path(path).exists():
+                return []
+            catalog = Catalog.open(path)
+            try:
+                return [name for name in read(parsed_args, catalog) if name.startswith(prefix)]
+            finally:
+                catalog.close()
+        except Exception:  # noqa: BLE001 - a completer answers nothing rather than print a traceback
+            return []
+
+    return complete
+
+
+def _topics(_args: argparse.Namespace, catalog: Catalog) -> list[str]:
+    return [t.name for t in catalog.topics()]
+
+
+def _groups(args: argparse.Namespace, catalog: Catalog) -> list[str]:
+    """The groups of the topic(s) on the command line, else of every topic."""
+    named = getattr(args, "topic", None) or getattr(args, "topics", None) or []
+    topics = [named] if isinstance(named, str) else list(named) or _topics(args, catalog)
+    return sorted({g.name for t in topics for g in catalog.groups(t)})

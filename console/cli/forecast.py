@@ -1,0 +1,188 @@
+"""``ebb forecast``: bytes on disk, deletions and the first breach of each topic at
+every step from now to the horizon, planned on Spark in one job
+(engine/forecast/). With policy flags it is a what-if over time.
+
+Spark, pyarrow and numpy are imported when the command runs, not when ``ebb``
+starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from console.cli.parser import command
+from console.cli.policy_flags import add_policy_flags, policy_changes
+from console.cli.prune import _pruner, add_spark_flags
+from console.cli.render import emit_json, instant, size, table
+from engine.broker import Broker
+from engine.clock import parse_instant
+from engine.errors import InvalidInput
+from engine.policy.effective import merge_overrides
+from engine.policy.units import InvalidValue, describe_duration, parse_duration, parse_size
+
+if TYPE_CHECKING:
+    from engine.forecast.forecast import Forecast, Request, TopicForecast
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    forecast = commands.add_parser(
+        "forecast",
+        help="bytes on disk, deletions and first breaches from now to a horizon (a what-if with policy flags)",
+    )
+    forecast.add_argument("topics", nargs="*", metavar="TOPIC", help="topics to forecast [default: all]")
+    forecast.add_argument("--horizon", default="7d", metavar="DURATION", help="how far ahead [default: 7d]")
+    forecast.add_argument("--step", default="1h", metavar="DURATION", help="time between two instants [default: 1h]")
+    forecast.add_argument(
+        "--window", default="1h", metavar="DURATION",
+        help="observe each partition's ingest rate over this recent window [default: 1h]",
+    )  # fmt: skip
+    forecast.add_argument(
+        "--rate", metavar="SIZE", help="ingest per partition per second (e.g. 1MiB), instead of the observed rate"
+    )
+    forecast.add_argument(
+        "--stalled", metavar="GROUP", action="append", default=[],
+        help="assume this group reads nothing from now on (repeatable)",
+    )  # fmt: skip
+    forecast.add_argument(
+        "--disk-budget",
+        metavar="SIZE",
+        help="report the first instant the topics together hold more than this [default: config [engine] disk_budget]",
+    )
+    forecast.add_argument("--now", help="forecast from this time (ISO 8601 or epoch ms) [default: now]")
+    forecast.add_argument("--json", action="store_true")
+    add_spark_flags(forecast)
+    add_policy_flags(forecast, allow_reset=True)
+    command(forecast, run_forecast, mutates=False)
+
+
+def _finite(flag: str, text: str, parse: Callable[[str], int | None], what: str) -> int:
+    """``text`` given to ``flag``, read by ``parse`` (a policy value parser); infinite is refused."""
+    try:
+        value = parse(text)
+    except InvalidValue as error:
+        raise InvalidInput(f"invalid {flag} {text!r}: {error.reason}") from None
+    if value is None:
+        raise InvalidInput(f"invalid {flag} {text!r}: must be a finite {what}")
+    return value
+
+
+def run_forecast(broker: Broker, args: argparse.Namespace) -> int:
+    # Everything the operator typed is checked before Spark starts.
+    from engine.forecast.forecast import Request, instants
+
+    names = [broker.catalog.topic(name).name for name in args.topics] or [t.name for t in broker.catalog.topics()]
+    if not names:
+        raise InvalidInput("no topics to forecast; create one with `ebb topic create NAME`")
+    changes = policy_changes(args)
+    overrides = {name: merge_overrides(broker.catalog.overrides(name), changes) for name in names} if changes else None
+    for name, what_if in (overrides or {}).items():
+        broker.policy(name, what_if)  # an invalid what-if is refused here
+    groups = {g.name for name in names for g in broker.catalog.groups(name)}
+    for group in args.stalled:
+        if group not in groups:
+            raise InvalidInput(f"--stalled {group!r}: no such group on {', '.join(names) or 'any topic'}")
+    step = _finite("--step", args.step, parse_duration, "duration")
+    if step <= 0:
+        raise InvalidInput(f"invalid --step {args.step!r}: must be above 0")
+    now = broker.clock() if args.now is None else parse_instant(args.now)
+    request = Request(
+        instants=instants(now, _finite("--horizon", args.horizon, parse_duration, "duration"), step),
+        window_ms=_finite("--window", args.window, parse_duration, "duration"),
+        rate=None if args.rate is None else _finite("--rate", args.rate, parse_size, "size"),
+        stalled=frozenset(args.stalled),
+        disk_budget=(
+            broker.config.disk_budget
+            if args.disk_budget is None
+            else _finite("--disk-budget", args.disk_budget, parse_size, "size")
+        ),
+    )
+    result = _run(broker, args, request, names, overrides)
+    if args.json:
+        emit_json({**result.to_json(), "what_if": changes})
+    else:
+        print(render(result, changes))
+    return 0
+
+
+def _run(
+    broker: Broker,
+    args: argparse.Namespace,
+    request: Request,
+    names: list[str],
+    overrides: dict[str, dict[str, str]] | None,
+) -> Forecast:
+    from engine.forecast.forecast import forecast
+    from engine.prune.snapshot import StoreRecordTimes
+
+    # The Spark session of --spark-master / --spark-remote, as prune and explain start it.
+    pruner = _pruner(broker, args)
+    try:
+        return forecast(
+            pruner.planner, broker.catalog, StoreRecordTimes(broker.data), request,
+            defaults=broker.config.policy_defaults, topics=names, overrides=overrides,
+        )  # fmt: skip
+    finally:
+        pruner.spark.stop()
+
+
+def render(result: Forecast, changes: dict[str, str | None]) -> str:
+    span = result.instants[-1] - result.now
+    step = result.instants[1] - result.now if len(result.instants) > 1 else 0
+    what_if = ", ".join(f"{k}={v if v is not None else '(default)'}" for k, v in changes.items())
+    out = [
+        f"forecast from {instant(result.now)} over {describe_duration(span)}, every {describe_duration(step)} "
+        f"({len(result.instants)} instants)" + (f"; what-if: {what_if}" if what_if else ""),
+        f"ingest rates observed over the last {describe_duration(result.window_ms)} (--rate overrides them)",
+    ]
+    if result.disk_budget is not None:
+        breach = result.disk_breach
+        out.append(
+            f"disk budget {size(result.disk_budget)}: "
+            + (f"exceeded at {instant(breach.at)}" if breach else "not exceeded within the horizon")
+        )
+    saved = {t.topic: t for t in result.saved or []}
+    for topic in result.topics:
+        out += ["", *_render_topic(topic, saved.get(topic.topic))]
+    return "\n".join(out)
+
+
+def _peak(topic: TopicForecast) -> str:
+    peak = max(topic.points, key=lambda p: p.bytes)
+    return f"peaks at {size(peak.bytes)} on {instant(peak.at)}"
+
+
+def _render_topic(topic: TopicForecast, saved: TopicForecast | None) -> list[str]:
+    """The topic's rates, peak (against the saved policy's, in a what-if), breaches and points."""
+    versus = f" (with its saved policy: {_peak(saved)})" if saved is not None else ""
+    out = [f"topic {topic.topic}: {_peak(topic)}{versus}"]
+    for partition, rate in sorted(topic.rates.items()):
+        since = f"observed since {instant(rate.since)}" if rate.since is not None else rate.source
+        out.append(
+            f"  partition {partition}: {size(round(rate.bytes_per_second))}/s, "
+            f"{rate.records_per_second:.3g} records/s ({since})"
+        )
+    for breach in topic.breaches:
+        where = f" on partition {breach.partition}" if breach.partition is not None else ""
+        who = f" by group {breach.group}" if breach.group is not None else ""
+        limit = "" if breach.limit is None else f" ({_limit(breach.kind, breach.limit)})"
+        out.append(f"  first breach: {breach.kind}{limit} at {instant(breach.at)}{where}{who}")
+    if not topic.breaches:
+        out.append("  no cap or quota exceeded within the horizon")
+    rows = [
+        [
+            instant(p.at), size(p.bytes), p.segments, size(p.bytes_deleted),
+            " ".join(f"{reason}={size(n)}" for reason, n in p.deleted_by_reason.items()) or None,
+            "exceeded" if p.quota_exceeded else None,
+        ]
+        for p in topic.points
+    ]  # fmt: skip
+    out += [
+        "  " + line for line in table(["AT", "ON DISK", "SEGMENTS", "DELETED", "BY RULE", "QUOTA"], rows).splitlines()
+    ]
+    return out
+
+
+def _limit(kind: str, limit: int) -> str:
+    return describe_duration(limit) if kind == "max_time" else size(limit)

@@ -1,0 +1,163 @@
+"""Forecast: per topic, a chart of the bytes on disk projected over the next week
+(``ebb forecast``, engine/forecast), with the caps drawn as lines and the first
+breach marked.
+
+The topic list is a live view (a catalog read); the forecast of the selected topic
+is one Spark job, run in a worker thread when a topic is chosen (``enter``) and
+again with ``f``, never on the refresh tick.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Static
+from textual_plotext import PlotextPlot
+
+from console import format
+from console.host import ConsoleHost
+from console.screens.base import LiveScreen
+from console.widgets.live_table import Column, LiveRow, LiveTable
+from engine.catalog.stats import partition_stats
+from engine.forecast.forecast import Forecast, Request, TopicForecast, instants
+
+HOUR = 3_600_000
+#: a week, hourly, rates observed over the last hour: ``ebb forecast``'s defaults
+HORIZON_MS, STEP_MS, WINDOW_MS = 7 * 24 * HOUR, HOUR, HOUR
+
+COLUMNS = (Column("topic", "Topic"), Column("partitions", "Partitions"), Column("bytes", "On disk"))
+
+
+@dataclass(frozen=True)
+class TopicsData:
+    rows: tuple[LiveRow, ...]
+    #: per topic: its partitions' max_partition_size sum (None: no finite cap) and count
+    caps: dict[str, tuple[int | None, int]]
+    disk_budget: int | None
+
+
+class ForecastScreen(LiveScreen[TopicsData]):
+    VIEW_TITLE = "Forecast"
+    BINDINGS = [
+        Binding("enter", "forecast", "Forecast", show=True),
+        Binding("f", "forecast", "Forecast again", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._caps: dict[str, tuple[int | None, int]] = {}
+        self._budget: int | None = None
+        #: the topic whose forecast is on screen, and the forecast
+        self.shown: TopicForecast | None = None
+
+    def compose_view(self) -> ComposeResult:
+        with Horizontal():
+            table = LiveTable(COLUMNS, id="forecast-topics", classes="box")
+            table.border_title = "Topics"
+            yield table
+            with Vertical():
+                yield PlotextPlot(id="forecast-chart")
+                yield Static("choose a topic and press enter to forecast it", id="forecast-summary")
+
+    def load(self, host: ConsoleHost) -> TopicsData:
+        with host.reading() as broker:
+            with broker.catalog.read():
+                stats = partition_stats(broker.catalog)
+                topics = {t.name: broker.policy(t.name)["max_partition_size"] for t in broker.catalog.topics()}
+            budget = broker.config.disk_budget
+        sizes: dict[str, tuple[int, int]] = {}
+        for s in stats:
+            count, total = sizes.get(s.topic, (0, 0))
+            sizes[s.topic] = (count + 1, total + s.size_bytes)
+        rows = tuple(
+            LiveRow(key=name, cells=(name, str(count), format.size(total)), sort_values=(name, count, total))
+            for name, (count, total) in sorted(sizes.items())
+        )
+        caps = {
+            name: (cap * sizes[name][0] if isinstance(cap, int) else None, sizes[name][0])
+            for name, cap in topics.items()
+            if name in sizes
+        }
+        return TopicsData(rows, caps, budget)
+
+    def show(self, data: TopicsData) -> None:
+        self.query_one("#forecast-topics", LiveTable).show(data.rows)
+        self._caps, self._budget = data.caps, data.disk_budget
+
+    def action_forecast(self) -> None:
+        topic = self.query_one("#forecast-topics", LiveTable).selected_key
+        if topic is not None:
+            self.query_one("#forecast-summary", Static).update(f"forecasting {topic} on Spark…")
+            self._forecast(topic)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_forecast()
+
+    @work(thread=True, exclusive=True, group="forecast", exit_on_error=False)
+    def _forecast(self, topic: str) -> None:
+        host = self.ebb.host
+        request = Request(instants(host.clock(), HORIZON_MS, STEP_MS), WINDOW_MS, disk_budget=self._budget)
+        try:
+            result = host.forecast(request, [topic])
+        except Exception as error:  # noqa: BLE001 - a forecast that fails says why, in the view
+            self.app.call_from_thread(self._failed, topic, str(error))
+            return
+        self.app.call_from_thread(self.draw, result)
+
+    def _failed(self, topic: str, error: str) -> None:
+        self.query_one("#forecast-summary", Static).update(f"forecast of {topic} failed: {error}")
+
+    def draw(self, result: Forecast) -> None:
+        """Chart the (only) topic of ``result``: bytes on disk per hour from now, the
+        topic's cap (max_partition_size x partitions) and disk budget as lines, the
+        first breach as a vertical line."""
+        (topic,) = result.topics
+        self.shown = topic
+        hours = [(p.at - result.now) / HOUR for p in topic.points]
+        values = [p.bytes for p in topic.points]
+        unit, scale = _unit(max([*values, 1]))
+        plt = self.query_one("#forecast-chart", PlotextPlot).plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title(f"{topic.topic}: bytes on disk ({unit}), hours from now")
+        plt.plot(hours, [v / scale for v in values], label="on disk")
+        cap, _partitions = self._caps.get(topic.topic, (None, 0))
+        if cap is not None:
+            plt.hline(cap / scale, "red")
+        if result.disk_budget is not None:
+            plt.hline(result.disk_budget / scale, "orange")
+        first = topic.breaches[0] if topic.breaches else result.disk_breach
+        if first is not None:
+            plt.vline((first.at - result.now) / HOUR, "red")
+        self.query_one("#forecast-chart", PlotextPlot).refresh()
+        self.query_one("#forecast-summary", Static).update(summary(topic, result))
+
+
+def _unit(largest: int) -> tuple[str, int]:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if largest >= scale:
+            return unit, scale
+    return "B", 1
+
+
+def summary(topic: TopicForecast, result: Forecast) -> str:
+    """The lines under the chart: peak, first breaches, rates used."""
+    peak = max(topic.points, key=lambda p: p.bytes)
+    lines = [f"peak {format.size(peak.bytes)} at +{(peak.at - result.now) // HOUR} h"]
+    for breach in topic.breaches:
+        where = f" (group {breach.group})" if breach.group else ""
+        lines.append(f"first breach: {breach.kind} at +{(breach.at - result.now) // HOUR} h{where}")
+    if result.disk_breach is not None:
+        lines.append(f"disk budget exceeded at +{(result.disk_breach.at - result.now) // HOUR} h")
+    if not topic.breaches and result.disk_breach is None:
+        lines.append("no cap, quota or budget exceeded within a week")
+    rates = sum(r.bytes_per_second for r in topic.rates.values())
+    lines.append(
+        f"ingest {format.size(round(rates))}/s over {len(topic.rates)} partition(s), observed over the last hour"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,120 @@
+"""How far behind each group is, per partition: the figure the console's Topic, Groups,
+Quotas and Overview views and the metrics (engine/metrics) all show, computed in one
+SQL query (the console runs it off the UI thread).
+
+Lag is counted from the group's effective position, ``max(position, log_start)``: data
+below the log start is gone, so a group cannot be behind on it.
+
+- ``lag_messages``: offsets from that position to the partition's end;
+- ``lag_bytes``: bytes of the segments holding any unconsumed offset. Whole segments,
+  as the backlog quota counts them (docs/RETENTION.md), so that a gauge and the
+  engine's verdict agree;
+- ``oldest_unconsumed``: the first timestamp of the oldest segment holding unconsumed
+  data, so ``now - oldest_unconsumed`` is the lag in time at segment precision (an
+  exact figure would read segment files on every refresh).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.catalog.catalog import Catalog
+
+_LAG_SQL = """
+SELECT p.topic, p.group_name, g.kind, p.partition, p.position, p.committed_at,
+       pa.log_start_offset, pa.next_offset,
+       COALESCE(SUM(s.size_bytes), 0) AS lag_bytes,
+       MIN(s.first_timestamp) AS oldest_unconsumed
+FROM positions p
+JOIN groups g ON g.topic = p.topic AND g.name = p.group_name
+JOIN partitions pa ON pa.topic = p.topic AND pa.partition = p.partition
+LEFT JOIN segments s
+  ON s.topic = p.topic AND s.partition = p.partition
+ AND s.next_offset > MAX(p.position, pa.log_start_offset)
+{where}
+GROUP BY p.topic, p.group_name, p.partition
+ORDER BY p.topic, p.group_name, p.partition
+"""
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    topic: str
+    group: str
+    kind: str
+    partition: int
+    position: int
+    committed_at: int
+    log_start_offset: int
+    next_offset: int
+    lag_bytes: int
+    oldest_unconsumed: int | None
+
+    @property
+    def effective_position(self) -> int:
+        return max(self.position, self.log_start_offset)
+
+    @property
+    def lag_messages(self) -> int:
+        return max(0, self.next_offset - self.effective_position)
+
+    def lag_ms(self, now: int) -> int:
+        """How old the oldest unconsumed data is; 0 when the group is caught up."""
+        if self.lag_messages == 0 or self.oldest_unconsumed is None:
+            return 0
+        return max(0, now - self.oldest_unconsumed)
+
+
+def partition_lags(catalog: Catalog, topic: str | None = None) -> list[PartitionLag]:
+    """Every group's lag on every partition, or only ``topic``'s; call it inside
+    ``catalog.read()`` to have it agree with the other queries of one refresh."""
+    where, params = ("WHERE p.topic = ?", (topic,)) if topic is not None else ("", ())
+    rows = catalog.db.query(_LAG_SQL.format(where=where), params)
+    return [
+        PartitionLag(
+            topic=r["topic"],
+            group=r["group_name"],
+            kind=r["kind"],
+            partition=r["partition"],
+            position=r["position"],
+            committed_at=r["committed_at"],
+            log_start_offset=r["log_start_offset"],
+            next_offset=r["next_offset"],
+            lag_bytes=r["lag_bytes"],
+            oldest_unconsumed=r["oldest_unconsumed"],
+        )
+        for r in rows
+    ]
+
+
+@dataclass(frozen=True)
+class GroupLag:
+    """One group over all its partitions."""
+
+    topic: str
+    group: str
+    kind: str
+    partitions: tuple[PartitionLag, ...]
+
+    @property
+    def lag_messages(self) -> int:
+        return sum(p.lag_messages for p in self.partitions)
+
+    @property
+    def lag_bytes(self) -> int:
+        return sum(p.lag_bytes for p in self.partitions)
+
+    def lag_ms(self, now: int) -> int:
+        return max((p.lag_ms(now) for p in self.partitions), default=0)
+
+    @property
+    def last_commit(self) -> int | None:
+        return max((p.committed_at for p in self.partitions), default=None)
+
+
+def by_group(lags: list[PartitionLag]) -> list[GroupLag]:
+    """``lags`` (in query order) gathered per group."""
+    groups: dict[tuple[str, str], list[PartitionLag]] = {}
+    for lag in lags:
+        groups.setdefault((lag.topic, lag.group), []).append(lag)
+    return [GroupLag(t, g, rows[0].kind, tuple(rows)) for (t, g), rows in groups.items()]

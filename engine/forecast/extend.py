@@ -1,0 +1,298 @@
+"""The future as one snapshot: a virtual topic per (topic, instant), planned at once.
+
+The virtual topic of a topic at instant ``t`` holds the topic's partitions as the
+snapshot has them, plus the records its ingest rate (engine/forecast/rates.py)
+appends by ``t``: first into the active segment, up to ``segment_size``, then into
+new segments of ``segment_size``, the last one active. Its groups' positions have
+moved on by then (below), and its record-level time cuts are those of ``t``.
+Planning that snapshot once plans every instant: the plan of a virtual topic is the
+plan of the topic at ``t`` on the catalog extended by then, as if no cycle ran in
+between. For the rules that only ever delete more as time passes and data arrives
+(all but ``max_deletes_per_cycle``), that is also what cycles run until ``t`` leave.
+
+The planner plans every partition at the snapshot's instant: each virtual topic's
+timestamps (segments, commits) are shifted back by ``t - now``, so that it is
+planned as of ``t``. The rules only read differences of instants (``now - ts``),
+and the time cuts, which are offsets, are found before the shift.
+
+Synthetic record ``j`` (from 0) of a partition has timestamp
+``now + ceil((j + 1) * per_ms / records)``: by ``t``, ``(t - now) * records //
+per_ms`` records have arrived. A group that committed within the rate window keeps
+its lag (it reads as fast as records arrive) and commits at ``t``; one that did
+not, or is named stalled, stays where it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.forecast.rates import Rate, partition_rows
+from engine.prune import tables
+from engine.prune.snapshot import Snapshot
+
+#: (topic, partition, log start, θ) -> the first offset at or after the log start
+#: whose record timestamp is >= θ among the snapshot's records, or None
+RealTimeCut = Callable[[str, int, int, int], "int | None"]
+
+#: the policy number each kind of time cut is taken at (θ = t - limit)
+_CUT_LIMITS = {
+    "retention": "retention_time",
+    "max_time": "max_time",
+    "ttl": "message_ttl",
+    "backlog_age": "backlog_age",
+}
+
+
+@dataclass(frozen=True)
+class Extension:
+    """The virtual snapshot and how its topics map back: virtual topic ``v`` is
+    ``topics[v % len(topics)]`` at ``instants[v // len(topics)]``."""
+
+    snapshot: Snapshot
+    instants: list[int]
+    topics: list[str]
+    names: list[str]
+    #: per instant, per row of the snapshot's partitions: bytes and segments before
+    #: that instant's cycle
+    on_disk: list[tuple[np.ndarray, np.ndarray]]
+
+
+def virtual_name(instant_index: int, topic: str, label: str = "") -> str:
+    return f"{label}{instant_index}/{topic}"
+
+
+@dataclass(frozen=True)
+class _Partitions:
+    """Per row of the snapshot's partitions: what the extension needs, as arrays."""
+
+    next_offset: np.ndarray
+    records: np.ndarray
+    per_ms: np.ndarray
+    record_bytes: np.ndarray
+    capacity: np.ndarray  # records in a new segment
+    active: np.ndarray  # the row in segments of the partition's active segment; -1: none
+    room: np.ndarray  # records the active segment still takes
+    newest: np.ndarray  # the newest record timestamp among its segments (int64 min: none)
+
+    def timestamp(self, rows: np.ndarray, records: np.ndarray, now: int) -> np.ndarray:
+        """The timestamp of synthetic record ``records`` (from 0) of partition ``rows``."""
+        num, den = self.records[rows], self.per_ms[rows]
+        return now - ((-(records + 1) * den) // np.maximum(num, 1))
+
+
+def _partitions(
+    snapshot: Snapshot, segment_rows: np.ndarray, rates: Sequence[Rate], segment_sizes: Mapping[str, int]
+) -> _Partitions:
+    partitions, segments = snapshot.tables["partitions"], snapshot.tables["segments"]
+    count = partitions.num_rows
+    record_bytes = np.array([r.record_bytes for r in rates], dtype=np.int64)
+    segment_size = np.array([segment_sizes[t] for t in partitions["topic"].to_pylist()], dtype=np.int64)
+    # The active segment is the partition's last one, when it is not sealed.
+    sealed = np.append(segments["sealed"].to_numpy(zero_copy_only=False), True)
+    last = np.searchsorted(segment_rows, np.arange(count), side="right") - 1
+    own = (last >= 0) & (np.append(segment_rows, -1)[last] == np.arange(count))
+    active = np.where(own & ~sealed[last], last, -1)
+    used = np.append(segments["size_bytes"].to_numpy(), 0)[active]
+    capacity = np.maximum(1, segment_size // record_bytes)
+    newest = np.full(count, np.iinfo(np.int64).min)
+    np.maximum.at(newest, segment_rows, segments["max_timestamp"].fill_null(np.iinfo(np.int64).min).to_numpy())
+    return _Partitions(
+        next_offset=partitions["next_offset"].to_numpy(),
+        records=np.array([r.records for r in rates], dtype=np.int64),
+        per_ms=np.array([r.per_ms for r in rates], dtype=np.int64),
+        record_bytes=record_bytes,
+        capacity=capacity,
+        active=active,
+        # An empty active segment takes a record of any size, as a new one does.
+        newest=newest,
+        room=np.where(
+            active < 0, 0, np.where(used == 0, capacity, np.maximum(0, (segment_size - used) // record_bytes))
+        ),
+    )
+
+
+def extend(
+    snapshot: Snapshot,
+    instants: Sequence[int],
+    rates: Sequence[Rate],
+    segment_sizes: Mapping[str, int],
+    *,
+    window_ms: int,
+    stalled: Collection[str],
+    real_time_cut: RealTimeCut,
+    label: str = "",
+) -> Extension:
+    """The virtual snapshot of ``snapshot`` at each of ``instants`` (>= its ``now``);
+    ``rates`` per row of its partitions; ``segment_sizes`` per topic; ``label``
+    tells its virtual topics from those of another extension planned with them."""
+    now = snapshot.now
+    topic_names = snapshot.tables["topics"]["topic"].to_pylist()
+    segments = snapshot.tables["segments"]
+    segment_rows = partition_rows(segments, snapshot.tables["partitions"])
+    parts = _partitions(snapshot, segment_rows, rates, segment_sizes)
+    names = [virtual_name(i, topic, label) for i in range(len(instants)) for topic in topic_names]
+    pieces: dict[str, list[pa.Table]] = {name: [] for name in tables.SNAPSHOT_TABLES}
+    on_disk: list[tuple[np.ndarray, np.ndarray]] = []
+    for i, at in enumerate(instants):
+        elapsed = at - now
+        arrived = (elapsed * parts.records) // parts.per_ms
+        renamed = _renamer(snapshot, names[i * len(topic_names) : (i + 1) * len(topic_names)])
+        pieces["topics"].append(renamed(snapshot.tables["topics"]))
+        partitions = snapshot.tables["partitions"]
+        pieces["partitions"].append(
+            renamed(partitions.set_column(3, "next_offset", pa.array(parts.next_offset + arrived)))
+        )
+        segments_at = _segments_at(snapshot, segment_rows, parts, arrived, now, elapsed)
+        pieces["segments"].append(renamed(segments_at))
+        on_disk.append(_totals(segments_at, snapshot.tables["partitions"]))
+        pieces["positions"].append(renamed(_positions_at(snapshot, arrived, at, now, window_ms, stalled)))
+        pieces["time_cuts"].append(renamed(_time_cuts_at(snapshot, parts, arrived, at, now, real_time_cut)))
+    virtual = {name: pa.concat_tables(parts_).cast(tables.SNAPSHOT_TABLES[name]) for name, parts_ in pieces.items()}
+    return Extension(Snapshot(now, virtual, snapshot.rejected), list(instants), topic_names, names, on_disk)
+
+
+def _totals(segments: pa.Table, partitions: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes and segments of each row of ``partitions`` in ``segments``."""
+    row = partition_rows(segments, partitions)
+    size = segments["size_bytes"].to_numpy()
+    return (
+        np.bincount(row, weights=size, minlength=partitions.num_rows).astype(np.int64),
+        np.bincount(row, minlength=partitions.num_rows).astype(np.int64),
+    )
+
+
+def _renamer(snapshot: Snapshot, names: list[str]) -> Callable[[pa.Table], pa.Table]:
+    """A table of the snapshot's with each topic replaced by its virtual topic."""
+    topics = snapshot.tables["topics"]["topic"]
+
+    def renamed(table: pa.Table) -> pa.Table:
+        index = pc.index_in(table["topic"], value_set=topics)
+        return table.set_column(
+            table.schema.get_field_index("topic"), "topic", pa.array(names, pa.string()).take(index)
+        )
+
+    return renamed
+
+
+def _segments_at(
+    snapshot: Snapshot, segment_rows: np.ndarray, parts: _Partitions, arrived: np.ndarray, now: int, elapsed: int
+) -> pa.Table:
+    """The segments of every partition once ``arrived`` records have been appended,
+    timestamps shifted back by ``elapsed``; in (partition, offset) order."""
+    real = snapshot.tables["segments"]
+    base = real["base_offset"].to_numpy()
+    next_ = real["next_offset"].to_numpy().copy()
+    size = real["size_bytes"].to_numpy().copy()
+    first_valid = real["first_timestamp"].is_valid().to_numpy(zero_copy_only=False).copy()
+    first = real["first_timestamp"].fill_null(0).to_numpy().copy()
+    newest_valid = real["max_timestamp"].is_valid().to_numpy(zero_copy_only=False).copy()
+    newest = real["max_timestamp"].fill_null(0).to_numpy().copy()
+    sealed = real["sealed"].to_numpy(zero_copy_only=False).copy()
+
+    fill = np.minimum(arrived, parts.room)
+    rest = arrived - fill
+    # The active segment takes records up to segment_size; it is sealed once one more arrives.
+    grown = np.flatnonzero((parts.active >= 0) & (fill > 0))
+    rows = parts.active[grown]
+    next_[rows] += fill[grown]
+    size[rows] += fill[grown] * parts.record_bytes[grown]
+    last_ts = parts.timestamp(grown, fill[grown] - 1, now)
+    newest[rows] = np.where(newest_valid[rows], np.maximum(newest[rows], last_ts), last_ts)
+    newest_valid[rows] = True
+    first[rows] = np.where(first_valid[rows], first[rows], parts.timestamp(grown, np.zeros_like(rows), now))
+    first_valid[rows] = True
+    rolled = np.flatnonzero(parts.active >= 0)
+    sealed[parts.active[rolled]] = rest[rolled] > 0
+
+    # New segments of ``capacity`` records each, the last one active.
+    count = -(-rest // parts.capacity)
+    of = np.repeat(np.arange(len(count)), count)
+    k = np.arange(len(of)) - np.repeat(np.cumsum(count) - count, count)
+    lo = fill[of] + k * parts.capacity[of]
+    hi = np.minimum(lo + parts.capacity[of], arrived[of])
+    new = {
+        "base_offset": parts.next_offset[of] + lo,
+        "next_offset": parts.next_offset[of] + hi,
+        "size_bytes": (hi - lo) * parts.record_bytes[of],
+        "first_timestamp": parts.timestamp(of, lo, now),
+        "max_timestamp": parts.timestamp(of, hi - 1, now),
+        "sealed": k < count[of] - 1,
+    }
+    row = np.concatenate([segment_rows, of])
+    order = np.lexsort((np.concatenate([base, new["base_offset"]]), row))
+    partitions = snapshot.tables["partitions"]
+
+    def column(old: np.ndarray, added: np.ndarray) -> np.ndarray:
+        return np.concatenate([old, added])[order]
+
+    mask = ~np.concatenate([first_valid, np.ones(len(of), bool)])[order]
+    newest_mask = ~np.concatenate([newest_valid, np.ones(len(of), bool)])[order]
+    return pa.table(
+        {
+            "topic": partitions["topic"].take(row[order]),
+            "partition": partitions["partition"].take(row[order]),
+            "base_offset": column(base, new["base_offset"]),
+            "next_offset": column(next_, new["next_offset"]),
+            "size_bytes": column(size, new["size_bytes"]),
+            "first_timestamp": pa.array(column(first, new["first_timestamp"]) - elapsed, mask=mask),
+            "max_timestamp": pa.array(column(newest, new["max_timestamp"]) - elapsed, mask=newest_mask),
+            "sealed": column(sealed, new["sealed"]),
+        },
+        schema=tables.SEGMENTS,
+    )
+
+
+def _positions_at(
+    snapshot: Snapshot, arrived: np.ndarray, at: int, now: int, window_ms: int, stalled: Collection[str]
+) -> pa.Table:
+    """Positions at ``at``: a group that committed within the window and is not
+    ``stalled`` has read what arrived and committed at ``at``; timestamps shifted."""
+    positions = snapshot.tables["positions"]
+    if positions.num_rows == 0:
+        return positions
+    row = partition_rows(positions, snapshot.tables["partitions"])
+    last = positions["group_last_commit"].to_numpy()
+    reading = (last >= now - window_ms) & ~pc.is_in(
+        positions["group"], value_set=pa.array(list(stalled), pa.string())
+    ).to_numpy(zero_copy_only=False)
+    moved = np.where(reading & (row >= 0), arrived[np.maximum(row, 0)], 0)
+    shift = at - now
+    return (
+        positions.set_column(4, "position", pa.array(positions["position"].to_numpy() + moved))
+        .set_column(5, "committed_at", pa.array(np.where(reading, at, positions["committed_at"].to_numpy()) - shift))
+        .set_column(6, "group_last_commit", pa.array(np.where(reading, at, last) - shift))
+    )
+
+
+def _time_cuts_at(
+    snapshot: Snapshot, parts: _Partitions, arrived: np.ndarray, at: int, now: int, real_time_cut: RealTimeCut
+) -> pa.Table:
+    """The snapshot's kinds of time cut, each at ``at``: in the snapshot's records
+    if one is recent enough, else in the synthetic ones (else the end of the log)."""
+    cuts = snapshot.tables["time_cuts"]
+    if cuts.num_rows == 0:
+        return cuts
+    topics, partitions = snapshot.tables["topics"], snapshot.tables["partitions"]
+    limit_of = {
+        name: dict(zip(topics["topic"].to_pylist(), topics[column].to_pylist())) for name, column in _CUT_LIMITS.items()
+    }
+    row = partition_rows(cuts, partitions)
+    log_start = partitions["log_start_offset"].to_pylist()
+    offsets = []
+    for topic, partition, kind, p in zip(
+        cuts["topic"].to_pylist(), cuts["partition"].to_pylist(), cuts["kind"].to_pylist(), row
+    ):
+        theta = at - limit_of[kind][topic]
+        # No record of the snapshot's is that recent: no need to look for one.
+        found = real_time_cut(topic, partition, log_start[p], theta) if theta <= parts.newest[p] else None
+        if found is None:
+            # The first synthetic record j with timestamp >= θ: ceil((j+1)·per_ms/records) >= θ - now.
+            first = max(0, ((theta - now - 1) * int(parts.records[p])) // int(parts.per_ms[p]))
+            found = int(parts.next_offset[p] + min(first, arrived[p]) if parts.records[p] else parts.next_offset[p])
+        offsets.append(found)
+    return cuts.set_column(3, "offset", pa.array(offsets, pa.int64()))

@@ -1,0 +1,310 @@
+"""The capacity forecast: every instant from now to the horizon, planned in one
+Spark job (engine/forecast/extend.py), summed per topic and instant.
+
+At each instant a topic has its bytes and segments on disk after that instant's
+cycle, each partition's log start, and the bytes deleted since now by reason. A
+breach is the first instant at which a cap deletes (``max_partition_size`` or
+``max_time``: retention no longer keeps the partition under it), a group is over a
+backlog quota, or the topics together hold more than the disk budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.catalog.catalog import Catalog
+from engine.errors import InvalidInput, InvalidPolicy
+from engine.forecast.extend import Extension, extend
+from engine.forecast.rates import Rate, given_rate, observed_rates
+from engine.policy.effective import EffectivePolicy, resolve
+from engine.prune.planner import Planner
+from engine.prune.snapshot import RecordTimes, Snapshot, build_snapshot, time_cut
+
+#: more instants than this is a typo (a step of 1s over a week), not a forecast
+MAX_INSTANTS = 5000
+
+#: the cap each reason code means a breach of
+_CAP_OF_REASON = {"DELETE_MAX_SIZE": "max_partition_size", "DELETE_MAX_TIME": "max_time"}
+
+
+@dataclass(frozen=True)
+class Breach:
+    kind: str  # max_partition_size | max_time | backlog_quota | disk_budget
+    at: int
+    limit: int | None
+    partition: int | None = None
+    group: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "at": self.at, "limit": self.limit, "partition": self.partition, "group": self.group}
+
+
+@dataclass(frozen=True)
+class PartitionPoint:
+    partition: int
+    bytes: int
+    segments: int
+    log_start: int
+
+
+@dataclass(frozen=True)
+class Point:
+    """A topic at one instant, after that instant's cycle."""
+
+    at: int
+    bytes: int
+    segments: int
+    partitions: list[PartitionPoint]
+    bytes_deleted: int
+    segments_deleted: int
+    #: reason code -> bytes deleted since now for it
+    deleted_by_reason: dict[str, int]
+    quota_exceeded: bool
+    #: (group, partition) over a backlog quota
+    over_quota: list[tuple[str, int]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "at": self.at,
+            "bytes": self.bytes,
+            "segments": self.segments,
+            "bytes_deleted": self.bytes_deleted,
+            "segments_deleted": self.segments_deleted,
+            "deleted_by_reason": self.deleted_by_reason,
+            "quota_exceeded": self.quota_exceeded,
+            "over_quota": [{"group": g, "partition": p} for g, p in self.over_quota],
+            "partitions": [
+                {"partition": p.partition, "bytes": p.bytes, "segments": p.segments, "log_start": p.log_start}
+                for p in self.partitions
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class TopicForecast:
+    topic: str
+    #: partition -> the ingest rate used
+    rates: dict[int, Rate]
+    points: list[Point]
+    breaches: list[Breach]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "rates": [
+                {
+                    "partition": p,
+                    "source": r.source,
+                    "since": r.since,
+                    "bytes_per_second": r.bytes_per_second,
+                    "records_per_second": r.records_per_second,
+                    "record_bytes": r.record_bytes,
+                }
+                for p, r in sorted(self.rates.items())
+            ],
+            "breaches": [b.to_json() for b in self.breaches],
+            "points": [p.to_json() for p in self.points],
+        }
+
+
+@dataclass(frozen=True)
+class Forecast:
+    now: int
+    instants: list[int]
+    window_ms: int
+    topics: list[TopicForecast]
+    disk_budget: int | None
+    #: the first instant at which the topics together hold more than the budget
+    disk_breach: Breach | None
+    #: with a what-if, the same topics under their saved policy (same job)
+    saved: list[TopicForecast] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "now": self.now,
+            "instants": self.instants,
+            "window_ms": self.window_ms,
+            "disk_budget": self.disk_budget,
+            "disk_breach": None if self.disk_breach is None else self.disk_breach.to_json(),
+            "topics": [t.to_json() for t in self.topics],
+            "saved": None if self.saved is None else [t.to_json() for t in self.saved],
+        }
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to forecast: ``instants`` (the first is now), the rate window, an
+    ingest rate that replaces the observed ones (bytes/s per partition), groups
+    assumed stopped, and the disk budget (bytes, over all topics forecast)."""
+
+    instants: list[int]
+    window_ms: int
+    rate: int | None = None
+    stalled: frozenset[str] = frozenset()
+    disk_budget: int | None = None
+
+
+def instants(now: int, horizon_ms: int, step_ms: int) -> list[int]:
+    """``now``, ``now + step``, ... up to ``now + horizon`` (included)."""
+    if step_ms <= 0 or horizon_ms < 0:
+        raise InvalidInput("the step must be above 0 and the horizon at least 0")
+    count = horizon_ms // step_ms + 1
+    if count > MAX_INSTANTS:
+        raise InvalidInput(f"{count} instants: at most {MAX_INSTANTS} (a longer --step or a shorter --horizon)")
+    return [now + i * step_ms for i in range(count)]
+
+
+def forecast(
+    planner: Planner,
+    catalog: Catalog,
+    records: RecordTimes,
+    request: Request,
+    *,
+    defaults: Mapping[str, str],
+    topics: Sequence[str] | None = None,
+    overrides: Mapping[str, Mapping[str, str]] | None = None,
+) -> Forecast:
+    """Forecast ``topics`` (all if None) of ``catalog``; ``overrides`` as in
+    :func:`~engine.prune.snapshot.build_snapshot` (a what-if over time)."""
+    now = request.instants[0]
+
+    def real_time_cut(topic: str, partition: int, log_start: int, theta: int) -> int | None:
+        return time_cut(catalog, records, topic, partition, log_start, theta)
+
+    # A what-if is planned with the saved policy too, in the same job: virtual
+    # topics of both, told apart by a label.
+    variants = [("", overrides)] if overrides is None else [("", overrides), ("saved:", None)]
+    parts = []
+    for label, variant in variants:
+        snapshot = build_snapshot(catalog, records, defaults=defaults, now=now, topics=topics, overrides=variant)
+        names = snapshot.tables["topics"]["topic"].to_pylist()
+        segment_sizes = {
+            name: _segment_size(resolve((variant or {}).get(name, catalog.overrides(name)), defaults)) for name in names
+        }
+        rates = rates_for(snapshot, request)
+        extension = extend(
+            snapshot, request.instants, rates, segment_sizes, label=label,
+            window_ms=request.window_ms, stalled=request.stalled, real_time_cut=real_time_cut,
+        )  # fmt: skip
+        parts.append((extension, snapshot, rates))
+    joined = {
+        name: pa.concat_tables([extension.snapshot.tables[name] for extension, _, _ in parts])
+        for name in parts[0][0].snapshot.tables
+    }
+    plan = planner.plan(Snapshot(now, joined, parts[0][1].rejected))
+    result, *saved = (
+        summarize(extension, plan.tables, snapshot, rates, request.disk_budget, request.window_ms)
+        for extension, snapshot, rates in parts
+    )
+    return replace(result, saved=saved[0].topics) if saved else result
+
+
+def _segment_size(policy: EffectivePolicy) -> int:
+    size = policy["segment_size"]
+    if not isinstance(size, int):  # the policy rules make it a finite size
+        raise InvalidPolicy(f"segment_size must be a finite size, got {size!r}")
+    return size
+
+
+def rates_for(snapshot: Snapshot, request: Request) -> list[Rate]:
+    """The rate of each partition of ``snapshot``: observed, or ``request.rate``."""
+    tables_ = snapshot.tables
+    observed = observed_rates(tables_["segments"], tables_["partitions"], snapshot.now, request.window_ms)
+    if request.rate is None:
+        return observed
+    return [given_rate(request.rate, rate) for rate in observed]
+
+
+def summarize(
+    extension: Extension,
+    plan: Mapping[str, pa.Table],
+    snapshot: Snapshot,
+    rates: Sequence[Rate],
+    disk_budget: int | None,
+    window_ms: int,
+) -> Forecast:
+    """The forecast from the plan of the virtual snapshot."""
+    names = extension.names
+    width = len(extension.topics)
+    segments = plan["segments"]
+    # Deleted rows only: what stays is what was there (the extension's totals) less that.
+    deleted = segments.filter(pc.equal(segments["decision"], "delete"))
+    deleted = deleted.group_by(["topic", "partition", "reason"]).aggregate(
+        [("size_bytes", "sum"), ("size_bytes", "count")]
+    )
+    by_reason: dict[str, list[dict[str, Any]]] = {}
+    for r in deleted.to_pylist():
+        by_reason.setdefault(r["topic"], []).append(r)
+    partitions = snapshot.tables["partitions"]
+    row_of = {
+        (t, p): i for i, (t, p) in enumerate(zip(partitions["topic"].to_pylist(), partitions["partition"].to_pylist()))
+    }
+    index = {name: v for v, name in enumerate(names)}
+    columns = ["topic", "partition", "new_log_start_offset", "segments_deleted", "bytes_deleted"]
+    starts: dict[str, list[tuple[int, int]]] = {}
+    held: dict[tuple[str, int], tuple[int, int]] = {}
+    for name, partition, start, gone, freed in zip(*(plan["partitions"][c].to_pylist() for c in columns)):
+        if name not in index:
+            continue  # another variant's (a what-if's saved policy)
+        starts.setdefault(name, []).append((partition, start))
+        i, t = divmod(index[name], width)
+        total_bytes, total_segments = extension.on_disk[i]
+        row = row_of[(extension.topics[t], partition)]
+        held[(name, partition)] = (int(total_bytes[row]) - freed, int(total_segments[row]) - gone)
+    over: dict[str, list[tuple[str, int]]] = {}
+    groups = plan["groups"]
+    for r in groups.filter(groups["over_quota"]).select(["topic", "group", "partition"]).to_pylist():
+        over.setdefault(r["topic"], []).append((r["group"], r["partition"]))
+    blocked = dict(zip(plan["topics"]["topic"].to_pylist(), plan["topics"]["quota_exceeded"].to_pylist()))
+    policies = {r["topic"]: r for r in snapshot.tables["topics"].to_pylist()}
+    topic_rates: dict[str, dict[int, Rate]] = {}
+    for topic, partition, rate in zip(partitions["topic"].to_pylist(), partitions["partition"].to_pylist(), rates):
+        topic_rates.setdefault(topic, {})[partition] = rate
+
+    result = []
+    for t, topic in enumerate(extension.topics):
+        points, breaches, seen = [], [], set()
+        for i, at in enumerate(extension.instants):
+            name = names[i * width + t]
+            parts = [
+                PartitionPoint(p, *held.get((name, p), (0, 0)), log_start)
+                for p, log_start in sorted(starts.get(name, []))
+            ]
+            reasons: dict[str, int] = {}
+            for r in by_reason.get(name, []):
+                reasons[r["reason"]] = reasons.get(r["reason"], 0) + r["size_bytes_sum"]
+                cap = _CAP_OF_REASON.get(r["reason"])
+                if cap is not None and cap not in seen:
+                    seen.add(cap)
+                    breaches.append(Breach(cap, at, policies[topic][cap], partition=r["partition"]))
+            quota = sorted(over.get(name, []))
+            if quota and "backlog_quota" not in seen:
+                seen.add("backlog_quota")
+                breaches.append(Breach("backlog_quota", at, None, partition=quota[0][1], group=quota[0][0]))
+            rows = by_reason.get(name, [])
+            points.append(
+                Point(
+                    at,
+                    sum(p.bytes for p in parts),
+                    sum(p.segments for p in parts),
+                    parts,
+                    sum(r["size_bytes_sum"] for r in rows),
+                    sum(r["size_bytes_count"] for r in rows),
+                    dict(sorted(reasons.items())),
+                    bool(blocked.get(name)),
+                    quota,
+                )
+            )
+        result.append(TopicForecast(topic, topic_rates.get(topic, {}), points, sorted(breaches, key=lambda b: b.at)))
+    disk_breach = None
+    if disk_budget is not None:
+        for i, at in enumerate(extension.instants):
+            if sum(t.points[i].bytes for t in result) > disk_budget:
+                disk_breach = Breach("disk_budget", at, disk_budget)
+                break
+    return Forecast(extension.instants[0], extension.instants, window_ms, result, disk_budget, disk_breach)

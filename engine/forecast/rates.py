@@ -1,0 +1,98 @@
+"""Ingest rates for the forecast: per partition, observed over a recent window of
+its segments, or given by the operator.
+
+A rate is a fraction, ``records`` per ``per_ms`` milliseconds, with records of
+``record_bytes`` bytes, so that the synthetic future (engine/forecast/extend.py) is
+integer arithmetic: the same records at the same instants on every machine and in
+the reference model of the tests.
+
+Observed: the partition's segments from the oldest non-empty one that reaches into
+the window (its newest record is at most ``window`` old) to the end; the rate is
+their records over the time from that segment's first record to now, and a record
+is their bytes over their records. With no such segment the partition has no
+ingest.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: a record's bytes when a rate is given (``--rate``) for a partition with no records
+DEFAULT_RECORD_BYTES = 1024
+
+
+@dataclass(frozen=True)
+class Rate:
+    """``records`` per ``per_ms`` ms (0 records: no ingest), each ``record_bytes`` bytes."""
+
+    records: int
+    per_ms: int
+    record_bytes: int
+    #: where it came from: "observed" (then ``since`` is the first timestamp counted),
+    #: "given" (``--rate``) or "none" (no data in the window)
+    source: str
+    since: int | None = None
+
+    @property
+    def records_per_second(self) -> float:
+        return self.records * 1000 / self.per_ms
+
+    @property
+    def bytes_per_second(self) -> float:
+        return self.records_per_second * self.record_bytes
+
+
+NO_INGEST = Rate(0, 1, DEFAULT_RECORD_BYTES, "none")
+
+
+def _reduced(records: int, per_ms: int, record_bytes: int, source: str, since: int | None) -> Rate:
+    if records <= 0 or per_ms <= 0:
+        return Rate(0, 1, record_bytes, source, since)
+    common = math.gcd(records, per_ms)
+    return Rate(records // common, per_ms // common, record_bytes, source, since)
+
+
+def partition_rows(table: pa.Table, partitions: pa.Table) -> np.ndarray:
+    """The row in ``partitions`` of each row of ``table`` (both with ``topic`` and
+    ``partition``); -1 where there is none."""
+
+    def keys(of: pa.Table) -> pa.Array:
+        return pc.binary_join_element_wise(of["topic"], pc.cast(of["partition"], pa.string()), "\x00")
+
+    return pc.index_in(keys(table), value_set=keys(partitions)).fill_null(-1).to_numpy()
+
+
+def observed_rates(segments: pa.Table, partitions: pa.Table, now: int, window_ms: int) -> list[Rate]:
+    """The observed rate of each row of ``partitions`` (a snapshot's, with its
+    ``segments`` in (topic, partition, offset) order)."""
+    row = partition_rows(segments, partitions)
+    base = segments["base_offset"].to_numpy()
+    next_ = segments["next_offset"].to_numpy()
+    size = segments["size_bytes"].to_numpy()
+    first = segments["first_timestamp"].fill_null(0).to_numpy()
+    newest = segments["max_timestamp"].fill_null(np.iinfo(np.int64).min).to_numpy()
+    counted = (next_ > base) & (newest >= now - window_ms)
+    rates = []
+    bounds = np.searchsorted(row, np.arange(partitions.num_rows + 1), side="left")
+    for p in range(partitions.num_rows):
+        lo, hi = bounds[p], bounds[p + 1]
+        start = np.flatnonzero(counted[lo:hi])
+        if len(start) == 0:
+            rates.append(NO_INGEST)
+            continue
+        k = lo + start[0]
+        records = int(next_[hi - 1] - base[k])
+        record_bytes = max(1, int(size[k:hi].sum()) // max(records, 1))
+        rates.append(_reduced(records, now - int(first[k]), record_bytes, "observed", int(first[k])))
+    return rates
+
+
+def given_rate(bytes_per_second: int, observed: Rate) -> Rate:
+    """``--rate``: ``bytes_per_second`` in records of the observed size."""
+    record_bytes = observed.record_bytes if observed.source == "observed" else DEFAULT_RECORD_BYTES
+    return _reduced(bytes_per_second, 1000 * record_bytes, record_bytes, "given", None)

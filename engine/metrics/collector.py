@@ -1,0 +1,153 @@
+"""Prometheus metrics of a data directory, read from the catalog and the journal at
+each scrape (one read transaction), so that they equal what ``ebb topic describe
+--json``, ``ebb group list`` and ``ebb log`` say at that moment.
+
+Names follow Prometheus conventions: base units (bytes, seconds), ``_total`` for
+counters, one metric per quantity with ``topic``/``partition``/``group`` labels.
+The journal's counters count the rows it keeps (``[engine] journal_retention``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from engine.broker import Broker
+from engine.catalog.lag import partition_lags
+from engine.catalog.stats import partition_stats
+from engine.errors import EbbError, InvalidPolicy
+from engine.journal import totals
+from engine.journal.journal import Journal
+from engine.journal.state import EngineState
+
+#: the states of :attr:`engine.prune.session.SparkEngine.state`, and the console's
+#: ``off`` (it runs no engine)
+SPARK_STATES = ("off", "stopped", "starting", "ready", "failed")
+#: cycle phase durations, seconds: plans take seconds, applies milliseconds to minutes
+DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+
+_PARTITION = ["topic", "partition"]
+_GROUP = ["topic", "group", "kind", "partition"]
+
+
+class EbbCollector(Collector):
+    """Collects the metrics of the data directory ``root`` at each scrape; with
+    ``spark_state``, also the state of the process's Spark session."""
+
+    def __init__(self, root: Path, config_path: Path | None, spark_state: Callable[[], str] | None = None) -> None:
+        self.root = root
+        self.config_path = config_path
+        self.spark_state = spark_state
+
+    def describe(self) -> list[Metric]:
+        return []  # the registry then needs no scrape to register it
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            yield from self._collect()
+        except (EbbError, sqlite3.Error, OSError) as error:
+            # A scrape that cannot read the catalog (locked, gone) says so as a metric:
+            # the server's thread must not print a traceback on the engine's terminal.
+            yield _gauge(
+                "ebbtide_catalog_readable", f"0 when the scrape could not read the catalog: {error}", [], {(): 0}
+            )
+            return
+        yield _gauge("ebbtide_catalog_readable", "1 when the scrape read the catalog", [], {(): 1})
+
+    def _collect(self) -> Iterator[Metric]:
+        # A broker per scrape: the HTTP server scrapes in threads of its own, and a
+        # SQLite connection stays in the thread that opened it.
+        with Broker(self.root, self.config_path) as broker:
+            catalog = broker.catalog
+            journal, state = Journal(catalog), EngineState(catalog)
+            with catalog.read():
+                now = broker.clock()
+                stats = partition_stats(catalog)
+                lags = partition_lags(catalog)
+                names = [t.name for t in catalog.topics()]
+                holds = {name: _hold(broker, name) for name in names}
+                quotas = state.quota_states()
+                paused = state.is_paused()
+                by_status = totals.cycles_by_status(journal)
+                plans, applies = totals.plan_durations_ms(journal), totals.apply_durations_ms(journal)
+                deleted = totals.deleted_by_reason(journal)
+        yield from _partitions(stats)
+        yield from _lags(lags, now)
+        yield _gauge("ebbtide_topic_quota_exceeded", "1 if the last cycle found the topic over its backlog quota",
+                     ["topic"], {(n,): quotas[n].exceeded if n in quotas else 0 for n in names})  # fmt: skip
+        yield _gauge("ebbtide_topic_hold", "1 if the topic is held (nothing of it is deleted)", ["topic"],
+                     {(n,): hold for n, hold in holds.items() if hold is not None})  # fmt: skip
+        yield _gauge("ebbtide_engine_paused", "1 while deletion is paused (ebb pause)", [], {(): paused})
+        cycles = CounterMetricFamily("ebbtide_cycles", "prune cycles in the journal, by status", labels=["status"])
+        for status, count in by_status.items():
+            cycles.add_metric([status], count)
+        yield cycles
+        durations = HistogramMetricFamily(
+            "ebbtide_cycle_duration_seconds",
+            "prune cycle phases: plan (scheduled cycles, snapshot and Spark) and apply (journal start to end)",
+            labels=["phase"],
+        )
+        for phase, values in (("plan", plans), ("apply", applies)):
+            durations.add_metric([phase], *_buckets([v / 1000 for v in values]))
+        yield durations
+        segments = CounterMetricFamily(
+            "ebbtide_deleted_segments", "segments deleted, by reason", labels=["topic", "reason"]
+        )
+        size = CounterMetricFamily(
+            "ebbtide_deleted_bytes", "bytes of the segments deleted, by reason", labels=["topic", "reason"]
+        )
+        for d in deleted:
+            segments.add_metric([d.topic, d.reason], d.segments)
+            size.add_metric([d.topic, d.reason], d.bytes)
+        yield segments
+        yield size
+        if self.spark_state is not None:
+            current = self.spark_state()
+            yield _gauge("ebbtide_spark_session_state", "1 for the state the engine's Spark session is in", ["state"],
+                         {(s,): s == current for s in SPARK_STATES})  # fmt: skip
+
+
+def _hold(broker: Broker, topic: str) -> bool | None:
+    try:
+        return bool(broker.policy(topic)["hold"])
+    except InvalidPolicy:
+        return None  # not planned at all until fixed; no hold to report
+
+
+def _gauge(name: str, doc: str, labels: list[str], values: dict[tuple, float | bool | int]) -> GaugeMetricFamily:
+    gauge = GaugeMetricFamily(name, doc, labels=labels)
+    for key, value in values.items():
+        gauge.add_metric([str(k) for k in key], float(value))
+    return gauge
+
+
+def _partitions(stats: list) -> Iterator[Metric]:
+    figures = {
+        "ebbtide_partition_bytes": ("bytes of the partition's segments", "size_bytes"),
+        "ebbtide_partition_segments": ("segments of the partition, the active one included", "segments"),
+        "ebbtide_partition_log_start_offset": ("the partition's log start offset", "log_start_offset"),
+        "ebbtide_partition_log_end_offset": ("the partition's next offset", "next_offset"),
+    }
+    for name, (doc, field) in figures.items():
+        yield _gauge(name, doc, _PARTITION, {(s.topic, s.partition): getattr(s, field) for s in stats})
+
+
+def _lags(lags: list, now: int) -> Iterator[Metric]:
+    """Lag from the effective position (``max(position, log start)``), as the console shows it."""
+    key = {lag: (lag.topic, lag.group, lag.kind, lag.partition) for lag in lags}
+    yield _gauge("ebbtide_group_lag_messages", "offsets from the group's position to the partition's end", _GROUP,
+                 {key[lag]: lag.lag_messages for lag in lags})  # fmt: skip
+    yield _gauge("ebbtide_group_lag_bytes", "bytes of the segments holding unconsumed offsets", _GROUP,
+                 {key[lag]: lag.lag_bytes for lag in lags})  # fmt: skip
+    yield _gauge("ebbtide_group_lag_seconds", "age of the oldest unconsumed data (segment precision)", _GROUP,
+                 {key[lag]: lag.lag_ms(now) / 1000 for lag in lags})  # fmt: skip
+
+
+def _buckets(values: list[float]) -> tuple[list[tuple[str, float]], float]:
+    """Cumulative bucket counts of ``values`` (the last one ``+Inf``), and their sum."""
+    counts = [(str(float(bound)), float(sum(1 for v in values if v <= bound))) for bound in DURATION_BUCKETS]
+    return [*counts, ("+Inf", float(len(values)))], sum(values)

@@ -1,0 +1,167 @@
+"""The reference model of the capacity forecast: the catalog extended record by
+record to each instant, then :func:`reference.model.plan` at that instant.
+
+Independent of engine/forecast/ by construction: no shifted timestamps, no vectors;
+records are appended one at a time with the timestamps the rate gives them, and the
+time cuts are found by scanning records (the model's own ``time_cut``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from . import model
+from .catalog import Group, Partition, Position, RefCatalog, Segment
+
+#: a record's bytes when a rate is given for a partition with no records in the window
+DEFAULT_RECORD_BYTES = 1024
+
+
+@dataclass(frozen=True)
+class RefRate:
+    records: int  # per ``per_ms`` ms
+    per_ms: int
+    record_bytes: int
+
+    def arrived(self, elapsed: int) -> int:
+        return 0 if self.records == 0 else elapsed * self.records // self.per_ms
+
+    def timestamp(self, now: int, j: int) -> int:
+        """Synthetic record ``j`` (from 0): ``now + ceil((j + 1) * per_ms / records)``."""
+        return now + -(-(j + 1) * self.per_ms // self.records)
+
+
+def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
+    """From the oldest non-empty segment whose newest record is at most ``window``
+    old, to the end: its records over the time since its first record."""
+    for k, segment in enumerate(partition.segments):
+        if not segment.empty and segment.max_ts >= now - window:
+            records = partition.next_offset - segment.base
+            size = sum(s.size for s in partition.segments[k:])
+            elapsed = now - segment.first_ts
+            record_bytes = max(1, size // records)
+            return RefRate(records if elapsed > 0 else 0, max(elapsed, 1), record_bytes)
+    return RefRate(0, 1, DEFAULT_RECORD_BYTES)
+
+
+def given_rate(bytes_per_second: int, observed: RefRate, has_records: bool) -> RefRate:
+    record_bytes = observed.record_bytes if has_records else DEFAULT_RECORD_BYTES
+    return RefRate(bytes_per_second, 1000 * record_bytes, record_bytes)
+
+
+def rates(catalog: RefCatalog, window: int, given: int | None = None) -> dict[tuple[str, int], RefRate]:
+    out = {}
+    for topic in catalog.topics:
+        for partition in topic.partitions:
+            rate = observed_rate(partition, catalog.now, window)
+            if given is not None:
+                seen = any(not s.empty and s.max_ts >= catalog.now - window for s in partition.segments)
+                rate = given_rate(given, rate, seen)
+            out[(topic.name, partition.index)] = rate
+    return out
+
+
+def extended_partition(partition: Partition, rate: RefRate, segment_size: int, now: int, at: int) -> Partition:
+    """``partition`` with the records that arrive by ``at`` appended: a record goes
+    into the active segment if that is empty or the record fits in
+    ``segment_size``; otherwise the active segment is sealed and a new one begins."""
+    segments = [
+        {"base": s.base, "next": s.next, "size": s.size, "sealed": s.sealed, "timestamps": list(s.timestamps)}
+        for s in partition.segments
+    ]
+    for j in range(rate.arrived(at - now)):
+        active = None if segments[-1]["sealed"] else segments[-1]
+        if active is None or (active["size"] and active["size"] + rate.record_bytes > segment_size):
+            if active is not None:
+                active["sealed"] = True
+            start = segments[-1]["next"]
+            active = {"base": start, "next": start, "size": 0, "sealed": False, "timestamps": []}
+            segments.append(active)
+        active["next"] += 1
+        active["size"] += rate.record_bytes
+        active["timestamps"].append(rate.timestamp(now, j))
+    return replace(
+        partition,
+        segments=tuple(Segment(s["base"], s["next"], s["size"], s["sealed"], tuple(s["timestamps"])) for s in segments),
+    )
+
+
+def extended_group(group: Group, arrived: dict[int, int], at: int, reading: bool) -> Group:
+    """A group that reads has read what arrived and committed at ``at``."""
+    if not reading:
+        return group
+    return replace(
+        group, positions=tuple(Position(p.partition, p.position + arrived[p.partition], at) for p in group.positions)
+    )
+
+
+def extended(
+    catalog: RefCatalog, at: int, rates_: dict[tuple[str, int], RefRate], window: int, stalled: frozenset[str]
+) -> RefCatalog:
+    """``catalog`` as it will be at ``at``."""
+    now = catalog.now
+    topics = []
+    for topic in catalog.topics:
+        arrived = {p.index: rates_[(topic.name, p.index)].arrived(at - now) for p in topic.partitions}
+        partitions = tuple(
+            extended_partition(p, rates_[(topic.name, p.index)], topic.policy.segment_size, now, at)
+            for p in topic.partitions
+        )
+        groups = tuple(
+            extended_group(g, arrived, at, model.last_commit(g) >= now - window and g.name not in stalled)
+            for g in topic.groups
+        )
+        topics.append(replace(topic, partitions=partitions, groups=groups))
+    return replace(catalog, topics=tuple(topics), now=at)
+
+
+def forecast(
+    catalog: RefCatalog,
+    instants: list[int],
+    window: int,
+    *,
+    given: int | None = None,
+    stalled: frozenset[str] = frozenset(),
+) -> dict[str, list[dict]]:
+    """Topic -> per instant: bytes and segments kept after that instant's cycle, per
+    partition (partition, bytes, segments, new log start), bytes and segments deleted
+    since now, bytes deleted by reason, quota state and groups over quota."""
+    rates_ = rates(catalog, window, given)
+    out: dict[str, list[dict]] = {t.name: [] for t in catalog.topics}
+    for at in instants:
+        rows = model.plan(extended(catalog, at, rates_, window, stalled), at)
+        for topic in catalog.topics:
+            segments = [r for r in rows["segments"] if r["topic"] == topic.name]
+            kept = [r for r in segments if r["decision"] == "keep"]
+            deleted = [r for r in segments if r["decision"] == "delete"]
+            by_reason: dict[str, int] = {}
+            for r in deleted:
+                by_reason[r["reason"]] = by_reason.get(r["reason"], 0) + r["size_bytes"]
+            partitions = [
+                (
+                    p["partition"],
+                    sum(r["size_bytes"] for r in kept if r["partition"] == p["partition"]),
+                    sum(1 for r in kept if r["partition"] == p["partition"]),
+                    p["new_log_start_offset"],
+                )
+                for p in rows["partitions"]
+                if p["topic"] == topic.name
+            ]
+            out[topic.name].append(
+                {
+                    "at": at,
+                    "bytes": sum(r["size_bytes"] for r in kept),
+                    "segments": len(kept),
+                    "partitions": sorted(partitions),
+                    "bytes_deleted": sum(r["size_bytes"] for r in deleted),
+                    "segments_deleted": len(deleted),
+                    "deleted_by_reason": dict(sorted(by_reason.items())),
+                    "quota_exceeded": next(t["quota_exceeded"] for t in rows["topics"] if t["topic"] == topic.name),
+                    "over_quota": sorted(
+                        (g["group"], g["partition"])
+                        for g in rows["groups"]
+                        if g["topic"] == topic.name and g["over_quota"]
+                    ),
+                }
+            )
+    return out

@@ -1,0 +1,147 @@
+"""The forecast on Spark agrees with its reference model (tests/reference/forecast.py)
+on random catalogs, at every instant: the catalog extended record by record to the
+instant and planned there by :func:`reference.model.plan`."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from reference import forecast as reference
+from reference import model
+from reference.catalog import FakeRecordTimes, RefCatalog, catalogs, load_into_catalog
+
+from engine.catalog.catalog import Catalog
+from engine.forecast.extend import extend, virtual_name
+from engine.forecast.forecast import Point, Request, forecast, rates_for
+from engine.prune.planner import Planner
+from engine.prune.session import SparkEngine
+from engine.prune.snapshot import build_snapshot, time_cut
+
+pytest_plugins = ["spark_fixtures"]
+
+#: synthetic records over all partitions at the last instant: the model appends and
+#: scans them one by one
+MAX_SYNTHETIC = 300
+
+
+def _as_model(point: Point) -> dict:
+    return {
+        "at": point.at,
+        "bytes": point.bytes,
+        "segments": point.segments,
+        "partitions": [(p.partition, p.bytes, p.segments, p.log_start) for p in point.partitions],
+        "bytes_deleted": point.bytes_deleted,
+        "segments_deleted": point.segments_deleted,
+        "deleted_by_reason": point.deleted_by_reason,
+        "quota_exceeded": point.quota_exceeded,
+        "over_quota": point.over_quota,
+    }
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(
+    generated=catalogs(),
+    window=st.one_of(st.integers(0, 400), st.just(10_000)),
+    step=st.integers(1, 80),
+    count=st.integers(1, 4),
+    rate=st.one_of(st.none(), st.integers(0, 20_000)),
+    stall=st.booleans(),
+)
+def test_forecast_agrees_with_the_reference_model(
+    spark_engine: SparkEngine, generated: RefCatalog, window: int, step: int, count: int, rate: int | None, stall: bool
+) -> None:
+    now = generated.now
+    instants = [now + i * step for i in range(count)]
+    rates = reference.rates(generated, window, rate)
+    assume(sum(r.arrived(instants[-1] - now) for r in rates.values()) <= MAX_SYNTHETIC)
+    names = sorted({g.name for t in generated.topics for g in t.groups})
+    stalled = frozenset(names[:1]) if stall else frozenset()
+    with tempfile.TemporaryDirectory() as tmp:
+        catalog = Catalog.open(Path(tmp) / "catalog.db")
+        try:
+            loaded = load_into_catalog(generated, catalog)
+            got = forecast(
+                Planner(spark_engine, Path(tmp) / "scratch"), catalog, FakeRecordTimes(generated),
+                Request(instants, window, rate, stalled), defaults=generated.defaults,
+            )  # fmt: skip
+        finally:
+            catalog.close()
+    expected = reference.forecast(loaded, instants, window, given=rate, stalled=stalled)
+
+    assert got.instants == instants
+    assert [t.topic for t in got.topics] == sorted(expected)
+    for topic in got.topics:
+        for partition, used in topic.rates.items():
+            want = rates[(topic.topic, partition)]
+            assert (used.records * want.per_ms, used.record_bytes) == (want.records * used.per_ms, want.record_bytes)
+        for i, point in enumerate(topic.points):
+            assert _as_model(point) == expected[topic.topic][i], f"{topic.topic} at instant {i}"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(
+    generated=catalogs(),
+    window=st.one_of(st.integers(0, 400), st.just(10_000)),
+    step=st.integers(1, 80),
+    rate=st.one_of(st.none(), st.integers(0, 20_000)),
+)
+def test_the_extended_snapshot_is_the_models_catalog_at_each_instant(
+    generated: RefCatalog, window: int, step: int, rate: int | None
+) -> None:
+    """Without Spark: the virtual topics hold the model's extended partitions (their
+    timestamps shifted back by the instant's distance from now), positions and time cuts."""
+    now = generated.now
+    instants = [now, now + step, now + 3 * step]
+    rates = reference.rates(generated, window, rate)
+    assume(sum(r.arrived(instants[-1] - now) for r in rates.values()) <= MAX_SYNTHETIC)
+    records = FakeRecordTimes(generated)
+    with tempfile.TemporaryDirectory() as tmp:
+        catalog = Catalog.open(Path(tmp) / "catalog.db")
+        try:
+            loaded = load_into_catalog(generated, catalog)
+            snapshot = build_snapshot(catalog, records, defaults=generated.defaults, now=now)
+            request = Request(instants, window, rate)
+            extension = extend(
+                snapshot, instants, rates_for(snapshot, request),
+                {t.name: t.policy.segment_size for t in generated.topics},
+                window_ms=window, stalled=frozenset(),
+                real_time_cut=lambda *args: time_cut(catalog, records, *args),
+            )  # fmt: skip
+        finally:
+            catalog.close()
+    tables_ = {name: table.to_pylist() for name, table in extension.snapshot.tables.items()}
+    for i, at in enumerate(instants):
+        shift = at - now
+        future = reference.extended(loaded, at, rates, window, frozenset())
+        for topic in future.topics:
+            name = virtual_name(i, topic.name)
+            segments = [
+                (s["partition"], s["base_offset"], s["next_offset"], s["size_bytes"], s["sealed"],
+                 None if s["first_timestamp"] is None else s["first_timestamp"] + shift,
+                 None if s["max_timestamp"] is None else s["max_timestamp"] + shift)
+                for s in tables_["segments"] if s["topic"] == name
+            ]  # fmt: skip
+            assert segments == [
+                (p.index, s.base, s.next, s.size, s.sealed, s.first_ts, s.max_ts)
+                for p in topic.partitions
+                for s in p.segments
+            ], f"{topic.name} at instant {i}"
+            ends = {r["partition"]: r["next_offset"] for r in tables_["partitions"] if r["topic"] == name}
+            assert ends == {p.index: p.next_offset for p in topic.partitions}
+            positions = sorted(
+                (r["group"], r["partition"], r["position"], r["committed_at"] + shift)
+                for r in tables_["positions"] if r["topic"] == name
+            )  # fmt: skip
+            assert positions == sorted(
+                (g.name, p.partition, p.position, p.committed_at) for g in topic.groups for p in g.positions
+            )
+            limits = {"retention": topic.policy.retention_time, "max_time": topic.policy.max_time,
+                      "ttl": topic.policy.message_ttl, "backlog_age": topic.policy.backlog_age}  # fmt: skip
+            by_partition = {p.index: p for p in topic.partitions}
+            for r in tables_["time_cuts"]:
+                if r["topic"] == name:
+                    theta = at - limits[r["kind"]]
+                    assert r["offset"] == model.time_cut(by_partition[r["partition"]], theta), (topic.name, i, r)

@@ -1,0 +1,153 @@
+"""``ebb forecast`` against an independent hand computation: topics with a steady,
+known ingest (one record a minute, each its own batch of the same size) and a time
+and size policy; the first breach and the bytes on disk must be within one step of
+what arithmetic on the ingest says. Also: the what-if over time equals plans run
+at those instants with the policy changed, and bad input is one error line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import console.cli.prune as prune_cli
+from engine.broker import Broker
+from engine.prune.pruner import Pruner
+from engine.prune.session import SparkEngine
+from engine.store.batch import NewRecord
+
+pytest_plugins = ["spark_fixtures"]
+
+NOW = 1_800_000_000_000
+MINUTE = 60_000
+RECORDS = 120  # one a minute for the last two hours
+SEGMENT = 2000
+CAP = 20_000
+
+
+@pytest.fixture
+def steady(data_dir: Path) -> int:
+    """Topics ``capped`` (retention_time 4h, max_partition_size CAP) and ``timed``
+    (retention_time 1h, backlog_size 6000 and a subscriber that keeps up), each with
+    a record a minute until NOW; returns a record's bytes on disk."""
+    data_dir.mkdir(parents=True)
+    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    with Broker(data_dir, clock=lambda: NOW) as broker:
+        broker.create_topic(
+            "capped", 1, {"segment_size": str(SEGMENT), "retention_time": "4h", "max_partition_size": str(CAP)}
+        )
+        broker.create_topic("timed", 1, {"segment_size": str(SEGMENT), "retention_time": "1h", "backlog_size": "6000"})
+        for topic in ("capped", "timed"):
+            for k in range(RECORDS):
+                broker.produce(topic, [NewRecord(b"v" * 100, timestamp=NOW - (RECORDS - k) * MINUTE)], partition=0)
+        broker.create_group("timed", "reader")
+        broker.commit("timed", "reader", 0, RECORDS - 2, at_ms=NOW - MINUTE)
+        sizes = [p.size_bytes for p in broker.describe("capped").partitions]
+    assert sizes[0] % RECORDS == 0, "every record is a batch of the same size"
+    return sizes[0] // RECORDS
+
+
+@pytest.fixture
+def shared_spark(spark_engine: SparkEngine, monkeypatch: pytest.MonkeyPatch) -> SparkEngine:
+    monkeypatch.setattr(spark_engine, "stop", lambda: None)
+    monkeypatch.setattr(prune_cli, "spark_engine_for", lambda *args, **kwargs: spark_engine)
+    return spark_engine
+
+
+def _forecast(ebb, *args: str) -> dict:
+    result = ebb("forecast", "--now", str(NOW), "--json", *args)
+    assert result.code == 0, result.err
+    return json.loads(result.out)
+
+
+def test_first_breach_and_bytes_on_disk_match_a_hand_computation(steady: int, shared_spark: SparkEngine, ebb) -> None:
+    record, step = steady, 10 * MINUTE
+    out = _forecast(ebb, "--horizon", "4h", "--step", "10m", "--disk-budget", "30000")
+    topics = {t["topic"]: t for t in out["topics"]}
+    assert out["instants"][0] == NOW and len(out["instants"]) == 25
+    for topic in topics.values():
+        (rate,) = topic["rates"]
+        assert rate["source"] == "observed" and rate["record_bytes"] == record
+        assert rate["records_per_second"] == pytest.approx(1 / 60)
+
+    def written(at: int) -> int:  # bytes ever written by ``at``
+        return (RECORDS + (at - NOW) // MINUTE) * record
+
+    # capped: nothing is older than 4h within the horizon, so the cap decides: it is
+    # first exceeded when more than CAP bytes have been written.
+    capped = topics["capped"]
+    breach = next(b for b in capped["breaches"] if b["kind"] == "max_partition_size")
+    by_hand = NOW + ((CAP // record + 1) - RECORDS) * MINUTE
+    assert breach["limit"] == CAP and abs(breach["at"] - by_hand) <= step
+    for point in capped["points"]:
+        expected = min(written(point["at"]), CAP)
+        assert abs(point["bytes"] - expected) <= SEGMENT + step // MINUTE * record, point
+    # timed: an hour of records stays (the subscriber keeps up: no backlog)
+    timed = topics["timed"]
+    assert timed["breaches"] == []
+    for point in timed["points"]:
+        assert abs(point["bytes"] - 60 * record) <= SEGMENT + step // MINUTE * record, point
+        assert set(point["deleted_by_reason"]) <= {"DELETE_TIME"}
+    # the two together: the first instant above 30000 bytes
+    together = [sum(topics[t]["points"][i]["bytes"] for t in topics) for i in range(len(out["instants"]))]
+    first = next(i for i, total in enumerate(together) if total > 30000)
+    assert out["disk_breach"]["at"] == out["instants"][first]
+
+
+def test_a_stalled_subscriber_breaches_its_backlog_quota(steady: int, shared_spark: SparkEngine, ebb) -> None:
+    out = _forecast(ebb, "timed", "--horizon", "2h", "--step", "10m", "--stalled", "reader")
+    (breach,) = out["topics"][0]["breaches"]
+    # 6000 bytes of backlog behind position RECORDS - 2: about 6000 / record records later
+    by_hand = NOW + (6000 // steady - 2) * MINUTE
+    assert breach["kind"] == "backlog_quota" and breach["group"] == "reader"
+    assert abs(breach["at"] - by_hand) <= 10 * MINUTE + SEGMENT // steady * MINUTE
+
+
+def test_the_what_if_over_time_equals_plans_at_those_instants(
+    steady: int, shared_spark: SparkEngine, data_dir: Path, ebb
+) -> None:
+    """With no ingest (--rate 0), a forecast is the plan at each instant of today's
+    catalog: with a policy flag, the what-if plan (``explain --now T --retention-time``)."""
+    out = _forecast(ebb, "capped", "--horizon", "3h", "--step", "1h", "--rate", "0", "--retention-time", "90m")
+    assert out["what_if"] == {"retention_time": "90m"}
+    # planned in the same job: the topic under its saved policy, as a plain forecast says
+    plain = _forecast(ebb, "capped", "--horizon", "3h", "--step", "1h", "--rate", "0")
+    assert plain["saved"] is None and out["saved"] == plain["topics"]
+    assert out["topics"][0]["points"] != plain["topics"][0]["points"]
+    with Broker(data_dir) as broker:
+        pruner = Pruner(broker, shared_spark)
+        overrides = {"capped": {**broker.catalog.overrides("capped"), "retention_time": "90m"}}
+        for point in out["topics"][0]["points"]:
+            plan = pruner.plan(now=point["at"], topics=["capped"], overrides=overrides)
+            segments = plan.tables["segments"].to_pylist()
+            kept = [s for s in segments if s["decision"] == "keep"]
+            assert point["bytes"] == sum(s["size_bytes"] for s in kept)
+            assert point["segments"] == len(kept)
+            assert point["bytes_deleted"] == sum(s["size_bytes"] for s in segments if s["decision"] == "delete")
+            assert point["partitions"][0]["log_start"] == plan.tables["partitions"]["new_log_start_offset"][0].as_py()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["nope"], "nope"),
+        (["--step", "0"], "--step"),
+        (["--horizon", "soon"], "--horizon"),
+        (["--rate", "fast"], "--rate"),
+        (["--stalled", "ghost"], "ghost"),
+        (["--step", "1ms", "--horizon", "7d"], "instants"),
+        (["--retention-time", "-5"], "retention_time"),
+    ],
+)
+def test_bad_input_is_one_error_line(steady: int, ebb, args: list[str], message: str) -> None:
+    result = ebb("forecast", *args)
+    assert result.code == 2 and result.out == ""
+    (line,) = result.err.splitlines()
+    assert line.startswith("ebb: error: ") and message in line
+
+
+def test_no_topics_is_one_error_line(ebb) -> None:
+    result = ebb("forecast", "--json")
+    assert result.code == 2 and result.out == ""
+    assert result.err.splitlines() == ["ebb: error: no topics to forecast; create one with `ebb topic create NAME`"]

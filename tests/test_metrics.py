@@ -1,0 +1,164 @@
+"""``ebb engine --metrics``: a real engine process serves Prometheus metrics on
+loopback; a scrape over HTTP agrees exactly with ``ebb topic describe --json`` and
+with the journal. Addresses other than loopback are refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import REPO, ebb_command
+from prometheus_client.parser import text_string_to_metric_families
+
+from console.cli.metrics import serve_metrics
+from engine.broker import Broker
+from engine.journal.journal import Journal
+from engine.store.batch import NewRecord
+
+HOUR = 3_600_000
+START_TIMEOUT = 240.0  # a JVM on a shared machine
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def events(data_dir: Path) -> None:
+    """``events``: 2 partitions, old records (retention_time 1h deletes them) and new
+    ones; a subscriber part way; a reader at the start."""
+    data_dir.mkdir(parents=True)
+    (data_dir / "ebb.toml").write_text(
+        '[engine]\nfsync = "never"\n[spark.conf]\n"spark.sql.shuffle.partitions" = "2"\n'
+    )
+    now = int(time.time() * 1000)
+    with Broker(data_dir) as broker:
+        broker.create_topic("events", 2, {"segment_size": "2KiB", "retention_time": "1h"})
+        for p in (0, 1):
+            old = [NewRecord(b"o" * 200, timestamp=now - 3 * HOUR + i) for i in range(40)]
+            new = [NewRecord(b"n" * 200, timestamp=now - 60_000 + i) for i in range(25)]
+            for record in old + new:
+                broker.produce("events", [record], partition=p)
+        broker.create_group("events", "billing", "subscriber", "earliest")
+        broker.commit("events", "billing", 0, 50)
+        broker.commit("events", "billing", 1, 10)
+        broker.create_group("events", "audit", "reader", "earliest")
+
+
+def _samples(port: int) -> dict[tuple[str, frozenset], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def _first_cycle(proc: subprocess.Popen[bytes]) -> dict:
+    """The engine's first line (``--json``: its first cycle), within START_TIMEOUT."""
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT)
+    assert ready, f"no cycle within {START_TIMEOUT:g} s"
+    line = proc.stdout.readline()
+    assert line, f"ebb engine exited ({proc.wait()}): {proc.stderr.read().decode() if proc.stderr else ''}"
+    return json.loads(line)
+
+
+def test_a_scrape_agrees_with_describe_and_the_journal(events: None, data_dir: Path, ebb) -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        ebb_command(data_dir, "engine", "--json", "--prune-interval", "1h", "--metrics", f"127.0.0.1:{port}"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    try:
+        cycle = _first_cycle(proc)
+        assert cycle["status"] == "done" and cycle["applied"] > 0
+        samples = _samples(port)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+    assert proc.returncode == 0, proc.stderr.read().decode() if proc.stderr else ""
+    described = json.loads(ebb("topic", "describe", "events", "--json").out)
+
+    def value(name: str, **labels: str) -> float:
+        return samples[(name, frozenset(labels.items()))]
+
+    for p in described["partitions"]:
+        where = {"topic": "events", "partition": str(p["partition"])}
+        assert value("ebbtide_partition_bytes", **where) == p["size_bytes"]
+        assert value("ebbtide_partition_segments", **where) == len(p["segments"])
+        assert value("ebbtide_partition_log_start_offset", **where) == p["log_start_offset"]
+        assert value("ebbtide_partition_log_end_offset", **where) == p["next_offset"]
+        for group in described["groups"]:
+            at = max(group["positions"][str(p["partition"])], p["log_start_offset"])
+            unread = [s for s in p["segments"] if s["next_offset"] > at]
+            labels = {**where, "group": group["name"], "kind": group["kind"]}
+            assert value("ebbtide_group_lag_messages", **labels) == p["next_offset"] - at
+            assert value("ebbtide_group_lag_bytes", **labels) == sum(s["size_bytes"] for s in unread)
+            assert value("ebbtide_group_lag_seconds", **labels) >= 0
+    with Broker(data_dir) as broker:
+        journal = Journal(broker.catalog)
+        cycles = journal.cycles(limit=None)
+        deleted = [
+            a for a in journal.actions(limit=None) if a["action"] == "delete_segment" and a["status"] == "applied"
+        ]
+    assert value("ebbtide_cycles_total", status="done") == len([c for c in cycles if c["status"] == "done"]) == 1
+    reasons = {a["reason"] for a in deleted}
+    assert reasons == {"DELETE_TIME"}
+    assert value("ebbtide_deleted_segments_total", topic="events", reason="DELETE_TIME") == len(deleted)
+    assert value("ebbtide_deleted_bytes_total", topic="events", reason="DELETE_TIME") == sum(
+        a["bytes"] for a in deleted
+    )
+    assert value("ebbtide_cycle_duration_seconds_count", phase="apply") == 1
+    assert value("ebbtide_cycle_duration_seconds_count", phase="plan") == 1
+    assert value("ebbtide_topic_hold", topic="events") == 0
+    assert value("ebbtide_engine_paused") == 0
+    assert value("ebbtide_topic_quota_exceeded", topic="events") == 0
+    assert value("ebbtide_spark_session_state", state="ready") == 1
+    assert value("ebbtide_catalog_readable") == 1
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0:9464", "192.0.2.1:9464", "example.com:9464", "127.0.0.1", "[::1]:0"])
+def test_only_a_loopback_address_is_served(ebb, address: str) -> None:
+    result = ebb("engine", "--metrics", address)
+    assert result.code == 2 and result.out == ""
+    (line,) = result.err.splitlines()
+    assert line.startswith("ebb: error: metrics address") and address in line
+
+
+def test_the_config_key_is_checked(data_dir: Path, ebb) -> None:
+    data_dir.mkdir(parents=True)
+    (data_dir / "ebb.toml").write_text('[engine]\nmetrics = "10.0.0.1:9464"\n')
+    result = ebb("topic", "list")
+    assert result.code == 2 and "[engine] metrics address" in result.err
+
+
+def test_the_configured_address_is_served_until_stopped(events: None, data_dir: Path) -> None:
+    """``[engine] metrics``, as the console serves it (console/cli/metrics.py)."""
+    port = _free_port()
+    (data_dir / "ebb.toml").write_text(f'[engine]\nmetrics = "127.0.0.1:{port}"\n')
+    with Broker(data_dir) as broker:
+        server = serve_metrics(broker, None, lambda: "off")
+        assert server is not None
+        try:
+            samples = _samples(port)
+        finally:
+            server.stop()
+        for p in broker.describe("events").partitions:
+            key = ("ebbtide_partition_bytes", frozenset({"topic": "events", "partition": str(p.row.partition)}.items()))
+            assert samples[key] == p.size_bytes
+    assert samples[("ebbtide_spark_session_state", frozenset({"state": "off"}.items()))] == 1
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
