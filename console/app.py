@@ -27,6 +27,7 @@ from textual.binding import Binding
 from textual.worker import get_current_worker
 
 from console.commands import EbbCommands
+from console.errors import describe_error
 from console.host import ConsoleHost
 from console.messages import (
     EngineCycled,
@@ -36,16 +37,19 @@ from console.messages import (
     ViewLoaded,
     ViewLoadFailed,
 )
+from console.modals.help import HelpScreen
+from console.modals.prune_now import PruneNowScreen
 from console.screens.base import MUTATING_ACTIONS, LiveScreen
 from console.screens.engine import EngineScreen
 from console.screens.groups import GroupsScreen
 from console.screens.journal import JournalScreen
 from console.screens.overview import OverviewScreen
 from console.screens.quotas import QuotasScreen
+from console.screens.topic import TopicScreen
 from console.settings import ConsoleSettings
+from console.views import VIEWS
 from console.widgets.top_bar import TopBar
 from engine.broker import Broker
-from engine.errors import EbbError
 from engine.prune.operations import SwitchResult, pause, resume
 from themes import DEFAULT_THEME, load_themes
 
@@ -55,22 +59,6 @@ R = TypeVar("R")
 STATUS_TICK_SECONDS = 1.0
 #: file changes closer together than this are one refresh
 WATCH_DEBOUNCE_MS = 1000
-
-VIEWS = {
-    "overview": ("1", "Overview"),
-    "groups": ("2", "Groups"),
-    "quotas": ("3", "Quotas"),
-    "journal": ("4", "Journal"),
-    "engine": ("5", "Engine"),
-}
-
-
-def describe_error(error: BaseException) -> str:
-    """One line for a notification: the operator's error as is, a bug with its type."""
-    if isinstance(error, EbbError):
-        return str(error)
-    return f"{type(error).__name__}: {error}"
-
 
 class EbbApp(App[None]):
     """See the module docstring."""
@@ -268,14 +256,10 @@ class EbbApp(App[None]):
         return True
 
     def open_topic(self, topic: str) -> None:
-        from console.screens.topic import TopicScreen
-
         self.push_screen(TopicScreen(topic))
 
     def open_prune_now(self, topics: list[str] | None) -> None:
         """The prune-now dialog for ``topics`` (None: all); it starts with a dry run."""
-        from console.modals.prune_now import PruneNowScreen
-
         if self.allowed("prune now"):
             self.push_screen(PruneNowScreen(topics))
 
@@ -325,8 +309,6 @@ class EbbApp(App[None]):
         return self._live
 
     def action_help(self) -> None:
-        from console.modals.help import HelpScreen
-
         self.push_screen(HelpScreen())
 
     def choose_theme(self, name: str) -> None:

@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from console.views import VIEWS
+from themes import theme_names
+
 if TYPE_CHECKING:
     from console.app import EbbApp
 
@@ -22,9 +25,6 @@ class EbbCommands(Provider):
 
     def _commands(self) -> Iterator[Command]:
         app = self.ebb
-        from console.app import VIEWS
-        from themes import theme_names
-
         for mode, (key, title) in VIEWS.items():
             yield f"{title.lower()}", f"go to the {title} view (key {key})", partial(app.switch_mode, mode)
         for topic in app.known_topics:

@@ -31,7 +31,7 @@ from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Button, Footer, Input, Static
 
-from console.app import describe_error
+from console.errors import describe_error
 from console.model.policy_form import (
     Change,
     FieldEcho,

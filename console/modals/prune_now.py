@@ -44,7 +44,7 @@ from textual.widgets import Button, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
 from console import format
-from console.app import describe_error
+from console.errors import describe_error
 from console.model.plan_preview import (
     GroupEffect,
     PartitionPreview,

@@ -27,6 +27,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
 from console import format
+from console.errors import describe_error
 from console.host import ConsoleHost
 from console.model.journal import (
     JournalData,
@@ -299,8 +300,6 @@ class JournalScreen(LiveScreen[JournalRows]):
 
     @work(thread=True, exit_on_error=False, group="export")
     def _export(self, rows: list[dict[str, Any]]) -> None:
-        from console.app import describe_error  # console.app imports this module
-
         host = self.ebb.host
         try:
             csv_path, json_path = export_actions(rows, host.root, host.clock())

@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from console import format
-from console.app import describe_error
+from console.errors import describe_error
 from console.host import ConsoleHost, EngineStatus
 from console.model.topic import (
     GroupState,

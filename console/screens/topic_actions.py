@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 
+from console.modals.manual_ops import PurgeScreen, TruncateScreen
+from console.modals.policy_editor import PolicyEditorScreen
 from engine.broker import Broker
 from engine.prune.operations import SwitchResult, set_hold
 
@@ -51,8 +53,6 @@ class TopicActions:
         return topic
 
     def action_edit_policy(self) -> None:
-        from console.modals.policy_editor import PolicyEditorScreen
-
         if (topic := self._topic_or_say()) is not None and self.app.allowed("edit the policy"):
             self.app.push_screen(PolicyEditorScreen(topic))
 
@@ -65,13 +65,9 @@ class TopicActions:
             self.app.perform(f"Hold {topic}", _toggle_hold(topic), _describe_switch)
 
     def action_truncate(self) -> None:
-        from console.modals.manual_ops import TruncateScreen
-
         if (topic := self._topic_or_say()) is not None and self.app.allowed("truncate"):
             self.app.push_screen(TruncateScreen(topic))
 
     def action_purge(self) -> None:
-        from console.modals.manual_ops import PurgeScreen
-
         if (topic := self._topic_or_say()) is not None and self.app.allowed("purge"):
             self.app.push_screen(PurgeScreen(topic))
