@@ -37,6 +37,7 @@ from console.messages import (
     ViewLoaded,
     ViewLoadFailed,
 )
+from console.model.header import HeaderFacts, load_header
 from console.modals.help import HelpScreen
 from console.modals.prune_now import PruneNowScreen
 from console.screens.base import MUTATING_ACTIONS, LiveScreen
@@ -73,7 +74,9 @@ class EbbApp(App[None]):
         "engine": EngineScreen,
     }
     DEFAULT_MODE = "overview"
-    COMMANDS = App.COMMANDS | {EbbCommands}
+    # Only Ebbtide's commands: Textual's own (keys, maximize, screenshot, its theme
+    # picker of foreign themes) are not the console's.
+    COMMANDS = {EbbCommands}
     BINDINGS = [
         Binding("colon", "command_palette", "Command", key_display=":"),
         Binding("question_mark", "help", "Help", key_display="?"),
@@ -183,11 +186,16 @@ class EbbApp(App[None]):
         begun = time.perf_counter()
         try:
             data = screen.load(self.host)
+            load_ms = (time.perf_counter() - begun) * 1000
+            # After the view, so the first paint never waits for it; in the same
+            # message, so the header and the view change together.
+            with self.host.reading() as broker:
+                header = load_header(broker)
         except Exception as error:  # noqa: BLE001 - a view that cannot load says why
             self.post_message(ViewLoadFailed(screen, describe_error(error)))
             return
         if not get_current_worker().is_cancelled:
-            self.post_message(ViewLoaded(screen, data, (time.perf_counter() - begun) * 1000))
+            self.post_message(ViewLoaded(screen, data, load_ms, header))
 
     def on_view_loaded(self, message: ViewLoaded) -> None:
         if not message.screen.is_attached:
@@ -196,6 +204,7 @@ class EbbApp(App[None]):
         message.screen.show(message.data)
         self.last_show_ms = (time.perf_counter() - begun) * 1000
         self.last_load_ms = message.load_ms
+        self.header_facts = message.header
         self.sync_top_bar(message.screen)
 
     def on_view_load_failed(self, message: ViewLoadFailed) -> None:
@@ -211,19 +220,33 @@ class EbbApp(App[None]):
         self.sync_top_bar(self.screen)
 
     def sync_top_bar(self, screen: Any) -> None:
-        """Put the engine status (read without I/O) and the badges on ``screen``'s bar."""
+        """Put the breadcrumb, the engine status (read without I/O) and the global
+        facts on ``screen``'s header."""
         bars = screen.query(TopBar)
         if not bars:
             return
         bar = bars.first()
+        bar.view_title = self.breadcrumb(screen)
         bar.status = self.host.engine_status()
         bar.now = self.host.clock()
         bar.read_only = self.host.read_only
         bar.live = self._live
-        bar.paused = self.deletion_paused
+        bar.facts = self.header_facts
 
-    #: whether the engine's deletion is paused, as the last overview load saw it
-    deletion_paused: bool = False
+    #: the data directory's global state as the latest refresh of any view saw it
+    header_facts: HeaderFacts | None = None
+
+    @property
+    def deletion_paused(self) -> bool:
+        return self.header_facts is not None and self.header_facts.paused
+
+    def breadcrumb(self, screen: Any) -> str:
+        """``Quotas › Topic orders``: the view (mode) and the screens pushed on it."""
+        crumbs = [VIEWS.get(self.current_mode, ("", self.current_mode))[1]]
+        stack = self.screen_stack
+        upto = stack.index(screen) + 1 if screen in stack else len(stack)
+        crumbs += [s.title_text() for s in stack[1:upto] if isinstance(s, LiveScreen)]
+        return " › ".join(crumbs)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in MUTATING_ACTIONS and self.host.read_only:
@@ -285,8 +308,18 @@ class EbbApp(App[None]):
 
     # -- navigation and switches -------------------------------------------------------------
 
-    def action_view(self, mode: str) -> None:
-        self.switch_mode(mode)
+    async def action_view(self, mode: str) -> None:
+        """Go to the view ``mode`` itself, never to a topic left open on it: the view
+        left behind and the one reached are both back at their base screen."""
+        await self._to_base()
+        if self.current_mode != mode:
+            await self.switch_mode(mode)
+            await self._to_base()
+            self.refresh_view()
+
+    async def _to_base(self) -> None:
+        while len(self.screen_stack) > 1:
+            await self.pop_screen()
 
     def go_back(self) -> None:
         if len(self.screen_stack) > 1:

@@ -26,7 +26,7 @@ class EbbCommands(Provider):
     def _commands(self) -> Iterator[Command]:
         app = self.ebb
         for mode, (key, title) in VIEWS.items():
-            yield f"{title.lower()}", f"go to the {title} view (key {key})", partial(app.switch_mode, mode)
+            yield f"{title.lower()}", f"go to the {title} view (key {key})", partial(app.action_view, mode)
         for topic in app.known_topics:
             yield f"topic {topic}", f"open topic {topic}", partial(app.open_topic, topic)
         for name in theme_names():

@@ -54,10 +54,12 @@ def test_overview_model_counts_each_topic_and_its_backlog(console_data: Path) ->
     assert topics["clickstream"].oldest_timestamp == NOW - 2 * HOUR
     # payments' subscriber "ledger" sits at offset 10 of 120: its backlog is almost the
     # whole partition, in whole segments, against a 4 KiB quota
-    assert topics["payments"].quota_bytes == 4096
-    assert topics["payments"].backlog_bytes is not None and topics["payments"].backlog_bytes > 4096
+    payments = topics["payments"].quota
+    assert payments.quota.size_bytes == 4096
+    assert payments.backlog_bytes is not None and payments.backlog_bytes > 4096
+    assert topics["payments"].states(paused=False) == ("over quota",)
     # a reader never counts as backlog; clickstream has no group at all
-    assert topics["clickstream"].backlog_bytes is None
+    assert topics["clickstream"].quota.backlog_bytes is None
     assert topics["legal"].states(paused=False) == ("held",)
     assert topics["orders"].states(paused=True) == ("paused",)
     assert data.paused is False and data.now == NOW

@@ -135,27 +135,29 @@ def test_quotas_model_on_the_fixed_catalog(console_data: Path) -> None:
     with reader(console_data) as broker:
         topics = load_quotas(broker).topics
     assert [t.topic for t in topics] == ["payments", "clickstream", "legal", "metrics", "orders", "sessions"]
-    payments = topics[0]
+    payments = topics[0].status
     assert (payments.quota.size_bytes, payments.quota.age_ms) == (4096, None)
     assert payments.backlog_policy == "consumer_backlog_eviction"
     assert payments.backlog_bytes == 14640 and payments.oldest_ms == 2 * HOUR
-    assert payments.furthest_behind == "ledger"
-    assert payments.breaches() == ("size",) and not payments.state.exceeded
+    assert topics[0].furthest_behind == "ledger"
+    assert payments.breaches == ("size",) and not payments.engine.exceeded
+    assert payments.label(NOW) == "over quota (size): evicts next cycle"
     orders = next(t for t in topics if t.topic == "orders")
-    assert not orders.quota.finite
+    assert not orders.status.quota.finite and orders.status.word == "no quota"
     # the largest per-partition backlog (partition 0), not the sum over partitions
-    assert orders.backlog_bytes == 1976 + 1936 * 3 + 1976 * 2 + 968 and orders.furthest_behind == "billing"
+    assert orders.status.backlog_bytes == 1976 + 1936 * 3 + 1976 * 2 + 968 and orders.furthest_behind == "billing"
     sessions = next(t for t in topics if t.topic == "sessions")
-    assert sessions.backlog_bytes == 0 and sessions.furthest_behind is None  # caught up
+    assert sessions.status.backlog_bytes == 0 and sessions.furthest_behind is None  # caught up
 
 
 def test_quotas_model_reports_the_engine_verdict(history: Path) -> None:
     with reader(history) as broker:
         topics = load_quotas(broker).topics
     assert [t.topic for t in topics][:2] == ["orders", "payments"]  # now two topics with a quota
-    orders = topics[0]
-    assert orders.quota.age_ms == HOUR and orders.breaches() == ("age",)
-    assert orders.state.exceeded and orders.state.since == NOW - 20 * MINUTE
+    orders = topics[0].status
+    assert orders.quota.age_ms == HOUR and orders.breaches == ("age",)
+    assert orders.engine.exceeded and orders.engine.since == NOW - 20 * MINUTE
+    assert orders.label(NOW) == "quota exceeded 20m"
 
 
 def test_journal_model_filters_in_sql_and_bounds_the_rows(history: Path) -> None:

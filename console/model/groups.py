@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from console.model.lag import GroupLag, by_group, partition_lags
-from console.model.overview import policies
-from console.model.quotas import Quota
+from console.model.policies import policies
+from console.model.quota import Quota
 from engine.broker import Broker
 
 

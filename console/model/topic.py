@@ -15,18 +15,18 @@ from dataclasses import dataclass
 import pyarrow.compute as pc
 
 from console.model.lag import GroupLag, by_group, partition_lags
+from console.model.quota import QuotaStatus, quota_statuses
+from console.model.states import topic_states
 from engine.broker import Broker
+from engine.catalog.queries import topic_segments
 from engine.errors import InvalidPolicy
+from engine.journal.state import EngineState
 from engine.policy.effective import EffectivePolicy
 from engine.prune.planner import Plan
 
 #: the keep reason that names the subscriber whose position stops deletion
 KEEP_BARRIER = "KEEP_BARRIER"
 
-_SEGMENTS_SQL = """
-SELECT partition, base_offset, next_offset, size_bytes, first_timestamp, max_timestamp, sealed
-FROM segments WHERE topic = ? ORDER BY partition, base_offset
-"""
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,14 @@ class TopicData:
     plan_now: int | None
     #: why that plan left the topic out (its effective policy was invalid then)
     plan_rejected: str | None
+    #: where it stands against its backlog quota (console.model.quota)
+    quota: QuotaStatus
+    #: whether deletion is paused
+    paused: bool
+
+    @property
+    def states(self) -> tuple[str, ...]:
+        return topic_states(self.policy, self.quota, self.paused)
 
 
 def _plan_rows(plan: Plan, table: str, topic: str) -> list[dict]:
@@ -184,12 +192,15 @@ def load_topic(broker: Broker, topic: str, plan: Plan | None) -> TopicData:
     with catalog.read():
         catalog.topic(topic)
         partition_rows = catalog.partitions(topic)
-        segment_rows = list(catalog.db.query(_SEGMENTS_SQL, (topic,)))
-        lags = by_group(partition_lags(catalog, topic))
+        segment_rows = topic_segments(catalog, topic)
+        lags = partition_lags(catalog, topic)
         try:
             policy, policy_error = broker.policy(topic), None
         except InvalidPolicy as error:
             policy, policy_error = None, str(error)
+        state = EngineState(catalog)
+        paused = state.is_paused()
+        quota = quota_statuses({topic: policy}, lags, {topic: state.quota_state(topic)}, broker.clock())[topic]
     decisions = plan_decisions(plan, topic) if plan is not None else {}
     segments = tuple(
         SegmentState(
@@ -212,7 +223,7 @@ def load_topic(broker: Broker, topic: str, plan: Plan | None) -> TopicData:
     outcomes = plan_outcomes(plan, topic) if plan is not None else {}
     held = _held_back(segments)
     groups = []
-    for lag in lags:
+    for lag in by_group(lags):
         if not (protects and lag.kind == "subscriber"):
             holds_back: int | None = 0  # readers, and subscribers under ignore, never hold data
         else:
@@ -223,4 +234,5 @@ def load_topic(broker: Broker, topic: str, plan: Plan | None) -> TopicData:
         partitions=partitions, segments=segments, groups=tuple(groups),
         plan_now=plan.now if plan is not None else None,
         plan_rejected=plan.rejected.get(topic) if plan is not None else None,
+        quota=quota, paused=paused,
     )

@@ -111,4 +111,3 @@ class EngineScreen(LiveScreen[EngineRows]):
         table = self.query_one("#engine-cycles", LiveTable)
         table.show(rows.cycles)
         table.border_subtitle = f"newest {len(rows.cycles)}"
-        self.ebb.deletion_paused = data.paused

@@ -33,7 +33,7 @@ from console.model.topic import (
 from console.screens.base import LiveScreen
 from console.screens.group_actions import GROUP_BINDINGS, GroupActions
 from console.screens.topic_actions import TOPIC_BINDINGS, TopicActions
-from console.widgets.cells import Palette, age_bar, gauge
+from console.widgets.cells import Palette, age_bar, gauge, tone
 from console.widgets.live_table import Column, LiveRow, LiveTable
 from engine.policy.effective import EffectivePolicy
 from engine.policy.fields import FIELDS
@@ -120,12 +120,28 @@ def policy_value(policy: EffectivePolicy, field: str) -> str:
     return policy.entry(field).normalized
 
 
+def state_line(data: TopicData, palette: Palette) -> Text:
+    """``state over quota · over quota (size): evicts next cycle``: the words the
+    Overview shows, then the quota's own label when it is not ``ok``."""
+    text = Text("state ", style=palette.muted)
+    for index, word in enumerate(data.states):
+        if index:
+            text.append(", ")
+        text.append(word, style=tone(word, palette))
+    if data.quota.quota.finite:
+        text.append(" · backlog quota ", style=palette.muted)
+        text.append(data.quota.label(data.now), style=tone(data.quota.word, palette))
+    return text
+
+
 def policy_summary(data: TopicData, palette: Palette) -> Text:
     """The limits in force; values set on the topic are marked ``(topic)``."""
+    text = state_line(data, palette)
     if data.policy is None:
-        return Text(f"policy invalid: {data.policy_error}", style=palette.error)
+        text.append(f"\npolicy invalid: {data.policy_error}", style=palette.error)
+        return text
     policy = data.policy
-    text = Text()
+    text.append("\n")
     for number, line in enumerate(SUMMARY_LINES):
         if number:
             text.append("\n")
