@@ -158,6 +158,8 @@ async def test_prune_now_previews_the_plan_then_prunes_it(make_console, spark_en
         assert dialog.phase == "done" and dialog.outcome is not None
         result = dialog.outcome.result
         assert f"Cycle {result.cycle_id} (done): deleted {deleted} segment(s)" in text(dialog.query_one("#prune-status"))
+        # the result replaces the preview: its tables said what would go
+        assert not dialog.query_one("#prune-deletions-box").display
         await pilot.press("escape")
         await settle(pilot)
         assert not isinstance(app.screen, PruneNowScreen)
@@ -175,6 +177,35 @@ async def test_prune_now_previews_the_plan_then_prunes_it(make_console, spark_en
         for (topic, partition), segments in expected.items():
             left = {s.base_offset for s in broker.catalog.segments(topic, partition)}
             assert not left & {base for base, _ in segments}
+
+
+async def test_prune_now_shows_what_changed_since_the_preview_and_asks_again(
+    make_console, spark_engine, console_data: Path
+) -> None:
+    app = make_console(spark=spark_engine)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        app.open_prune_now(["orders"])
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, PruneNowScreen) and dialog.phase == "preview"
+        first = dialog.preview
+        # Meanwhile billing reads on: its barrier on partition 0 moves, so the plan does more.
+        with Broker(console_data, clock=lambda: NOW) as broker:
+            broker.commit("orders", "billing", 0, 90, at_ms=NOW)
+        await pilot.press("c")
+        await settle(pilot)
+        assert dialog.phase == "preview" and dialog.outcome is None
+        assert text(dialog.query_one("#prune-status")).startswith("Nothing was deleted: the store changed since the preview.")
+        note = text(dialog.query_one("#prune-note"))
+        assert "Changed since the preview:" in note and "orders/0:" in note
+        with Broker(console_data, clock=lambda: NOW) as broker:
+            assert Journal(broker.catalog).cycles() == []  # nothing applied, nothing journaled
+        assert dialog.preview is not None and dialog.preview.plan.segments > first.plan.segments
+        await pilot.press("c")
+        await settle(pilot)
+        assert dialog.phase == "done" and dialog.outcome is not None
+        assert dialog.outcome.result.applied == dialog.preview.plan.segments
 
 
 async def test_prune_now_cancel_stops_a_running_plan(make_console, spark_engine, console_data: Path, monkeypatch) -> None:
