@@ -38,6 +38,7 @@ from console.messages import (
     ViewLoadFailed,
 )
 from console.model.header import HeaderFacts, load_header
+from console.modals.ask import AskScreen
 from console.modals.help import HelpScreen
 from console.modals.prune_now import PruneNowScreen
 from console.screens.base import MUTATING_ACTIONS, LiveScreen
@@ -296,8 +297,32 @@ class EbbApp(App[None]):
 
         self.perform("Pause deletion" if paused else "Resume deletion", job, describe)
 
+    def ask(self, heading: str, body: str, then: Callable[[], object]) -> None:
+        """Run ``then`` once the operator answers ``y`` to ``heading``."""
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                then()
+
+        if self.allowed(heading.rstrip("?").lower()):
+            self.push_screen(AskScreen(heading, body), answered)
+
+    def ask_deletion_paused(self, paused: bool) -> None:
+        """``z`` and the palette: pause (or resume) all deletion, once confirmed."""
+        if paused:
+            heading, body = "Pause all deletion?", (
+                "Cycles go on planning and journaling, and nothing is deleted (manual deletion "
+                "neither) until deletion is resumed; disks keep filling meanwhile."
+            )
+        else:
+            heading, body = "Resume deletion?", (
+                "The next cycle deletes everything the policies make eligible, including what "
+                "piled up while paused."
+            )
+        self.ask(heading, body, lambda: self.set_deletion_paused(paused))
+
     def action_toggle_pause(self) -> None:
-        self.set_deletion_paused(not self.deletion_paused)
+        self.ask_deletion_paused(not self.deletion_paused)
 
     def on_operation_done(self, message: OperationDone) -> None:
         self.notify(message.summary, title=message.title)

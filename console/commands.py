@@ -36,8 +36,8 @@ class EbbCommands(Provider):
         yield "help", "keys and views (?)", app.action_help
         if not app.host.read_only:
             yield "prune", "prune now: all topics, dry-run preview first", partial(app.open_prune_now, None)
-            yield "pause", "pause all deletion (cycles still plan and report)", partial(app.set_deletion_paused, True)
-            yield "resume", "resume deletion", partial(app.set_deletion_paused, False)
+            yield "pause", "pause all deletion (cycles still plan and report)", partial(app.ask_deletion_paused, True)
+            yield "resume", "resume deletion", partial(app.ask_deletion_paused, False)
         yield "quit", "leave the console (ctrl+q)", app.exit
 
     async def discover(self) -> Hits:

@@ -25,9 +25,9 @@ TOPIC_BINDINGS = [
 ]
 
 
-def _toggle_hold(topic: str) -> Callable[[Broker], SwitchResult]:
+def _set_hold(topic: str, hold: bool) -> Callable[[Broker], SwitchResult]:
     def job(broker: Broker) -> SwitchResult:
-        return set_hold(broker, topic, not broker.policy(topic)["hold"], actor="console")
+        return set_hold(broker, topic, hold, actor="console")
 
     return job
 
@@ -61,8 +61,20 @@ class TopicActions:
             self.app.open_prune_now([topic])
 
     def action_toggle_hold(self) -> None:
-        if (topic := self._topic_or_say()) is not None:
-            self.app.perform(f"Hold {topic}", _toggle_hold(topic), _describe_switch)
+        """Hold at once (it only keeps data); release once confirmed (``y``): the next
+        cycle may delete what the hold kept."""
+        if (topic := self._topic_or_say()) is None:
+            return
+        facts = self.app.header_facts
+        if facts is None or topic not in facts.held:
+            self.app.perform(f"Hold {topic}", _set_hold(topic, True), _describe_switch)
+            return
+        self.app.ask(
+            f"Release {topic}?",
+            f"The hold on {topic} ends: the next cycle deletes what its policy makes eligible, "
+            "including everything the hold kept.",
+            lambda: self.app.perform(f"Release {topic}", _set_hold(topic, False), _describe_switch),
+        )
 
     def action_truncate(self) -> None:
         if (topic := self._topic_or_say()) is not None and self.app.allowed("truncate"):
