@@ -243,11 +243,12 @@ class EbbApp(App[None]):
 
     def breadcrumb(self, screen: Any) -> str:
         """``Quotas › Topic orders``: the view (mode) and the screens pushed on it."""
-        crumbs = [VIEWS.get(self.current_mode, ("", self.current_mode))[1]]
         stack = self.screen_stack
         upto = stack.index(screen) + 1 if screen in stack else len(stack)
-        crumbs += [s.title_text() for s in stack[1:upto] if isinstance(s, LiveScreen)]
-        return " › ".join(crumbs)
+        crumbs = [s.title_text() for s in stack[1:upto] if isinstance(s, LiveScreen)]
+        base = stack[0] if stack else None
+        view = base.title_text() if isinstance(base, LiveScreen) else VIEWS[self.current_mode][1]
+        return " › ".join([view, *crumbs])
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in MUTATING_ACTIONS and self.host.read_only:
@@ -278,6 +279,12 @@ class EbbApp(App[None]):
             self.notify(f"{what} refused: the console is read-only", title="Read-only", severity="error")
             return False
         return True
+
+    async def show_journal_kind(self, kind: str | None) -> None:
+        """The Journal, filtered to ``kind`` alone (the palette's ``policy changes``)."""
+        await self.action_view("journal")
+        if isinstance(self.screen, JournalScreen):
+            self.screen.show_kind(kind)
 
     def open_topic(self, topic: str) -> None:
         self.push_screen(TopicScreen(topic))

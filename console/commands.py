@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from console.model.journal import POLICY_CHANGE
 from console.views import VIEWS
 from themes import theme_names
 
@@ -27,6 +28,9 @@ class EbbCommands(Provider):
         app = self.ebb
         for mode, (key, title) in VIEWS.items():
             yield f"{title.lower()}", f"go to the {title} view (key {key})", partial(app.action_view, mode)
+        yield "policy changes", "the Journal's policy changes: who changed which field, when", partial(
+            app.show_journal_kind, POLICY_CHANGE
+        )
         for topic in app.known_topics:
             yield f"topic {topic}", f"open topic {topic}", partial(app.open_topic, topic)
         for name in theme_names():
