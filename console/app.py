@@ -385,6 +385,7 @@ class EbbApp(App[None]):
         names = [t.name for t in load_themes()]
         position = names.index(self.theme) + 1 if self.theme in names else 0
         self.choose_theme(names[position % len(names)])
+        self.notify(f"theme {self.theme} (t: next)", title="Theme", timeout=3)
 
     def _theme_changed(self, _theme: Any) -> None:
         self.refresh_view()  # cells coloured from the theme are rebuilt
