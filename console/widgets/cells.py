@@ -12,10 +12,21 @@ from dataclasses import dataclass
 from rich.style import Style
 from rich.text import Text
 from textual.app import App
+from textual.color import Color
 
 FULL, EMPTY = "█", "░"
 #: fraction of a limit from which a gauge or an age bar turns to ``warning``
 WARN_AT = 0.8
+#: how much of the foreground muted text keeps, blended into the surface: as much as
+#: reads at 4.5:1 on every background of every theme (tests/test_console_themes.py);
+#: a terminal's own ``dim`` has no such floor
+MUTED_WEIGHT = 0.7
+
+
+def muted_colour(variables: dict[str, str]) -> Color:
+    """Muted text (``-``, ``no quota``, empty bars): the foreground, faded toward the
+    surface."""
+    return Color.parse(variables["surface"]).blend(Color.parse(variables["foreground"]), MUTED_WEIGHT)
 
 
 @dataclass(frozen=True)
@@ -39,7 +50,7 @@ class Palette:
             success=style("success", "green"),
             warning=style("warning", "yellow"),
             error=style("error", "red"),
-            muted=Style(dim=True),
+            muted=Style(color=muted_colour(variables).hex),
             accent=style("accent", "cyan"),
         )
 

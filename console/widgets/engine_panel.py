@@ -58,6 +58,14 @@ class EnginePanel(Vertical):
         height: 2;
         margin-top: 1;
     }
+    /* Theme colours that read at 4.5:1 on the surface (tests/test_console_themes.py);
+       Sparkline's own defaults fade to 1.6:1 on a light theme. */
+    EnginePanel Sparkline > .sparkline--min-color {
+        color: $secondary;
+    }
+    EnginePanel Sparkline > .sparkline--max-color {
+        color: $primary;
+    }
     """
 
     def compose(self) -> ComposeResult:
