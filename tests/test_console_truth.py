@@ -16,7 +16,9 @@ from console.model.overview import load_overview
 from console.model.quotas import load_quotas
 from console.model.topic import load_topic
 from console.screens.groups import group_row
-from console.screens.overview import topic_row
+from console.model.journal import CycleTimes
+from console.screens.journal import cycle_row
+from console.screens.overview import retention_text, topic_row
 from console.screens.quotas import quota_row
 from console.screens.topic import state_line
 from console.widgets.cells import Palette
@@ -142,3 +144,23 @@ async def test_the_header_shows_the_same_badges_on_every_screen(make_console, qu
         bar = app.screen.query_one(TopBar)
         assert bar.view_title == "Quotas › Topic q-over"
         assert "3 OVER QUOTA" in bar.render().plain
+
+
+def test_retention_shows_every_finite_limit(console_data: Path) -> None:
+    with Broker(console_data, clock=lambda: NOW) as broker:
+        broker.alter_topic("orders", {"max_time": "7d", "max_partition_size": "infinite"}, actor="test")
+        topics = {t.name: t for t in load_overview(broker).topics}
+    # pruned by its size cap although its retention time is infinite: both are shown
+    assert retention_text(topics["metrics"]) == "4.0 KiB · cap 8.0 KiB/p"
+    assert retention_text(topics["orders"]) == "30m · cap 7d"
+    assert retention_text(topics["clickstream"]) == "1h · cap 100.0 GiB/p"  # the default cap is finite too
+
+
+def test_a_cycle_took_its_planning_and_its_applying() -> None:
+    cycle = {"now": 1_000, "started": 3_000, "duration_ms": 500}
+    assert (CycleTimes.of(cycle).plan_ms, CycleTimes.of(cycle).apply_ms, CycleTimes.of(cycle).total_ms) == (2_000, 500, 2_500)
+    running = {"now": 1_000, "started": 3_000, "duration_ms": None}
+    assert CycleTimes.of(running).total_ms is None
+    row = cycle_row({**cycle, "id": 7, "trigger": "schedule", "scope": "all", "status": "done", "applied": 1,
+                     "planned": 1, "bytes_freed": 10, "error": None}, PLAIN, split=True)
+    assert [str(c) for c in row.cells[-3:]] == ["2.5 s", "2.0 s", "500 ms"]

@@ -69,6 +69,26 @@ class JournalData:
     limit: int
 
 
+@dataclass(frozen=True)
+class CycleTimes:
+    """How long a journaled cycle took: planning from its plan instant (``now``) to
+    the start of applying, then applying to the finish. A manual cycle that applies a
+    previewed plan counts the time since the preview as planning: the plan is that old."""
+
+    plan_ms: int | None
+    apply_ms: int | None
+
+    @classmethod
+    def of(cls, cycle: dict[str, Any]) -> "CycleTimes":
+        plan = cycle["started"] - cycle["now"] if cycle["now"] is not None and cycle["started"] >= cycle["now"] else None
+        return cls(plan, cycle["duration_ms"])
+
+    @property
+    def total_ms(self) -> int | None:
+        """The whole cycle; None while it runs."""
+        return None if self.apply_ms is None else (self.plan_ms or 0) + self.apply_ms
+
+
 def policy_change_row(change: dict[str, Any]) -> dict[str, Any]:
     """A policy change in the fields of an action (see the module docstring); its id
     is negated so that it never collides with an action's."""

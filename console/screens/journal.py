@@ -38,6 +38,7 @@ from console.host import ConsoleHost
 from console.modals.kind_picker import KindPicker
 from console.model.journal import (
     KINDS,
+    CycleTimes,
     JournalData,
     JournalFilter,
     export_actions,
@@ -46,7 +47,7 @@ from console.model.journal import (
 from console.screens.base import LiveScreen
 from console.widgets.cells import Palette, state
 from console.widgets.filter_bar import FilterBar
-from console.widgets.live_table import Column, LiveRow, LiveTable
+from console.widgets.live_table import Cell, Column, LiveRow, LiveTable
 
 CYCLE_COLUMNS = (
     Column("id", "Cycle"),
@@ -56,8 +57,11 @@ CYCLE_COLUMNS = (
     Column("status", "Status"),
     Column("deleted", "Deleted"),
     Column("freed", "Freed"),
-    Column("duration", "Took"),
+    Column("duration", "Took"),  # the whole cycle: planning and applying
 )
+
+#: the Engine view's: the whole cycle's time, then planning and applying apart
+ENGINE_CYCLE_COLUMNS = (*CYCLE_COLUMNS, Column("plan", "Planning"), Column("apply", "Applying"))
 
 # At 120 columns every one of these fits in full; the cycle, segment, offsets,
 # trigger, actor and details are in the detail line of the highlighted action.
@@ -76,31 +80,33 @@ def scope_text(scope: Any) -> str:
     return "all" if scope == "all" else ", ".join(scope)
 
 
-def cycle_row(cycle: dict[str, Any], palette: Palette) -> LiveRow:
-    """One journaled cycle (shared with the Engine view)."""
+def cycle_row(cycle: dict[str, Any], palette: Palette, *, split: bool = False) -> LiveRow:
+    """One journaled cycle; ``split`` adds the planning and applying times (the Engine
+    view's :data:`ENGINE_CYCLE_COLUMNS`)."""
+    times = CycleTimes.of(cycle)
+    cells: tuple[Cell, ...] = (
+        str(cycle["id"]),
+        format.instant(cycle["started"]),
+        cycle["trigger"],
+        scope_text(cycle["scope"]),
+        state(cycle["status"], palette),
+        f"{format.count(cycle['applied'])} of {format.count(cycle['planned'])}",
+        format.size(cycle["bytes_freed"]),
+        format.elapsed(times.total_ms),
+    )
+    sorts: tuple[Any, ...] = (
+        cycle["id"], cycle["started"], cycle["trigger"], scope_text(cycle["scope"]), cycle["status"],
+        cycle["applied"], cycle["bytes_freed"], times.total_ms,
+    )
+    if split:
+        cells += (format.elapsed(times.plan_ms), format.elapsed(times.apply_ms))
+        sorts += (times.plan_ms, times.apply_ms)
     return LiveRow(
         key=str(cycle["id"]),
-        cells=(
-            str(cycle["id"]),
-            format.instant(cycle["started"]),
-            cycle["trigger"],
-            scope_text(cycle["scope"]),
-            state(cycle["status"], palette),
-            f"{format.count(cycle['applied'])} of {format.count(cycle['planned'])}",
-            format.size(cycle["bytes_freed"]),
-            format.elapsed(cycle["duration_ms"]),
-        ),
-        sort_values=(
-            cycle["id"], cycle["started"], cycle["trigger"], scope_text(cycle["scope"]), cycle["status"],
-            cycle["applied"], cycle["bytes_freed"], cycle["duration_ms"],
-        ),
+        cells=cells,
+        sort_values=sorts,
         search=f"{cycle['id']} {cycle['trigger']} {scope_text(cycle['scope'])} {cycle['status']} {cycle['error'] or ''}",
     )
-
-
-def _offsets(action: dict[str, Any]) -> str:
-    start, end = action["start_offset"], action["end_offset"]
-    return "" if start is None and end is None else f"{format.count(start)}..{format.count(end)}"
 
 
 def where_text(action: dict[str, Any]) -> str:

@@ -31,12 +31,21 @@ COLUMNS = (
 
 
 def retention_text(topic: TopicSummary) -> str:
-    """The retain targets in force: time, and size when there is one."""
-    if topic.policy is None:
+    """Every finite limit in force, compactly: the targets (time, size), then the
+    hard caps (``cap 7d``, ``cap 8.0 KiB/p`` per partition); ``infinite`` when none."""
+    policy = topic.policy
+    if policy is None:
         return "-"
-    text = format.duration(topic.policy["retention_time"])  # type: ignore[arg-type]
-    size = topic.policy["retention_size"]
-    return text if size is None else f"{text} · {format.size(size)}"
+    limits = []
+    if policy["retention_time"] is not None:
+        limits.append(format.duration(policy["retention_time"]))  # type: ignore[arg-type]
+    if policy["retention_size"] is not None:
+        limits.append(format.size(policy["retention_size"]))  # type: ignore[arg-type]
+    if policy["max_time"] is not None:
+        limits.append(f"cap {format.duration(policy['max_time'])}")  # type: ignore[arg-type]
+    if policy["max_partition_size"] is not None:
+        limits.append(f"cap {format.size(policy['max_partition_size'])}/p")  # type: ignore[arg-type]
+    return " · ".join(limits) or "infinite"
 
 
 def topic_row(topic: TopicSummary, data: OverviewData, palette: Palette) -> LiveRow:
