@@ -8,23 +8,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from console_fixtures import MINUTE, NOW, TERMINAL, settle
+from console_fixtures import HOUR, MINUTE, NOW, TERMINAL, settle
 
 from console.model.groups import load_groups
 from console.model.header import load_header
 from console.model.overview import load_overview
 from console.model.quotas import load_quotas
-from console.model.topic import load_topic
+from console.model.topic import Decision, SegmentState, load_topic, plan_staleness
 from console.screens.groups import group_row
 from console.model.journal import CycleTimes
 from console.screens.journal import cycle_row
 from console.screens.overview import retention_text, topic_row
 from console.screens.quotas import quota_row
-from console.screens.topic import state_line
+from console.screens.topic import eligible_text, segment_row, state_line
 from console.widgets.cells import Palette
 from console.widgets.live_table import LiveTable
 from console.widgets.top_bar import TopBar
 from engine.broker import Broker
+from engine.journal.journal import Journal
 from engine.journal.state import EngineState
 from engine.prune.operations import pause, set_hold
 from engine.store.batch import NewRecord
@@ -164,3 +165,21 @@ def test_a_cycle_took_its_planning_and_its_applying() -> None:
     row = cycle_row({**cycle, "id": 7, "trigger": "schedule", "scope": "all", "status": "done", "applied": 1,
                      "planned": 1, "bytes_freed": 10, "error": None}, PLAIN, split=True)
     assert [str(c) for c in row.cells[-3:]] == ["2.5 s", "2.0 s", "500 ms"]
+
+
+def test_a_plan_never_looks_fresher_than_it_is(console_data: Path) -> None:
+    with Broker(console_data, clock=lambda: NOW) as broker:
+        journal = Journal(broker.catalog)
+        assert plan_staleness(journal, "orders", NOW) is None
+        cycle = journal.start_cycle(trigger="schedule", actor="engine", scope="all", now=NOW + MINUTE,
+                                    started=NOW + MINUTE, spark_master="local[2]")
+        assert plan_staleness(journal, "orders", NOW) == f"cycle {cycle} planned since"
+    with Broker(console_data, clock=lambda: NOW + 2 * MINUTE) as broker:
+        broker.alter_topic("orders", {"retention_time": "1h"}, actor="test")
+        assert plan_staleness(Journal(broker.catalog), "orders", NOW) == "the policy changed since"
+    # eligibility counts from the plan's instant, not from the clock
+    assert eligible_text(NOW + 5 * MINUTE, NOW) == "in 5m"
+    assert eligible_text(NOW - 5 * MINUTE, NOW) == "5m before"
+    segment = SegmentState(0, 0, 10, 100, NOW - HOUR, NOW - HOUR, True, Decision("keep", "KEEP_ACTIVE", None, None))
+    row = segment_row(segment, NOW + HOUR, None, PLAIN, plan_now=NOW, stale=True)
+    assert [c.plain for c in row.cells[-3:]] == ["keep", "KEEP_ACTIVE (then)", "-"]

@@ -20,6 +20,7 @@ from console.model.states import topic_states
 from engine.broker import Broker
 from engine.catalog.queries import topic_segments
 from engine.errors import InvalidPolicy
+from engine.journal.journal import Journal
 from engine.journal.state import EngineState
 from engine.policy.effective import EffectivePolicy
 from engine.prune.planner import Plan
@@ -141,6 +142,9 @@ class TopicData:
     quota: QuotaStatus
     #: whether deletion is paused
     paused: bool
+    #: why the plan no longer says what the engine would do (a cycle planned since,
+    #: the topic's policy changed since); None while it is current or without a plan
+    plan_stale: str | None = None
 
     @property
     def states(self) -> tuple[str, ...]:
@@ -185,6 +189,17 @@ def _held_back(segments: tuple[SegmentState, ...]) -> dict[str, int]:
     return held
 
 
+def plan_staleness(journal: Journal, topic: str, plan_now: int) -> str | None:
+    """Why a plan made at ``plan_now`` is out of date for ``topic``, or None."""
+    changes = journal.policy_changes(topic=topic, limit=1)
+    if changes and changes[0]["time"] > plan_now:
+        return "the policy changed since"
+    cycles = journal.cycles(limit=1)
+    if cycles and cycles[0]["now"] is not None and cycles[0]["now"] > plan_now:
+        return f"cycle {cycles[0]['id']} planned since"
+    return None
+
+
 def load_topic(broker: Broker, topic: str, plan: Plan | None) -> TopicData:
     """``topic`` as the catalog has it now, with ``plan``'s decisions (a plan that
     covers the topic, or None). Raises NotFound when the topic is gone."""
@@ -201,6 +216,7 @@ def load_topic(broker: Broker, topic: str, plan: Plan | None) -> TopicData:
         state = EngineState(catalog)
         paused = state.is_paused()
         quota = quota_statuses({topic: policy}, lags, {topic: state.quota_state(topic)}, broker.clock())[topic]
+        stale = None if plan is None else plan_staleness(Journal(catalog), topic, plan.now)
     decisions = plan_decisions(plan, topic) if plan is not None else {}
     segments = tuple(
         SegmentState(
@@ -234,5 +250,5 @@ def load_topic(broker: Broker, topic: str, plan: Plan | None) -> TopicData:
         partitions=partitions, segments=segments, groups=tuple(groups),
         plan_now=plan.now if plan is not None else None,
         plan_rejected=plan.rejected.get(topic) if plan is not None else None,
-        quota=quota, paused=paused,
+        quota=quota, paused=paused, plan_stale=stale,
     )
