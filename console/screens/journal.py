@@ -109,6 +109,11 @@ def cycle_row(cycle: dict[str, Any], palette: Palette, *, split: bool = False) -
     )
 
 
+def _offsets(action: dict[str, Any]) -> str:
+    start, end = action["start_offset"], action["end_offset"]
+    return "" if start is None and end is None else f"{format.count(start)}..{format.count(end)}"
+
+
 def where_text(action: dict[str, Any]) -> str:
     """``orders/0``, ``orders``, or empty for an action on no topic (a pause)."""
     topic = action["topic"] or ""
