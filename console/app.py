@@ -27,6 +27,7 @@ from textual.binding import Binding
 from textual.worker import get_current_worker
 
 from console.commands import EbbCommands
+from console.errors import describe_error
 from console.host import ConsoleHost
 from console.messages import (
     EngineCycled,
@@ -36,6 +37,10 @@ from console.messages import (
     ViewLoaded,
     ViewLoadFailed,
 )
+from console.model.header import HeaderFacts, load_header
+from console.modals.ask import AskScreen
+from console.modals.help import HelpScreen
+from console.modals.prune_now import PruneNowScreen
 from console.screens.base import MUTATING_ACTIONS, LiveScreen
 from console.screens.engine import EngineScreen
 from console.screens.forecast import ForecastScreen
@@ -43,10 +48,11 @@ from console.screens.groups import GroupsScreen
 from console.screens.journal import JournalScreen
 from console.screens.overview import OverviewScreen
 from console.screens.quotas import QuotasScreen
+from console.screens.topic import TopicScreen
 from console.settings import ConsoleSettings
+from console.views import VIEWS
 from console.widgets.top_bar import TopBar
 from engine.broker import Broker
-from engine.errors import EbbError
 from engine.prune.operations import SwitchResult, pause, resume
 from themes import DEFAULT_THEME, load_themes
 
@@ -56,23 +62,6 @@ R = TypeVar("R")
 STATUS_TICK_SECONDS = 1.0
 #: file changes closer together than this are one refresh
 WATCH_DEBOUNCE_MS = 1000
-
-VIEWS = {
-    "overview": ("1", "Overview"),
-    "groups": ("2", "Groups"),
-    "quotas": ("3", "Quotas"),
-    "journal": ("4", "Journal"),
-    "engine": ("5", "Engine"),
-    "forecast": ("6", "Forecast"),
-}
-
-
-def describe_error(error: BaseException) -> str:
-    """One line for a notification: the operator's error as is, a bug with its type."""
-    if isinstance(error, EbbError):
-        return str(error)
-    return f"{type(error).__name__}: {error}"
-
 
 class EbbApp(App[None]):
     """See the module docstring."""
@@ -88,7 +77,9 @@ class EbbApp(App[None]):
         "forecast": ForecastScreen,
     }
     DEFAULT_MODE = "overview"
-    COMMANDS = App.COMMANDS | {EbbCommands}
+    # Only Ebbtide's commands: Textual's own (keys, maximize, screenshot, its theme
+    # picker of foreign themes) are not the console's.
+    COMMANDS = {EbbCommands}
     BINDINGS = [
         Binding("colon", "command_palette", "Command", key_display=":"),
         Binding("question_mark", "help", "Help", key_display="?"),
@@ -199,11 +190,16 @@ class EbbApp(App[None]):
         begun = time.perf_counter()
         try:
             data = screen.load(self.host)
+            load_ms = (time.perf_counter() - begun) * 1000
+            # After the view, so the first paint never waits for it; in the same
+            # message, so the header and the view change together.
+            with self.host.reading() as broker:
+                header = load_header(broker)
         except Exception as error:  # noqa: BLE001 - a view that cannot load says why
             self.post_message(ViewLoadFailed(screen, describe_error(error)))
             return
         if not get_current_worker().is_cancelled:
-            self.post_message(ViewLoaded(screen, data, (time.perf_counter() - begun) * 1000))
+            self.post_message(ViewLoaded(screen, data, load_ms, header))
 
     def on_view_loaded(self, message: ViewLoaded) -> None:
         if not message.screen.is_attached:
@@ -212,6 +208,7 @@ class EbbApp(App[None]):
         message.screen.show(message.data)
         self.last_show_ms = (time.perf_counter() - begun) * 1000
         self.last_load_ms = message.load_ms
+        self.header_facts = message.header
         self.sync_top_bar(message.screen)
 
     def on_view_load_failed(self, message: ViewLoadFailed) -> None:
@@ -233,19 +230,34 @@ class EbbApp(App[None]):
         self.sync_top_bar(self.screen)
 
     def sync_top_bar(self, screen: Any) -> None:
-        """Put the engine status (read without I/O) and the badges on ``screen``'s bar."""
+        """Put the breadcrumb, the engine status (read without I/O) and the global
+        facts on ``screen``'s header."""
         bars = screen.query(TopBar)
         if not bars:
             return
         bar = bars.first()
+        bar.view_title = self.breadcrumb(screen)
         bar.status = self.host.engine_status()
         bar.now = self.host.clock()
         bar.read_only = self.host.read_only
         bar.live = self._live
-        bar.paused = self.deletion_paused
+        bar.facts = self.header_facts
 
-    #: whether the engine's deletion is paused, as the last overview load saw it
-    deletion_paused: bool = False
+    #: the data directory's global state as the latest refresh of any view saw it
+    header_facts: HeaderFacts | None = None
+
+    @property
+    def deletion_paused(self) -> bool:
+        return self.header_facts is not None and self.header_facts.paused
+
+    def breadcrumb(self, screen: Any) -> str:
+        """``Quotas › Topic orders``: the view (mode) and the screens pushed on it."""
+        stack = self.screen_stack
+        upto = stack.index(screen) + 1 if screen in stack else len(stack)
+        crumbs = [s.title_text() for s in stack[1:upto] if isinstance(s, LiveScreen)]
+        base = stack[0] if stack else None
+        view = base.title_text() if isinstance(base, LiveScreen) else VIEWS[self.current_mode][1]
+        return " › ".join([view, *crumbs])
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in MUTATING_ACTIONS and self.host.read_only:
@@ -277,15 +289,17 @@ class EbbApp(App[None]):
             return False
         return True
 
-    def open_topic(self, topic: str) -> None:
-        from console.screens.topic import TopicScreen
+    async def show_journal_kind(self, kind: str | None) -> None:
+        """The Journal, filtered to ``kind`` alone (the palette's ``policy changes``)."""
+        await self.action_view("journal")
+        if isinstance(self.screen, JournalScreen):
+            self.screen.show_kind(kind)
 
+    def open_topic(self, topic: str) -> None:
         self.push_screen(TopicScreen(topic))
 
     def open_prune_now(self, topics: list[str] | None) -> None:
         """The prune-now dialog for ``topics`` (None: all); it starts with a dry run."""
-        from console.modals.prune_now import PruneNowScreen
-
         if self.allowed("prune now"):
             self.push_screen(PruneNowScreen(topics))
 
@@ -299,8 +313,32 @@ class EbbApp(App[None]):
 
         self.perform("Pause deletion" if paused else "Resume deletion", job, describe)
 
+    def ask(self, heading: str, body: str, then: Callable[[], object]) -> None:
+        """Run ``then`` once the operator answers ``y`` to ``heading``."""
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                then()
+
+        if self.allowed(heading.rstrip("?").lower()):
+            self.push_screen(AskScreen(heading, body), answered)
+
+    def ask_deletion_paused(self, paused: bool) -> None:
+        """``z`` and the palette: pause (or resume) all deletion, once confirmed."""
+        if paused:
+            heading, body = "Pause all deletion?", (
+                "Cycles go on planning and journaling, and nothing is deleted (manual deletion "
+                "neither) until deletion is resumed; disks keep filling meanwhile."
+            )
+        else:
+            heading, body = "Resume deletion?", (
+                "The next cycle deletes everything the policies make eligible, including what "
+                "piled up while paused."
+            )
+        self.ask(heading, body, lambda: self.set_deletion_paused(paused))
+
     def action_toggle_pause(self) -> None:
-        self.set_deletion_paused(not self.deletion_paused)
+        self.ask_deletion_paused(not self.deletion_paused)
 
     def on_operation_done(self, message: OperationDone) -> None:
         self.notify(message.summary, title=message.title)
@@ -311,8 +349,18 @@ class EbbApp(App[None]):
 
     # -- navigation and switches -------------------------------------------------------------
 
-    def action_view(self, mode: str) -> None:
-        self.switch_mode(mode)
+    async def action_view(self, mode: str) -> None:
+        """Go to the view ``mode`` itself, never to a topic left open on it: the view
+        left behind and the one reached are both back at their base screen."""
+        await self._to_base()
+        if self.current_mode != mode:
+            await self.switch_mode(mode)
+            await self._to_base()
+            self.refresh_view()
+
+    async def _to_base(self) -> None:
+        while len(self.screen_stack) > 1:
+            await self.pop_screen()
 
     def go_back(self) -> None:
         if len(self.screen_stack) > 1:
@@ -335,8 +383,6 @@ class EbbApp(App[None]):
         return self._live
 
     def action_help(self) -> None:
-        from console.modals.help import HelpScreen
-
         self.push_screen(HelpScreen())
 
     def choose_theme(self, name: str) -> None:
@@ -348,6 +394,7 @@ class EbbApp(App[None]):
         names = [t.name for t in load_themes()]
         position = names.index(self.theme) + 1 if self.theme in names else 0
         self.choose_theme(names[position % len(names)])
+        self.notify(f"theme {self.theme} (t: next)", title="Theme", timeout=3)
 
     def _theme_changed(self, _theme: Any) -> None:
         self.refresh_view()  # cells coloured from the theme are rebuilt

@@ -9,6 +9,10 @@ from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from console.model.journal import POLICY_CHANGE
+from console.views import VIEWS
+from themes import theme_names
+
 if TYPE_CHECKING:
     from console.app import EbbApp
 
@@ -22,11 +26,11 @@ class EbbCommands(Provider):
 
     def _commands(self) -> Iterator[Command]:
         app = self.ebb
-        from console.app import VIEWS
-        from themes import theme_names
-
         for mode, (key, title) in VIEWS.items():
-            yield f"{title.lower()}", f"go to the {title} view (key {key})", partial(app.switch_mode, mode)
+            yield f"{title.lower()}", f"go to the {title} view (key {key})", partial(app.action_view, mode)
+        yield "policy changes", "the Journal's policy changes: who changed which field, when", partial(
+            app.show_journal_kind, POLICY_CHANGE
+        )
         for topic in app.known_topics:
             yield f"topic {topic}", f"open topic {topic}", partial(app.open_topic, topic)
         for name in theme_names():
@@ -36,8 +40,8 @@ class EbbCommands(Provider):
         yield "help", "keys and views (?)", app.action_help
         if not app.host.read_only:
             yield "prune", "prune now: all topics, dry-run preview first", partial(app.open_prune_now, None)
-            yield "pause", "pause all deletion (cycles still plan and report)", partial(app.set_deletion_paused, True)
-            yield "resume", "resume deletion", partial(app.set_deletion_paused, False)
+            yield "pause", "pause all deletion (cycles still plan and report)", partial(app.ask_deletion_paused, True)
+            yield "resume", "resume deletion", partial(app.ask_deletion_paused, False)
         yield "quit", "leave the console (ctrl+q)", app.exit
 
     async def discover(self) -> Hits:

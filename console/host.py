@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from engine.broker import Broker
 from engine.clock import now_ms
@@ -81,6 +82,19 @@ class LatestPlan:
         return self.topics is None or topic in self.topics
 
 
+class _GatedPruner(Pruner):
+    """The schedule's pruner: each cycle waits for the gate, which prune now holds
+    from re-checking its preview until its cycle ends."""
+
+    def __init__(self, broker: Broker, spark: SparkEngine, gate: threading.Lock) -> None:
+        super().__init__(broker, spark)
+        self.gate = gate
+
+    def cycle(self, **kwargs: Any) -> CycleOutcome:  # type: ignore[override]
+        with self.gate:
+            return super().cycle(**kwargs)
+
+
 class ConsoleHost:
     """One data directory as the console sees it; see the module docstring."""
 
@@ -115,6 +129,8 @@ class ConsoleHost:
         self._scheduler: Scheduler | None = None
         self._latest_plan: LatestPlan | None = None
         self._plan_lock = threading.Lock()
+        #: held by a scheduled cycle, and by prune now from its re-check to its end
+        self._cycle_gate = threading.Lock()
         #: called (from a worker thread) after each scheduled cycle
         self.on_cycle: Callable[[CycleReport], None] | None = None
 
@@ -164,7 +180,7 @@ class ConsoleHost:
             )
         self._spark.start()
         if not self.read_only:
-            self._scheduler = Scheduler(Pruner(self._open(), self._spark), on_cycle=self._cycled)
+            self._scheduler = Scheduler(_GatedPruner(self._open(), self._spark, self._cycle_gate), on_cycle=self._cycled)
             self._scheduler.start()
 
     def _cycled(self, report: CycleReport) -> None:
@@ -234,17 +250,23 @@ class ConsoleHost:
                 defaults=broker.config.policy_defaults, topics=topics,
             )  # fmt: skip
 
-    def prune(self, topics: Sequence[str] | None, *, dry_run: bool, tag: str | None = None) -> CycleOutcome:
-        """One manual cycle (``trigger=manual``, ``actor=console``)."""
-        what = "a dry run" if dry_run else "prune now"
-        if not dry_run:
-            self.refuse_if_read_only(what)
-        with self._actor_lock:
-            if self._actor is None:
-                self._actor = self._open()
-            outcome = self._pruner(self._actor).cycle(
-                topics=topics, dry_run=dry_run, trigger="manual", actor="console", tag=tag
-            )
+    def prune_as_previewed(
+        self, topics: Sequence[str] | None, previewed: Plan, unchanged: Callable[[Plan], bool], *, tag: str | None = None
+    ) -> CycleOutcome | Plan:
+        """Apply what the operator previewed, or say it changed. With the schedule held
+        off, plan ``topics`` again at the preview's instant (so the clock alone changes
+        nothing); if ``unchanged(plan)``, apply that plan as one manual cycle, else
+        return the new plan, applying nothing."""
+        self.refuse_if_read_only("prune now")
+        with self._cycle_gate:
+            plan = self.plan(topics, now=previewed.now, tag=tag)
+            if not unchanged(plan):
+                return plan
+            with self._actor_lock:
+                assert self._actor is not None  # plan() opened it
+                outcome = self._pruner(self._actor).cycle(
+                    topics=topics, trigger="manual", actor="console", tag=tag, plan=plan
+                )
         self._remember(outcome.plan, topics)
         return outcome
 

@@ -8,15 +8,19 @@ from typing import Any
 from textual.message import Message
 from textual.screen import Screen
 
+from console.model.header import HeaderFacts
+
 
 class ViewLoaded(Message):
     """A view's data, loaded off the UI thread."""
 
-    def __init__(self, screen: Screen, data: Any, load_ms: float) -> None:
+    def __init__(self, screen: Screen, data: Any, load_ms: float, header: HeaderFacts) -> None:
         super().__init__()
         self.screen = screen
         self.data = data
         self.load_ms = load_ms
+        #: the global facts for the header, loaded with the view
+        self.header = header
 
 
 class ViewLoadFailed(Message):

@@ -76,7 +76,6 @@ ALLOWED: dict[str, set[str]] = {
     # _Where joins terms that are literals of this module (checked below).
     "engine/journal/journal.py": {"' AND '.join(self.terms)", "where.sql()"},
     # "WHERE p.topic = ?" or nothing.
-    "console/model/lag.py": {"where"},
     # The planner's bucketed table: quoted identifiers of its schema (types from a
     # fixed map) and an integer; its name and location go as parameters.
     "engine/prune/bucketed.py": {"ddl(schema)", "_quoted([key])", "_quoted(order)", "int(buckets)"},

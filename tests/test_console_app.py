@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from console import format
+from console.commands import EbbCommands
 from console.model.overview import load_overview
 from console.screens.base import MUTATING_ACTIONS
 from console.widgets.live_table import LiveTable
@@ -54,10 +55,12 @@ def test_overview_model_counts_each_topic_and_its_backlog(console_data: Path) ->
     assert topics["clickstream"].oldest_timestamp == NOW - 2 * HOUR
     # payments' subscriber "ledger" sits at offset 10 of 120: its backlog is almost the
     # whole partition, in whole segments, against a 4 KiB quota
-    assert topics["payments"].quota_bytes == 4096
-    assert topics["payments"].backlog_bytes is not None and topics["payments"].backlog_bytes > 4096
+    payments = topics["payments"].quota
+    assert payments.quota.size_bytes == 4096
+    assert payments.backlog_bytes is not None and payments.backlog_bytes > 4096
+    assert topics["payments"].states(paused=False) == ("over quota",)
     # a reader never counts as backlog; clickstream has no group at all
-    assert topics["clickstream"].backlog_bytes is None
+    assert topics["clickstream"].quota.backlog_bytes is None
     assert topics["legal"].states(paused=False) == ("held",)
     assert topics["orders"].states(paused=True) == ("paused",)
     assert data.paused is False and data.now == NOW
@@ -184,6 +187,41 @@ async def test_palette_offers_views_topics_and_no_mutation_when_read_only(make_c
             names = [name for name, _help, _run in provider._commands()]
             assert {"overview", "groups", "quotas", "journal", "engine", "topic orders", "theme ebbtide-light"} <= set(names)
             assert ({"prune", "pause", "resume"} & set(names)) == (set() if read_only else {"prune", "pause", "resume"})
+
+
+async def test_number_keys_always_reach_their_view_and_the_breadcrumb_says_where(make_console) -> None:
+    from console.screens.topic import TopicScreen
+
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        assert app.COMMANDS == {EbbCommands}  # no Textual built-ins (keys, screenshot, foreign themes)
+        app.open_topic("orders")  # as the palette's "topic orders" does
+        await settle(pilot)
+        assert app.screen.query_one(TopBar).view_title == "Overview › Topic orders"
+        for key, view in (("4", "JournalScreen"), ("1", "OverviewScreen"), ("3", "QuotasScreen")):
+            await pilot.press(key)
+            await settle(pilot)
+            assert type(app.screen).__name__ == view
+        app.open_topic("payments")
+        await settle(pilot)
+        assert app.screen.query_one(TopBar).view_title == "Quotas › Topic payments"
+        await pilot.press("3")  # the view the topic was opened from: its own base screen
+        await settle(pilot)
+        assert type(app.screen).__name__ == "QuotasScreen" and not isinstance(app.screen, TopicScreen)
+        await pilot.press("1")
+        await settle(pilot)
+        assert type(app.screen).__name__ == "OverviewScreen"
+
+
+async def test_t_names_the_theme_it_switched_to(make_console) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        await pilot.press("t")
+        await settle(pilot)
+        assert app.theme != "ebbtide-dark"
+        assert [str(n.message) for n in app._notifications][-1] == f"theme {app.theme} (t: next)"
 
 
 async def test_a_failing_load_is_a_notification_not_a_crash(make_console, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -297,10 +297,11 @@ async def test_an_invalid_policy_is_refused_and_nothing_is_saved(make_console, c
         assert "unknown unit 'fortnights'" in str(row.query_one(".echo", Static).render())
         assert row.query_one(".echo", Static).has_class("-invalid")
         assert "invalid value for retention_time" in status_of(screen)
-        assert screen.check_action("save", ()) is None  # shown greyed out
-        await pilot.press("ctrl+s")
+        await pilot.press("ctrl+s")  # never silent: it says why it saves nothing
         await settle(pilot)
         assert isinstance(app.screen, PolicyEditorScreen)
+        assert status_of(screen).startswith("✗ not saved: invalid value for retention_time")
+        assert [n.severity for n in app._notifications if str(n.message).startswith("not saved")] == ["error"]
         # a valid field, a broken combination: refused the same way, at the bottom
         await type_into(pilot, "retention_time", "30m")
         await type_into(pilot, "max_time", "10m")
@@ -415,10 +416,13 @@ async def test_the_what_if_shows_what_would_go_and_who_would_skip(
         await pilot.press("ctrl+t")
         await settle(pilot)
         text = shown_text(screen.query_one(WhatIfPane).query_one(Static))
+        await pilot.press("ctrl+s")  # saved as previewed: the toast warns what goes now
+        await settle(pilot)
+        toasts = {n.title: str(n.message) for n in app._notifications}
     # the same two plans, computed here directly
     with Broker(console_data, clock=lambda: NOW) as broker:
         pruner = Pruner(broker, spark_engine)
-        saved = pruner.plan(topics=["orders"])
+        saved = pruner.plan(topics=["orders"], overrides={"orders": ORDERS})  # as before the save
         proposed = pruner.plan(topics=["orders"], overrides={"orders": {**ORDERS, "max_time": "1h"}})
 
     def deleted(plan: Plan) -> dict[tuple[int, int], int]:
@@ -433,6 +437,10 @@ async def test_the_what_if_shows_what_would_go_and_who_would_skip(
     (row,) = billing.to_pylist()
     assert row["moved_skipped"] > 0
     assert f"Would go now, and not with the saved policy: {len(extra)} segment(s), {format.size(extra_bytes)}" in text
+    assert toasts["Policy saved"] == "orders: max_time (default) → 1h"
+    assert toasts["orders: deletes data now"] == (
+        f"this change deletes {len(extra)} more segment(s), {format.size(extra_bytes)}, at the next cycle"
+    )
     assert "with max_time 1h" in text
     billing_line = next(line for line in text.splitlines() if line.lstrip().startswith("billing"))
     assert billing_line.split()[:6] == [

@@ -21,6 +21,7 @@ from textual.widgets import Button, Input
 
 from console import format
 from console.commands import EbbCommands
+from console.modals.ask import AskScreen
 from console.modals.confirm import ConfirmScreen
 from console.modals.group_ops import GroupExpireScreen, GroupMoveScreen
 from console.modals.manual_ops import PurgeScreen, TruncateScreen
@@ -28,6 +29,7 @@ from console.modals.prune_now import PruneNowScreen
 from console.model.topic_facts import load_topic_facts
 from console.screens.groups import GroupsScreen
 from console.widgets.live_table import LiveTable
+from console.widgets.top_bar import TopBar
 from engine.broker import Broker
 from engine.errors import InvalidInput, PlanCancelled
 from engine.journal.journal import Journal
@@ -158,6 +160,8 @@ async def test_prune_now_previews_the_plan_then_prunes_it(make_console, spark_en
         assert dialog.phase == "done" and dialog.outcome is not None
         result = dialog.outcome.result
         assert f"Cycle {result.cycle_id} (done): deleted {deleted} segment(s)" in text(dialog.query_one("#prune-status"))
+        # the result replaces the preview: its tables said what would go
+        assert not dialog.query_one("#prune-deletions-box").display
         await pilot.press("escape")
         await settle(pilot)
         assert not isinstance(app.screen, PruneNowScreen)
@@ -175,6 +179,35 @@ async def test_prune_now_previews_the_plan_then_prunes_it(make_console, spark_en
         for (topic, partition), segments in expected.items():
             left = {s.base_offset for s in broker.catalog.segments(topic, partition)}
             assert not left & {base for base, _ in segments}
+
+
+async def test_prune_now_shows_what_changed_since_the_preview_and_asks_again(
+    make_console, spark_engine, console_data: Path
+) -> None:
+    app = make_console(spark=spark_engine)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        app.open_prune_now(["orders"])
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, PruneNowScreen) and dialog.phase == "preview"
+        first = dialog.preview
+        # Meanwhile billing reads on: its barrier on partition 0 moves, so the plan does more.
+        with Broker(console_data, clock=lambda: NOW) as broker:
+            broker.commit("orders", "billing", 0, 90, at_ms=NOW)
+        await pilot.press("c")
+        await settle(pilot)
+        assert dialog.phase == "preview" and dialog.outcome is None
+        assert text(dialog.query_one("#prune-status")).startswith("Nothing was deleted: the store changed since the preview.")
+        note = text(dialog.query_one("#prune-note"))
+        assert "Changed since the preview:" in note and "orders/0:" in note
+        with Broker(console_data, clock=lambda: NOW) as broker:
+            assert Journal(broker.catalog).cycles() == []  # nothing applied, nothing journaled
+        assert dialog.preview is not None and dialog.preview.plan.segments > first.plan.segments
+        await pilot.press("c")
+        await settle(pilot)
+        assert dialog.phase == "done" and dialog.outcome is not None
+        assert dialog.outcome.result.applied == dialog.preview.plan.segments
 
 
 async def test_prune_now_cancel_stops_a_running_plan(make_console, spark_engine, console_data: Path, monkeypatch) -> None:
@@ -422,6 +455,11 @@ async def test_group_move_and_expire(make_console, console_data: Path) -> None:
         )
         await pilot.press("enter")
         await settle(pilot)
+        ask = app.screen  # a move forward skips messages: one key confirms it
+        assert isinstance(ask, AskScreen) and ask.heading == "Move group billing?"
+        assert "forward 30 message(s)" in ask.body
+        await pilot.press("y")
+        await settle(pilot)
         assert isinstance(app.screen, GroupsScreen)
 
         await pilot.press("m")
@@ -433,6 +471,8 @@ async def test_group_move_and_expire(make_console, console_data: Path) -> None:
         assert not dialog.query_one("#target-value-row").display  # earliest takes no value
         assert "from 90 to 0: back 90 message(s)" in text(dialog.query_one("#target-echo"))
         await pilot.click("#target-go")
+        await settle(pilot)
+        await pilot.press("y")
         await settle(pilot)
 
         await pilot.press("E")
@@ -542,3 +582,47 @@ def test_group_move_snapshot(snap_compare, make_console) -> None:
         await settle(pilot)
 
     assert snap_compare(make_console(), terminal_size=TERMINAL, run_before=move_billing)
+
+
+# -- one-key confirmations --------------------------------------------------------------------------
+
+
+async def test_pause_release_and_moves_wait_for_y_and_the_header_follows(make_console, console_data: Path) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        await pilot.press("z")
+        await settle(pilot)
+        assert isinstance(app.screen, AskScreen) and app.screen.heading == "Pause all deletion?"
+        await pilot.press("n")  # no: nothing changes
+        await settle(pilot)
+        assert not app.deletion_paused
+        await pilot.press("z")
+        await settle(pilot)
+        await pilot.press("y")
+        await settle(pilot)
+        assert app.deletion_paused
+        assert "DELETION PAUSED" in app.screen.query_one(TopBar).render().plain  # at once, no view switch
+        await pilot.press("4")  # and on every other view
+        await settle(pilot)
+        assert "DELETION PAUSED" in app.screen.query_one(TopBar).render().plain
+        await pilot.press("z")
+        await settle(pilot)
+        assert app.screen.heading == "Resume deletion?"
+        await pilot.press("y")
+        await settle(pilot)
+        assert "DELETION PAUSED" not in app.screen.query_one(TopBar).render().plain
+
+        await pilot.press("1")
+        await settle(pilot)
+        await pilot.press("down", "h")  # legal is held: releasing asks first
+        await settle(pilot)
+        assert isinstance(app.screen, AskScreen) and app.screen.heading == "Release legal?"
+        await pilot.press("escape")
+        await settle(pilot)
+        await pilot.press("up", "h")  # clickstream is not: holding only keeps data, at once
+        await settle(pilot)
+        assert not isinstance(app.screen, AskScreen)
+    with Broker(console_data, clock=lambda: NOW) as broker:
+        assert broker.policy("legal")["hold"] and broker.policy("clickstream")["hold"]
+        assert not EngineState(broker.catalog).is_paused()

@@ -16,12 +16,12 @@ from console_fixtures import HOUR, MINUTE, NOW, TERMINAL, settle
 from rich.console import Console
 from rich.style import Style
 from rich.text import Text
-from textual.widgets import Static
+from textual.widgets import OptionList, Static
 
 from console.host import ConsoleHost
 from console.model.engine import load_engine
 from console.model.groups import load_groups
-from console.model.journal import KIND_CYCLE, JournalFilter, export_actions, load_journal
+from console.model.journal import KINDS, POLICY_CHANGE, JournalFilter, export_actions, load_journal
 from console.model.quotas import load_quotas
 from console.screens.engine import EngineScreen
 from console.screens.groups import GroupsScreen, group_row
@@ -29,7 +29,9 @@ from console.screens.journal import JournalScreen, journal_rows
 from console.screens.quotas import QuotasScreen
 from console.screens.topic import TopicScreen
 from console.widgets.cells import Palette
+from console.modals.kind_picker import KindPicker
 from console.widgets.live_table import LiveTable
+from console.widgets.top_bar import TopBar
 from engine.broker import Broker
 from engine.journal.export import write_csv
 from engine.journal.journal import ACTION_FIELDS, ACTION_KINDS, Entry, Journal
@@ -135,27 +137,29 @@ def test_quotas_model_on_the_fixed_catalog(console_data: Path) -> None:
     with reader(console_data) as broker:
         topics = load_quotas(broker).topics
     assert [t.topic for t in topics] == ["payments", "clickstream", "legal", "metrics", "orders", "sessions"]
-    payments = topics[0]
+    payments = topics[0].status
     assert (payments.quota.size_bytes, payments.quota.age_ms) == (4096, None)
     assert payments.backlog_policy == "consumer_backlog_eviction"
     assert payments.backlog_bytes == 14640 and payments.oldest_ms == 2 * HOUR
-    assert payments.furthest_behind == "ledger"
-    assert payments.breaches() == ("size",) and not payments.state.exceeded
+    assert topics[0].furthest_behind == "ledger"
+    assert payments.breaches == ("size",) and not payments.engine.exceeded
+    assert payments.label(NOW) == "over quota (size): evicts next cycle"
     orders = next(t for t in topics if t.topic == "orders")
-    assert not orders.quota.finite
+    assert not orders.status.quota.finite and orders.status.word == "no quota"
     # the largest per-partition backlog (partition 0), not the sum over partitions
-    assert orders.backlog_bytes == 1976 + 1936 * 3 + 1976 * 2 + 968 and orders.furthest_behind == "billing"
+    assert orders.status.backlog_bytes == 1976 + 1936 * 3 + 1976 * 2 + 968 and orders.furthest_behind == "billing"
     sessions = next(t for t in topics if t.topic == "sessions")
-    assert sessions.backlog_bytes == 0 and sessions.furthest_behind is None  # caught up
+    assert sessions.status.backlog_bytes == 0 and sessions.furthest_behind is None  # caught up
 
 
 def test_quotas_model_reports_the_engine_verdict(history: Path) -> None:
     with reader(history) as broker:
         topics = load_quotas(broker).topics
     assert [t.topic for t in topics][:2] == ["orders", "payments"]  # now two topics with a quota
-    orders = topics[0]
-    assert orders.quota.age_ms == HOUR and orders.breaches() == ("age",)
-    assert orders.state.exceeded and orders.state.since == NOW - 20 * MINUTE
+    orders = topics[0].status
+    assert orders.quota.age_ms == HOUR and orders.breaches == ("age",)
+    assert orders.engine.exceeded and orders.engine.since == NOW - 20 * MINUTE
+    assert orders.label(NOW) == "quota exceeded 20m"
 
 
 def test_journal_model_filters_in_sql_and_bounds_the_rows(history: Path) -> None:
@@ -181,14 +185,18 @@ def test_journal_subtitles_say_how_many_rows_are_loaded(history: Path) -> None:
     assert bounded.actions_subtitle == "1 action(s) · all · only the newest 1 loaded: filter to reach older ones"
 
 
-def test_journal_kind_filter_cycles_through_every_kind() -> None:
-    seen, current = [], JournalFilter(cycle=3)
-    for _ in KIND_CYCLE:
-        current = current.next_kind()
-        seen.append(current.action)
-    assert seen[-1] is None and set(seen[:-1]) == ACTION_KINDS and current.cycle == 3
-    assert JournalFilter().next_kind(-1).action == sorted(ACTION_KINDS)[-1]
+def test_journal_policy_changes_are_a_kind_of_their_own(history: Path) -> None:
+    with reader(history) as broker:
+        changes = load_journal(broker, JournalFilter(action=POLICY_CHANGE, topic="orders")).actions
+        of_a_cycle = load_journal(broker, JournalFilter(cycle=1, action=POLICY_CHANGE)).actions
+        everything = load_journal(broker, JournalFilter()).actions
+    assert {"subscription_expiry (default) → 1h", "backlog_age (default) → 1h"} <= {a["reason"] for a in changes}
+    assert [a["time"] for a in changes] == sorted((a["time"] for a in changes), reverse=True)  # newest first
+    assert {a["action"] for a in changes} == {POLICY_CHANGE} and all(a["id"] < 0 for a in changes)
+    assert of_a_cycle == () and POLICY_CHANGE not in {a["action"] for a in everything}
+    assert KINDS[:2] == (None, POLICY_CHANGE) and set(KINDS[2:]) == ACTION_KINDS
     assert JournalFilter(3, "hold", "orders").describe() == "cycle 3 · hold · topic orders"
+    assert not JournalFilter().active and JournalFilter(topic="orders").active
 
 
 def test_export_writes_csv_and_json_without_overwriting(history: Path) -> None:
@@ -259,47 +267,100 @@ async def test_journal_cycle_selection_filters_the_actions(make_console, history
         await settle(pilot)
         cycles = app.screen.query_one("#cycles", LiveTable)
         assert app.screen.focused is cycles
-        await pilot.press("down", "enter")  # the older cycle: the scheduled one that deleted
+        await pilot.press("tab", "slash", *"pause", "enter")  # a search that would hide the cycle's actions
+        await settle(pilot)
+        await pilot.press("shift+tab", "down", "enter")  # the older cycle: the scheduled one that deleted
         await settle(pilot)
         done = cycles.selected_key
-        assert [r[1] for r in rows_of(app, "actions")] == [done, done]
-        assert {r[2] for r in rows_of(app, "actions")} == {"delete_segment"}
+        # the drill-down shows the whole cycle: no earlier search or kind carries over
+        assert [r[1] for r in rows_of(app, "actions")] == ["delete_segment", "delete_segment"]
         assert f"cycle {done}" in str(app.screen.query_one("#actions", LiveTable).border_subtitle)
+        assert app.screen.query_one(TopBar).view_title == f"Journal [filtered: cycle {done} · x clears]"
+        assert "cycle 1 · segment 16 · offsets 16..32" in await detail_of(pilot, "actions", 0)
         await pilot.press("c")
         await settle(pilot)
         assert len(rows_of(app, "actions")) == 4
 
 
-async def test_journal_kind_topic_and_search(make_console, history: Path) -> None:
+async def detail_of(pilot, table_id: str, row: int) -> str:
+    screen = pilot.app.screen
+    screen.query_one(f"#{table_id}", LiveTable).focus()
+    screen.query_one(f"#{table_id}", LiveTable).move_cursor(row=row)
+    await pilot.pause()
+    return str(screen.query_one("#journal-detail", Static).render())
+
+
+async def test_journal_kind_picker_topic_filter_and_clearing(make_console, history: Path) -> None:
     app = make_console()
     async with app.run_test(size=TERMINAL) as pilot:
         await pilot.press("4")
         await settle(pilot)
-        kinds = sorted(ACTION_KINDS)
-        await pilot.press(*"a" * (kinds.index("release") + 1))
+        await pilot.press("a")
         await settle(pilot)
-        assert [r[2] for r in rows_of(app, "actions")] == ["release"]
-        await pilot.press(*"A" * (kinds.index("release") - kinds.index("pause")), "tab")  # back to pause
+        picker = app.screen
+        assert isinstance(picker, KindPicker)
+        options = picker.query_one(OptionList)
+        options.highlighted = KINDS.index("release")
+        await pilot.press("enter")
         await settle(pilot)
-        assert [r[2] for r in rows_of(app, "actions")] == ["pause"]
-        await pilot.press(*"a" * (len(kinds) - kinds.index("pause")))  # round to every kind
+        assert [r[1] for r in rows_of(app, "actions")] == ["release"]
+        assert app.screen.query_one(TopBar).view_title == "Journal [filtered: release · x clears]"
+        await pilot.press("x")  # one key clears every filter
         await settle(pilot)
-        await pilot.press("down", "down", "down", "o")  # the last action's topic: clickstream
+        assert len(rows_of(app, "actions")) == 4 and app.screen.query_one(TopBar).view_title == "Journal"
+        await pilot.press("tab", "down", "down", "down", "o")  # the last action's topic: clickstream
         await settle(pilot)
-        assert {r[3] for r in rows_of(app, "actions")} == {"clickstream"} and len(rows_of(app, "actions")) == 2
+        assert {r[2] for r in rows_of(app, "actions")} == {"clickstream/0"} and len(rows_of(app, "actions")) == 2
         await pilot.press("o")
         await settle(pilot)
         assert len(rows_of(app, "actions")) == 4
         # "/" searches the focused table (the actions), not the first one
         await pilot.press("slash", *"release", "enter")
         await settle(pilot)
-        assert [r[2] for r in rows_of(app, "actions")] == ["release"]
+        assert [r[1] for r in rows_of(app, "actions")] == ["release"]
+        assert app.screen.query_one(TopBar).view_title == 'Journal [filtered: search "release" · x clears]'
         assert len(rows_of(app, "cycles")) == 2
         actions = app.screen.query_one("#actions", LiveTable)
         assert app.screen.focused is actions
         await pilot.press("escape")  # clears the search, stays on the actions
         await settle(pilot)
         assert len(rows_of(app, "actions")) == 4 and app.screen.focused is actions
+
+
+async def test_policy_changes_from_the_palette(make_console, history: Path) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        await app.show_journal_kind(POLICY_CHANGE)
+        await settle(pilot)
+        rows = rows_of(app, "actions")
+        assert {r[1] for r in rows} == {POLICY_CHANGE}
+        assert ("policy_change", "orders", "backlog_age (default) → 1h") in {r[1:4] for r in rows}
+
+
+async def test_the_journal_follows_new_rows_until_scrolled_away(make_console, history: Path) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("4", "tab")
+        await settle(pilot)
+        actions = app.screen.query_one("#actions", LiveTable)
+        assert actions.cursor_row == 0
+        with Broker(history, clock=lambda: NOW) as broker:
+            set_hold(broker, "orders", True, actor="cli")
+        app.refresh_view()
+        await settle(pilot)
+        assert actions.cursor_row == 0 and rows_of(app, "actions")[0][1] == "hold"  # followed
+        await pilot.press("down", "down")
+        with Broker(history, clock=lambda: NOW) as broker:
+            set_hold(broker, "orders", False, actor="cli")
+            set_hold(broker, "clickstream", True, actor="cli")
+        app.refresh_view()
+        await settle(pilot)
+        assert actions.cursor_row == 4 and actions.new_above == 2  # stayed on its row
+        assert str(actions.border_subtitle).endswith("· 2 new ↑ (home)")
+        await pilot.press("home")
+        await settle(pilot)
+        assert actions.new_above == 0 and "↑" not in str(actions.border_subtitle)
 
 
 async def test_journal_export_matches_the_journal_in_read_only_mode(make_console, history: Path) -> None:

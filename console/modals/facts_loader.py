@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from textual import work
 from textual.worker import Worker, WorkerState
 
-from console.app import describe_error
+from console.errors import describe_error
 from console.model.topic_facts import TopicFacts, load_topic_facts
 
 if TYPE_CHECKING:

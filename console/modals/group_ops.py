@@ -19,6 +19,7 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from console import format
+from console.modals.ask import AskScreen
 from console.modals.confirm import ConfirmScreen
 from console.modals.facts_loader import FactsLoader
 from console.modals.target_form import Mode, TargetDialog
@@ -189,5 +190,12 @@ class GroupMoveScreen(TargetDialog[MoveRequest]):
         return request.describe()
 
     def submit(self, request: MoveRequest) -> None:
-        self.app.perform(f"Move group {request.group}", request.run, describe_move)
-        self.dismiss()
+        """Asks ``y`` first, over this dialog (``n`` returns to it): a move forward
+        skips messages the group has not read."""
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.app.perform(f"Move group {request.group}", request.run, describe_move)
+                self.dismiss()
+
+        self.app.push_screen(AskScreen(f"Move group {request.group}?", request.describe()), answered)

@@ -31,7 +31,8 @@ from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Button, Footer, Input, Static
 
-from console.app import describe_error
+from console import format
+from console.errors import describe_error
 from console.model.policy_form import (
     Change,
     FieldEcho,
@@ -266,6 +267,8 @@ class PolicyEditorScreen(ModalScreen[None]):
         self._discard_armed = False
         #: the overrides the what-if pane shows (None: no comparison shown)
         self._previewed: dict[str, str] | None = None
+        #: the latest what-if, of the overrides ``_previewed``
+        self._what_if: WhatIf | None = None
         #: the Spark job tag of a running what-if, to cancel it when the editor closes
         self._preview_tag: str | None = None
 
@@ -394,9 +397,8 @@ class PolicyEditorScreen(ModalScreen[None]):
         if action == "save":
             if self.ebb.host.read_only:
                 return False
-            form = self.form
-            # None: shown, greyed out, until there is a valid change to save
-            return None if form is None or self._saving or not form.valid or not form.changes() else True
+            # Always offered: ctrl+s on an invalid or unchanged form says why it saves nothing.
+            return None if self.form is None or self._saving else True
         if action == "preview":
             return None if self.form is None or not self.form.valid else True
         return True
@@ -409,10 +411,12 @@ class PolicyEditorScreen(ModalScreen[None]):
             return
         problem = form.problem()
         if problem is not None:
+            self._status(f"✗ not saved: {problem}", "-error")
             self.notify(f"not saved: {problem}", title="Policy", severity="error")
             return
         if not form.changes():
-            self.notify("nothing to save", title="Policy")
+            self._status("nothing to save: no field differs from the saved policy", "-warning")
+            self.notify("nothing to save: no field differs from the saved policy", title="Policy")
             return
         self._saving = True
         self._status("saving…", "")
@@ -433,8 +437,20 @@ class PolicyEditorScreen(ModalScreen[None]):
 
     def on_policy_saved(self, message: PolicySaved) -> None:
         self._saving = False
-        self.notify(describe_changes(self.topic, message.changes), title="Policy saved")
+        app = self.app  # the toasts outlive this dialog: they are the app's
+        app.notify(describe_changes(self.topic, message.changes), title="Policy saved", markup=False)
+        warning = self._deletes_now()
+        if warning is not None:
+            app.notify(warning, title=f"{self.topic}: deletes data now", severity="warning", timeout=10, markup=False)
         self._close()  # the view underneath refreshes as it resumes
+
+    def _deletes_now(self) -> str | None:
+        """The warning for a saved change that deletes data now, from the what-if of
+        exactly the saved form (None: it deletes nothing more, or was not previewed)."""
+        what_if, form = self._what_if, self.form
+        if what_if is None or form is None or self._previewed != form.merged() or not what_if.segments:
+            return None
+        return f"this change deletes {what_if.segments} more segment(s), {format.size(what_if.bytes)}, at the next cycle"
 
     def on_save_refused(self, message: SaveRefused) -> None:
         self._saving = False
@@ -490,6 +506,7 @@ class PolicyEditorScreen(ModalScreen[None]):
     def on_preview_ready(self, message: PreviewReady) -> None:
         self._preview_tag = None
         self._previewed = message.overrides
+        self._what_if = message.what_if
         pane = self.query_one(WhatIfPane)
         pane.show(message.what_if, message.summary, Palette.of(self.app))
         if self.form is not None and self.form.merged() != message.overrides:

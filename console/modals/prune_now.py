@@ -17,13 +17,18 @@ topics), through :meth:`~console.app.EbbApp.open_prune_now`.
    dialog says "cancelled". Once a cycle's plan is done its deletions are applied: a
    cancel that comes later does not stop them (the result says so). A second ``esc``
    closes the dialog without waiting; the worker ends on its own.
-4. *Confirm* (``c``): one manual cycle (``host.prune(dry_run=False)``: trigger
-   ``manual``, actor ``console``), refused in read-only mode. It plans again, so it
-   deletes what is eligible when it runs; the result compares that to the preview.
-   With deletion paused the cycle deletes nothing: said before and after.
+4. *Confirm* (``c``): :meth:`ConsoleHost.prune_as_previewed` holds this console's
+   schedule off, plans again at the preview's instant and, when that plan does what
+   the preview showed, applies it as one manual cycle (trigger ``manual``, actor
+   ``console``); so a scheduled cycle cannot slip in between and leave the confirmed
+   cycle nothing to do. If the store changed since the preview (another process
+   pruned, a group moved), nothing is applied: the dialog shows the new plan and the
+   difference, and asks again. Refused in read-only mode. With deletion paused the
+   cycle deletes nothing: said before and after.
 5. *Result*: the cycle's id and status, segments deleted and bytes freed, and the
-   topics or partitions skipped or failed, as ``ebb prune`` reports them. Closing the
-   dialog brings back the view below, which reloads (``LiveScreen.on_screen_resume``).
+   topics or partitions skipped or failed, as ``ebb prune`` reports them; it replaces
+   the preview's tables. Closing the dialog brings back the view below, which reloads
+   (``LiveScreen.on_screen_resume``).
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from textual.widgets import Button, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
 from console import format
-from console.app import describe_error
+from console.errors import describe_error
 from console.model.plan_preview import (
     GroupEffect,
     PartitionPreview,
@@ -54,6 +59,7 @@ from console.model.plan_preview import (
 from console.widgets.live_table import Column, LiveRow, LiveTable
 from engine.errors import PlanCancelled
 from engine.journal.state import EngineState
+from engine.prune.planner import Plan
 from engine.prune.pruner import CycleOutcome
 
 if TYPE_CHECKING:
@@ -88,6 +94,8 @@ GROUP_COLUMNS = (
     Column("skipped", "Skips", 7),
     Column("why", "Why", 32),
 )
+#: lines of a changed plan's difference shown before the tables
+MAX_DIFFERENCES = 6
 #: how the held-back reasons read in the table
 HELD_BACK_WORDS = {"KEEP_BARRIER": "barrier", "KEEP_BUDGET": "budget"}
 
@@ -107,6 +115,17 @@ class Preview:
     plan: PlanPreview
     #: deletion was paused when the preview was made
     paused: bool
+    #: the plan itself, which a confirm applies if nothing changed since
+    source: Plan
+
+
+@dataclass(frozen=True)
+class Changed:
+    """The store changed between the preview and the confirm: nothing was applied."""
+
+    preview: Preview
+    #: one line per partition or group the new plan treats otherwise
+    differences: list[str]
 
 
 def _counted(counts: dict[str, int]) -> str:
@@ -286,7 +305,8 @@ class PruneNowScreen(ModalScreen[None]):
         if phase == "previewing":
             self._run_preview(host, self.topics, self._tag)
         else:
-            self._run_cycle(host, self.topics, self._tag)
+            assert self.preview is not None  # confirm is offered only on a preview
+            self._run_cycle(host, self.topics, self._tag, self.preview)
         assert self._ticker is not None
         self._ticker.resume()
         self._tick()
@@ -315,13 +335,21 @@ class PruneNowScreen(ModalScreen[None]):
         if self._cancel.is_set():
             # Finished before the cancel reached Spark: the operator asked not to see it.
             return Stopped(cancelled=True)
-        return Preview(preview(plan), paused)
+        return Preview(preview(plan), paused, plan)
 
     @work(thread=True, exit_on_error=False, name=CYCLE_WORKER, group="prune-now")
-    def _run_cycle(self, host: ConsoleHost, topics: list[str] | None, tag: str) -> CycleOutcome | Stopped:
+    def _run_cycle(
+        self, host: ConsoleHost, topics: list[str] | None, tag: str, previewed: Preview
+    ) -> CycleOutcome | Changed | Stopped:
         try:
             self._wait_for_spark(host)
-            return host.prune(topics, dry_run=False, tag=tag)
+            result = host.prune_as_previewed(
+                topics, previewed.source, lambda plan: not previewed.plan.differences(preview(plan)), tag=tag
+            )
+            if isinstance(result, CycleOutcome):
+                return result
+            again = Preview(preview(result), previewed.paused, result)
+            return Changed(again, previewed.plan.differences(again.plan))
         except PlanCancelled:
             return Stopped(cancelled=True)
         except Exception as error:  # noqa: BLE001 - shown in the dialog, never a crash
@@ -352,6 +380,8 @@ class PruneNowScreen(ModalScreen[None]):
         result = worker.result
         if isinstance(result, Preview):
             self._show_preview(result)
+        elif isinstance(result, Changed):
+            self._show_preview(result.preview, changed=result.differences)
         elif isinstance(result, CycleOutcome):
             self._show_outcome(result)
         elif result.cancelled:
@@ -363,11 +393,16 @@ class PruneNowScreen(ModalScreen[None]):
 
     # -- showing ---------------------------------------------------------------------------
 
-    def _show_preview(self, result: Preview) -> None:
+    def _show_preview(self, result: Preview, *, changed: list[str] | None = None) -> None:
         self.preview = result
         self._set_phase("preview")
-        self._status(preview_summary(result.plan) + ("" if self.ebb.host.read_only else " Press c to prune now."))
-        self.query_one("#prune-note", Static).update(preview_notes(result))
+        summary = preview_summary(result.plan) + ("" if self.ebb.host.read_only else " Press c to prune now.")
+        notes = preview_notes(result)
+        if changed is not None:
+            summary = "Nothing was deleted: the store changed since the preview. " + summary
+            notes = "\n".join(["Changed since the preview:", *changed[:MAX_DIFFERENCES]] + ([notes] if notes else []))
+        self._status(summary)
+        self.query_one("#prune-note", Static).update(notes)
         self.query_one("#prune-deletions", LiveTable).show([deletion_row(p) for p in result.plan.partitions])
         self.query_one("#prune-groups", LiveTable).show([group_row(g) for g in result.plan.groups])
 
@@ -393,6 +428,9 @@ class PruneNowScreen(ModalScreen[None]):
         confirm = self.query_one("#prune-confirm", Button)
         confirm.disabled = phase != "preview" or self.ebb.host.read_only
         confirm.display = phase in ("previewing", "preview")
+        # The result replaces the preview: its tables said what would go, not what went.
+        for box in ("#prune-deletions-box", "#prune-groups-box"):
+            self.query_one(box).display = phase not in ("done", "applying")
         self.query_one("#prune-stop", Button).label = "Cancel (esc)" if running else "Close (esc)"
 
     # -- keys and buttons ----------------------------------------------------------------------

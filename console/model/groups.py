@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from console.model.lag import GroupLag, by_group, partition_lags
-from console.model.overview import policies
-from console.model.quotas import Quota
+from engine.catalog.lag import GroupLag, by_group, partition_lags
+from console.model.policies import policies
+from console.model.quota import Quota
 from engine.broker import Broker
 
 
@@ -19,7 +19,7 @@ class GroupSummary:
     kind: str
     partitions: int
     lag_messages: int
-    #: the sum over partitions, whole segments (see console.model.lag)
+    #: the sum over partitions, whole segments (see engine.catalog.lag)
     lag_bytes: int
     #: the age of the oldest unconsumed data on any partition
     lag_ms: int

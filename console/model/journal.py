@@ -3,6 +3,12 @@ SQL by cycle, action kind and topic so that a filter reaches rows older than the
 bounded window, and the export of the actions on screen (CSV and JSON, the stable
 fields of engine/journal/export.py).
 
+Policy changes (``ebb log --policy-changes``) are a kind of their own,
+:data:`POLICY_CHANGE`, picked like an action kind (not among "every kind": they are
+not the engine's actions) and shown in the action fields, newest first (``reason``
+reads ``retention_time 20s → 7s``; ``details`` holds field, old and new). They belong
+to no cycle, so with a cycle filter there are none.
+
 The view reads the journal and never edits it. An export writes files under the data
 directory and nothing in the catalog, so it is allowed in read-only mode.
 """
@@ -10,7 +16,7 @@ directory and nothing in the catalog, so it is allowed in read-only mode.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -21,8 +27,10 @@ from engine.journal.journal import ACTION_FIELDS, ACTION_KINDS, Journal
 
 #: at most this many of the newest cycles and of the newest matching actions are loaded
 ROW_LIMIT = 500
-#: the order the action-kind filter cycles through (None: every kind)
-KIND_CYCLE: tuple[str | None, ...] = (None, *sorted(ACTION_KINDS))
+#: the kind policy changes are shown as
+POLICY_CHANGE = "policy_change"
+#: what the kind picker offers, in order (None: every kind)
+KINDS: tuple[str | None, ...] = (None, POLICY_CHANGE, *sorted(ACTION_KINDS))
 EXPORTS_DIR = "exports"
 
 
@@ -34,10 +42,9 @@ class JournalFilter:
     action: str | None = None
     topic: str | None = None
 
-    def next_kind(self, step: int = 1) -> "JournalFilter":
-        """The filter with the next (``step`` 1) or previous (-1) action kind."""
-        position = KIND_CYCLE.index(self.action) + step
-        return replace(self, action=KIND_CYCLE[position % len(KIND_CYCLE)])
+    @property
+    def active(self) -> bool:
+        return self != JournalFilter()
 
     def describe(self) -> str:
         """``cycle 3 · delete_segment · topic orders``; ``all`` without a filter."""
@@ -62,14 +69,50 @@ class JournalData:
     limit: int
 
 
+@dataclass(frozen=True)
+class CycleTimes:
+    """How long a journaled cycle took: planning from its plan instant (``now``) to
+    the start of applying, then applying to the finish. A manual cycle that applies a
+    previewed plan counts the time since the preview as planning: the plan is that old."""
+
+    plan_ms: int | None
+    apply_ms: int | None
+
+    @classmethod
+    def of(cls, cycle: dict[str, Any]) -> "CycleTimes":
+        plan = cycle["started"] - cycle["now"] if cycle["now"] is not None and cycle["started"] >= cycle["now"] else None
+        return cls(plan, cycle["duration_ms"])
+
+    @property
+    def total_ms(self) -> int | None:
+        """The whole cycle; None while it runs."""
+        return None if self.apply_ms is None else (self.plan_ms or 0) + self.apply_ms
+
+
+def policy_change_row(change: dict[str, Any]) -> dict[str, Any]:
+    """A policy change in the fields of an action (see the module docstring); its id
+    is negated so that it never collides with an action's."""
+    return {
+        **dict.fromkeys(ACTION_FIELDS),
+        "id": -change["id"], "time": change["time"], "settled": change["time"], "trigger": "manual",
+        "actor": change["actor"], "action": POLICY_CHANGE, "topic": change["topic"], "status": "applied",
+        "reason": f"{change['field']} {change['old'] or '(default)'} → {change['new'] or '(default)'}",
+        "details": {"field": change["field"], "old": change["old"], "new": change["new"]},
+    }
+
+
 def load_journal(broker: Broker, journal_filter: JournalFilter, *, limit: int = ROW_LIMIT) -> JournalData:
     catalog = broker.catalog
+    kind, topic, cycle = journal_filter.action, journal_filter.topic, journal_filter.cycle
     with catalog.read():
         journal = Journal(catalog)
         cycles = journal.cycles(limit=limit)
-        actions = journal.actions(
-            cycle=journal_filter.cycle, action=journal_filter.action, topic=journal_filter.topic, limit=limit
-        )
+        if kind != POLICY_CHANGE:
+            actions = journal.actions(cycle=cycle, action=kind, topic=topic, limit=limit)
+        elif cycle is None:
+            actions = [policy_change_row(c) for c in journal.policy_changes(topic=topic, limit=limit)]
+        else:
+            actions = []  # a policy change belongs to no cycle
     return JournalData(broker.clock(), journal_filter, tuple(cycles), tuple(actions), limit)
 
 

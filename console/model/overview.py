@@ -3,27 +3,20 @@ loaded in one read transaction (off the UI thread)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
+from engine.catalog.lag import partition_lags
+from console.model.policies import policies
+from console.model.quota import QuotaStatus, quota_statuses
+from console.model.states import topic_states
 from engine.broker import Broker
-from engine.errors import InvalidPolicy
+from engine.catalog.queries import topic_totals
 from engine.journal.journal import Journal
 from engine.journal.state import EngineState
-from engine.policy.effective import EffectivePolicy, resolve
-from console.model.lag import PartitionLag, partition_lags
+from engine.policy.effective import EffectivePolicy
 
 #: how many recent cycles the engine panel's sparkline covers
 CYCLE_HISTORY = 60
-
-_TOPIC_SQL = """
-SELECT t.name, t.partitions,
-       COUNT(s.base_offset) AS segments,
-       COALESCE(SUM(s.size_bytes), 0) AS size_bytes,
-       MIN(s.first_timestamp) AS oldest_timestamp
-FROM topics t LEFT JOIN segments s ON s.topic = t.name
-GROUP BY t.name ORDER BY t.name
-"""
 
 
 @dataclass(frozen=True)
@@ -38,32 +31,11 @@ class TopicSummary:
     policy: EffectivePolicy | None
     #: why ``policy`` is None
     policy_error: str | None
-    #: the largest per-partition backlog of a subscriber group (whole segments)
-    backlog_bytes: int | None
-    #: the engine's last verdict on the backlog quota
-    quota_exceeded: bool
-
-    @property
-    def held(self) -> bool:
-        return bool(self.policy and self.policy["hold"])
-
-    @property
-    def quota_bytes(self) -> int | None:
-        value = self.policy["backlog_size"] if self.policy else None
-        return value if isinstance(value, int) else None
+    #: where it stands against its backlog quota (console.model.quota)
+    quota: QuotaStatus
 
     def states(self, paused: bool) -> tuple[str, ...]:
-        """``ok`` or the conditions that matter to an operator, most urgent first."""
-        states = []
-        if self.policy is None:
-            states.append("invalid policy")
-        if self.quota_exceeded:
-            states.append("quota exceeded")
-        if self.held:
-            states.append("held")
-        if paused:
-            states.append("paused")
-        return tuple(states) or ("ok",)
+        return topic_states(self.policy, self.quota, paused)
 
 
 @dataclass(frozen=True)
@@ -75,39 +47,18 @@ class OverviewData:
     cycles: tuple[dict, ...]
 
 
-def policies(broker: Broker) -> dict[str, tuple[EffectivePolicy | None, str | None]]:
-    """Every topic's effective policy (or the reason it is invalid), in one query."""
-    overrides: dict[str, dict[str, str]] = {t.name: {} for t in broker.catalog.topics()}
-    for row in broker.catalog.db.query("SELECT topic, field, value FROM policies"):
-        overrides.setdefault(row["topic"], {})[row["field"]] = row["value"]
-    result: dict[str, tuple[EffectivePolicy | None, str | None]] = {}
-    for topic, texts in overrides.items():
-        try:
-            result[topic] = (resolve(texts, broker.config.policy_defaults), None)
-        except InvalidPolicy as error:
-            result[topic] = (None, str(error))
-    return result
-
-
-def subscriber_backlogs(lags: list[PartitionLag]) -> Mapping[str, int]:
-    """Per topic, the largest backlog of any subscriber group on any partition."""
-    backlog: dict[str, int] = {}
-    for lag in lags:
-        if lag.kind == "subscriber":
-            backlog[lag.topic] = max(backlog.get(lag.topic, 0), lag.lag_bytes)
-    return backlog
-
-
 def load_overview(broker: Broker) -> OverviewData:
     catalog = broker.catalog
     with catalog.read():
-        rows = list(catalog.db.query(_TOPIC_SQL))
+        rows = topic_totals(catalog)
         topic_policies = policies(broker)
-        backlogs = subscriber_backlogs(partition_lags(catalog))
+        lags = partition_lags(catalog)
         state = EngineState(catalog)
-        quota = state.quota_states()
+        quota_states = state.quota_states()
         paused = state.is_paused()
         cycles = Journal(catalog).cycles(limit=CYCLE_HISTORY)
+    now = broker.clock()
+    quotas = quota_statuses({t: p for t, (p, _e) in topic_policies.items()}, lags, quota_states, now)
     topics = []
     for row in rows:
         policy, error = topic_policies.get(row["name"], (None, "no policy"))
@@ -116,8 +67,7 @@ def load_overview(broker: Broker) -> OverviewData:
                 name=row["name"], partitions=row["partitions"], segments=row["segments"],
                 size_bytes=row["size_bytes"], oldest_timestamp=row["oldest_timestamp"],
                 policy=policy, policy_error=error,
-                backlog_bytes=backlogs.get(row["name"]),
-                quota_exceeded=bool(quota.get(row["name"]) and quota[row["name"]].exceeded),
+                quota=quotas[row["name"]],
             )
         )
-    return OverviewData(broker.clock(), tuple(topics), paused, tuple(cycles))
+    return OverviewData(now, tuple(topics), paused, tuple(cycles))

@@ -127,6 +127,39 @@ class PlanPreview:
         """Groups that lose data they have not read."""
         return tuple(g for g in self.groups if g.skipped or g.expired)
 
+    def differences(self, later: PlanPreview) -> list[str]:
+        """What ``later`` (a plan of the same scope) does otherwise, one line per
+        partition or group: ``orders/0: 2 → 1 segment(s), log start 32 → 16``."""
+        lines = []
+        before = {(p.topic, p.partition): p for p in self.partitions}
+        after = {(p.topic, p.partition): p for p in later.partitions}
+        for key in sorted(before.keys() | after.keys()):
+            old, new = before.get(key), after.get(key)
+            old_cut = (old.segments, old.new_log_start_offset) if old else (0, None)
+            new_cut = (new.segments, new.new_log_start_offset) if new else (0, None)
+            if old_cut != new_cut:
+                lines.append(
+                    f"{key[0]}/{key[1]}: {old_cut[0]} → {new_cut[0]} segment(s), "
+                    f"log start {_offset(old_cut[1])} → {_offset(new_cut[1])}"
+                )
+        moves_before = {(g.topic, g.group, g.partition): g for g in self.groups}
+        moves_after = {(g.topic, g.group, g.partition): g for g in later.groups}
+        for key in sorted(moves_before.keys() | moves_after.keys()):
+            old_g, new_g = moves_before.get(key), moves_after.get(key)
+            if (old_g and (old_g.new_position, old_g.expired)) != (new_g and (new_g.new_position, new_g.expired)):
+                lines.append(f"group {key[1]} on {key[0]}/{key[2]}: {_move(old_g)} → {_move(new_g)}")
+        return lines
+
+
+def _offset(offset: int | None) -> str:
+    return "unchanged" if offset is None else f"{offset:,}"
+
+
+def _move(group: GroupEffect | None) -> str:
+    if group is None:
+        return "unchanged"
+    return "expired" if group.expired else f"to {group.new_position:,}"
+
 
 def _counts(table: pa.Table) -> dict[tuple[str, int], Counter[str]]:
     """(topic, partition) -> reason -> segments, grouped in Arrow."""

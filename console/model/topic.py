@@ -14,19 +14,20 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
-from console.model.lag import GroupLag, by_group, partition_lags
+from engine.catalog.lag import GroupLag, by_group, partition_lags
+from console.model.quota import QuotaStatus, quota_statuses
+from console.model.states import topic_states
 from engine.broker import Broker
+from engine.catalog.queries import topic_segments
 from engine.errors import InvalidPolicy
+from engine.journal.journal import Journal
+from engine.journal.state import EngineState
 from engine.policy.effective import EffectivePolicy
 from engine.prune.planner import Plan
 
 #: the keep reason that names the subscriber whose position stops deletion
 KEEP_BARRIER = "KEEP_BARRIER"
 
-_SEGMENTS_SQL = """
-SELECT partition, base_offset, next_offset, size_bytes, first_timestamp, max_timestamp, sealed
-FROM segments WHERE topic = ? ORDER BY partition, base_offset
-"""
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,17 @@ class TopicData:
     plan_now: int | None
     #: why that plan left the topic out (its effective policy was invalid then)
     plan_rejected: str | None
+    #: where it stands against its backlog quota (console.model.quota)
+    quota: QuotaStatus
+    #: whether deletion is paused
+    paused: bool
+    #: why the plan no longer says what the engine would do (a cycle planned since,
+    #: the topic's policy changed since); None while it is current or without a plan
+    plan_stale: str | None = None
+
+    @property
+    def states(self) -> tuple[str, ...]:
+        return topic_states(self.policy, self.quota, self.paused)
 
 
 def _plan_rows(plan: Plan, table: str, topic: str) -> list[dict]:
@@ -177,6 +189,17 @@ def _held_back(segments: tuple[SegmentState, ...]) -> dict[str, int]:
     return held
 
 
+def plan_staleness(journal: Journal, topic: str, plan_now: int) -> str | None:
+    """Why a plan made at ``plan_now`` is out of date for ``topic``, or None."""
+    changes = journal.policy_changes(topic=topic, limit=1)
+    if changes and changes[0]["time"] > plan_now:
+        return "the policy changed since"
+    cycles = journal.cycles(limit=1)
+    if cycles and cycles[0]["now"] is not None and cycles[0]["now"] > plan_now:
+        return f"cycle {cycles[0]['id']} planned since"
+    return None
+
+
 def load_topic(broker: Broker, topic: str, plan: Plan | None) -> TopicData:
     """``topic`` as the catalog has it now, with ``plan``'s decisions (a plan that
     covers the topic, or None). Raises NotFound when the topic is gone."""
@@ -184,12 +207,16 @@ def load_topic(broker: Broker, topic: str, plan: Plan | None) -> TopicData:
     with catalog.read():
         catalog.topic(topic)
         partition_rows = catalog.partitions(topic)
-        segment_rows = list(catalog.db.query(_SEGMENTS_SQL, (topic,)))
-        lags = by_group(partition_lags(catalog, topic))
+        segment_rows = topic_segments(catalog, topic)
+        lags = partition_lags(catalog, topic)
         try:
             policy, policy_error = broker.policy(topic), None
         except InvalidPolicy as error:
             policy, policy_error = None, str(error)
+        state = EngineState(catalog)
+        paused = state.is_paused()
+        quota = quota_statuses({topic: policy}, lags, {topic: state.quota_state(topic)}, broker.clock())[topic]
+        stale = None if plan is None else plan_staleness(Journal(catalog), topic, plan.now)
     decisions = plan_decisions(plan, topic) if plan is not None else {}
     segments = tuple(
         SegmentState(
@@ -212,7 +239,7 @@ def load_topic(broker: Broker, topic: str, plan: Plan | None) -> TopicData:
     outcomes = plan_outcomes(plan, topic) if plan is not None else {}
     held = _held_back(segments)
     groups = []
-    for lag in lags:
+    for lag in by_group(lags):
         if not (protects and lag.kind == "subscriber"):
             holds_back: int | None = 0  # readers, and subscribers under ignore, never hold data
         else:
@@ -223,4 +250,5 @@ def load_topic(broker: Broker, topic: str, plan: Plan | None) -> TopicData:
         partitions=partitions, segments=segments, groups=tuple(groups),
         plan_now=plan.now if plan is not None else None,
         plan_rejected=plan.rejected.get(topic) if plan is not None else None,
+        quota=quota, paused=paused, plan_stale=stale,
     )

@@ -80,7 +80,7 @@ class LiveScreen(Screen[None], Generic[T]):
     # -- lifecycle ---------------------------------------------------------------------------
 
     def on_mount(self) -> None:
-        self.query_one(TopBar).view_title = self.title_text()
+        self.ebb.sync_top_bar(self)
 
     def on_screen_resume(self) -> None:
         self.ebb.sync_top_bar(self)

@@ -18,7 +18,7 @@ from console import format
 from console.host import ConsoleHost, EngineStatus
 from console.model.engine import EngineData, load_engine
 from console.screens.base import LiveScreen
-from console.screens.journal import CYCLE_COLUMNS, cycle_row
+from console.screens.journal import ENGINE_CYCLE_COLUMNS, cycle_row
 from console.widgets.cells import Palette, state
 from console.widgets.engine_panel import EnginePanel
 from console.widgets.live_table import LiveRow, LiveTable
@@ -95,14 +95,14 @@ class EngineScreen(LiveScreen[EngineRows]):
         facts_box.border_title = "Spark and schedule"
         yield facts_box
         yield EnginePanel()
-        cycles = LiveTable(CYCLE_COLUMNS, id="engine-cycles", classes="box")
+        cycles = LiveTable(ENGINE_CYCLE_COLUMNS, id="engine-cycles", classes="box")
         cycles.border_title = "Recent cycles (any process)"
         yield cycles
 
     def load(self, host: ConsoleHost) -> EngineRows:
         data = load_engine(host)
         palette = Palette.of(self.app)  # a dict read; a theme switch reloads the view
-        return EngineRows(data, facts(data, palette), tuple(cycle_row(c, palette) for c in data.cycles))
+        return EngineRows(data, facts(data, palette), tuple(cycle_row(c, palette, split=True) for c in data.cycles))
 
     def show(self, rows: EngineRows) -> None:
         data = rows.data
@@ -111,4 +111,3 @@ class EngineScreen(LiveScreen[EngineRows]):
         table = self.query_one("#engine-cycles", LiveTable)
         table.show(rows.cycles)
         table.border_subtitle = f"newest {len(rows.cycles)}"
-        self.ebb.deletion_paused = data.paused

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 
+from console.modals.group_ops import GroupExpireScreen, GroupMoveScreen
+
 if TYPE_CHECKING:
     from console.app import EbbApp
 
@@ -41,13 +43,9 @@ class GroupActions:
         return focused
 
     def action_expire_group(self) -> None:
-        from console.modals.group_ops import GroupExpireScreen
-
         if (focused := self._group_or_say()) is not None and self.app.allowed("expire a group"):
             self.app.push_screen(GroupExpireScreen(*focused))
 
     def action_move_group(self) -> None:
-        from console.modals.group_ops import GroupMoveScreen
-
         if (focused := self._group_or_say()) is not None and self.app.allowed("move a group"):
             self.app.push_screen(GroupMoveScreen(*focused))

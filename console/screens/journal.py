@@ -1,14 +1,20 @@
-"""Journal: the engine's cycles and actions (SPEC §6, §8), newest first, read-only.
+"""Journal: the engine's cycles, actions and policy changes (SPEC §6, §8), newest
+first, read-only, readable at 120 columns.
 
-- ``enter`` on a cycle (or on an action) shows only that cycle's actions, ``c``
-  shows every cycle's again;
-- ``a`` / ``A`` filter the actions by kind (next / previous of ``ACTION_KINDS``),
-  ``o`` to the topic of the action under the cursor (again: every topic);
+- each table shows what an operator reads first in full (an action's time, kind,
+  topic/partition, reason, messages, bytes and status; a cycle's start, trigger,
+  scope, status, deletions, bytes and time); the rest of the highlighted row is the
+  detail line under the tables;
+- newest first, following new rows while the cursor is on the first row; scrolled
+  away, the cursor stays put and the table's subtitle counts the ``N new`` above;
+- ``enter`` on a cycle (or on an action) shows only that cycle's actions (and no
+  other filter); ``a`` picks an action kind from a list, policy changes included;
+  ``o`` filters to the topic of the action under the cursor (again: every topic);
+  ``x`` clears every filter (and the search). The active filters are in the header;
 - ``tab`` moves between the two tables, ``/`` searches the one focused;
 - ``w`` writes (exports) the actions on screen, after every filter and in the order
   shown, as CSV and JSON under ``<data dir>/exports/``; also in read-only mode, as it
-  writes files, not the catalog (not ``E``: that expires a group in the group views);
-- the line under the tables shows the highlighted row in full (details, error).
+  writes files, not the catalog (not ``E``: that expires a group in the group views).
 
 Cycle, kind and topic filters run in SQL, so they reach actions older than the
 loaded window of the newest :data:`~console.model.journal.ROW_LIMIT` rows.
@@ -27,8 +33,12 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
 from console import format
+from console.errors import describe_error
 from console.host import ConsoleHost
+from console.modals.kind_picker import KindPicker
 from console.model.journal import (
+    KINDS,
+    CycleTimes,
     JournalData,
     JournalFilter,
     export_actions,
@@ -36,7 +46,8 @@ from console.model.journal import (
 )
 from console.screens.base import LiveScreen
 from console.widgets.cells import Palette, state
-from console.widgets.live_table import Column, LiveRow, LiveTable
+from console.widgets.filter_bar import FilterBar
+from console.widgets.live_table import Cell, Column, LiveRow, LiveTable
 
 CYCLE_COLUMNS = (
     Column("id", "Cycle"),
@@ -44,30 +55,24 @@ CYCLE_COLUMNS = (
     Column("trigger", "Trigger"),
     Column("scope", "Scope", width=16),
     Column("status", "Status"),
-    Column("planned", "Planned"),
-    Column("applied", "Applied"),
+    Column("deleted", "Deleted"),
     Column("freed", "Freed"),
-    Column("duration", "Took"),
-    Column("master", "Spark master"),
-    Column("error", "Error"),
+    Column("duration", "Took"),  # the whole cycle: planning and applying
 )
 
-# What an operator reads first is on the left; trigger and actor, rarely decisive,
-# come last (and are in the detail line of the highlighted action).
+#: the Engine view's: the whole cycle's time, then planning and applying apart
+ENGINE_CYCLE_COLUMNS = (*CYCLE_COLUMNS, Column("plan", "Planning"), Column("apply", "Applying"))
+
+# At 120 columns every one of these fits in full; the cycle, segment, offsets,
+# trigger, actor and details are in the detail line of the highlighted action.
 ACTION_COLUMNS = (
     Column("time", "Time"),
-    Column("cycle", "Cycle"),
     Column("action", "Action"),
-    Column("topic", "Topic"),
-    Column("partition", "Part"),
-    Column("segment", "Segment"),
-    Column("offsets", "Offsets"),
+    Column("where", "Topic/part"),
+    Column("reason", "Reason"),
     Column("messages", "Msgs"),
     Column("bytes", "Bytes"),
     Column("status", "Status"),
-    Column("reason", "Reason"),
-    Column("trigger", "Trigger"),
-    Column("actor", "Actor"),
 )
 
 
@@ -75,28 +80,32 @@ def scope_text(scope: Any) -> str:
     return "all" if scope == "all" else ", ".join(scope)
 
 
-def cycle_row(cycle: dict[str, Any], palette: Palette) -> LiveRow:
-    """One journaled cycle (shared with the Engine view)."""
+def cycle_row(cycle: dict[str, Any], palette: Palette, *, split: bool = False) -> LiveRow:
+    """One journaled cycle; ``split`` adds the planning and applying times (the Engine
+    view's :data:`ENGINE_CYCLE_COLUMNS`)."""
+    times = CycleTimes.of(cycle)
+    cells: tuple[Cell, ...] = (
+        str(cycle["id"]),
+        format.instant(cycle["started"]),
+        cycle["trigger"],
+        scope_text(cycle["scope"]),
+        state(cycle["status"], palette),
+        f"{format.count(cycle['applied'])} of {format.count(cycle['planned'])}",
+        format.size(cycle["bytes_freed"]),
+        format.elapsed(times.total_ms),
+    )
+    sorts: tuple[Any, ...] = (
+        cycle["id"], cycle["started"], cycle["trigger"], scope_text(cycle["scope"]), cycle["status"],
+        cycle["applied"], cycle["bytes_freed"], times.total_ms,
+    )
+    if split:
+        cells += (format.elapsed(times.plan_ms), format.elapsed(times.apply_ms))
+        sorts += (times.plan_ms, times.apply_ms)
     return LiveRow(
         key=str(cycle["id"]),
-        cells=(
-            str(cycle["id"]),
-            format.instant(cycle["started"]),
-            cycle["trigger"],
-            scope_text(cycle["scope"]),
-            state(cycle["status"], palette),
-            format.count(cycle["planned"]),
-            format.count(cycle["applied"]),
-            format.size(cycle["bytes_freed"]),
-            format.elapsed(cycle["duration_ms"]),
-            cycle["spark_master"] or "-",
-            cycle["error"] or "",
-        ),
-        sort_values=(
-            cycle["id"], cycle["started"], cycle["trigger"], scope_text(cycle["scope"]), cycle["status"],
-            cycle["planned"], cycle["applied"], cycle["bytes_freed"], cycle["duration_ms"],
-            cycle["spark_master"], cycle["error"],
-        ),
+        cells=cells,
+        sort_values=sorts,
+        search=f"{cycle['id']} {cycle['trigger']} {scope_text(cycle['scope'])} {cycle['status']} {cycle['error'] or ''}",
     )
 
 
@@ -105,8 +114,10 @@ def _offsets(action: dict[str, Any]) -> str:
     return "" if start is None and end is None else f"{format.count(start)}..{format.count(end)}"
 
 
-def _optional(value: int | None) -> str:
-    return "" if value is None else str(value)
+def where_text(action: dict[str, Any]) -> str:
+    """``orders/0``, ``orders``, or empty for an action on no topic (a pause)."""
+    topic = action["topic"] or ""
+    return topic if action["partition"] is None else f"{topic}/{action['partition']}"
 
 
 def action_row(action: dict[str, Any], palette: Palette) -> LiveRow:
@@ -114,32 +125,33 @@ def action_row(action: dict[str, Any], palette: Palette) -> LiveRow:
         key=str(action["id"]),
         cells=(
             format.instant(action["time"]),
-            _optional(action["cycle"]),
             action["action"],
-            action["topic"] or "",
-            _optional(action["partition"]),
-            _optional(action["segment"]),
-            _offsets(action),
+            where_text(action),
+            action["reason"] or "",
             "" if action["messages"] is None else format.count(action["messages"]),
             "" if action["bytes"] is None else format.size(action["bytes"]),
             state(action["status"], palette),
-            action["reason"] or "",
-            action["trigger"],
-            action["actor"],
         ),
         sort_values=(
-            action["time"], action["cycle"], action["action"], action["topic"], action["partition"],
-            action["segment"], action["start_offset"], action["messages"], action["bytes"], action["status"],
-            action["reason"], action["trigger"], action["actor"],
+            action["time"], action["action"], (action["topic"], action["partition"]), action["reason"],
+            action["messages"], action["bytes"], action["status"],
+        ),
+        search=" ".join(
+            str(v) for v in (action["action"], where_text(action), action["reason"], action["status"],
+                             action["trigger"], action["actor"], action["cycle"]) if v is not None
         ),
     )
 
 
 def action_detail(action: dict[str, Any]) -> str:
-    """The whole action on one line: who, why, and its details object."""
-    parts = [f"action {action['id']}: {action['action']} by {action['actor']} ({action['trigger']})"]
-    if action["reason"]:
-        parts.append(f"reason {action['reason']}")
+    """The rest of the action on one line: cycle, segment, offsets, who, details."""
+    parts = [f"{action['action']} by {action['actor']} ({action['trigger']})"]
+    if action["cycle"] is not None:
+        parts.append(f"cycle {action['cycle']}")
+    if action["segment"] is not None:
+        parts.append(f"segment {action['segment']}")
+    if (offsets := _offsets(action)):
+        parts.append(f"offsets {offsets}")
     if action["settled"] is not None and action["settled"] != action["time"]:
         parts.append(f"settled {format.instant(action['settled'])}")
     if action["details"]:
@@ -149,6 +161,8 @@ def action_detail(action: dict[str, Any]) -> str:
 
 def cycle_detail(cycle: dict[str, Any]) -> str:
     parts = [f"cycle {cycle['id']}: {cycle['trigger']} by {cycle['actor']}, scope {scope_text(cycle['scope'])}"]
+    if cycle["spark_master"]:
+        parts.append(f"Spark {cycle['spark_master']}")
     if cycle["finished"] is not None:
         parts.append(f"finished {format.instant(cycle['finished'])}")
     if cycle["error"]:
@@ -193,9 +207,9 @@ class JournalScreen(LiveScreen[JournalRows]):
     VIEW_TITLE = "Journal"
     BINDINGS = [
         Binding("c", "all_cycles", "All cycles"),
-        Binding("a", "next_kind", "Kind filter"),
-        Binding("A", "previous_kind", "Kind back", show=False),
+        Binding("a", "pick_kind", "Kind"),
         Binding("o", "toggle_topic", "Topic filter"),
+        Binding("x", "clear_filters", "Clear filters"),
         Binding("w", "export", "Export"),
     ]
     DEFAULT_CSS = """
@@ -209,7 +223,7 @@ class JournalScreen(LiveScreen[JournalRows]):
         border-title-color: $primary;
     }
     JournalScreen #journal-detail {
-        height: 1;
+        height: 2;
         padding: 0 1;
         color: $text-muted;
     }
@@ -222,9 +236,9 @@ class JournalScreen(LiveScreen[JournalRows]):
         self._rows: JournalRows | None = None
 
     def compose_view(self) -> ComposeResult:
-        cycles = LiveTable(CYCLE_COLUMNS, id="cycles")
+        cycles = LiveTable(CYCLE_COLUMNS, id="cycles", follow=True)
         cycles.border_title = "Cycles"
-        actions = LiveTable(ACTION_COLUMNS, id="actions")
+        actions = LiveTable(ACTION_COLUMNS, id="actions", follow=True)
         actions.border_title = "Actions"
         yield cycles
         yield actions
@@ -242,14 +256,29 @@ class JournalScreen(LiveScreen[JournalRows]):
         actions = self.query_one("#actions", LiveTable)
         cycles.show(data.cycles)
         actions.show(data.actions)
-        cycles.border_subtitle = data.cycles_subtitle
-        actions.border_subtitle = data.actions_subtitle
+        self._show_subtitles()
         self._show_detail()
+
+    def _show_subtitles(self) -> None:
+        if self._rows is None:
+            return
+        for name, subtitle in (("cycles", self._rows.cycles_subtitle), ("actions", self._rows.actions_subtitle)):
+            table = self.query_one(f"#{name}", LiveTable)
+            new = f" · {table.new_above} new ↑ (home)" if table.new_above else ""
+            table.border_subtitle = subtitle + new
+
+    def title_text(self) -> str:
+        """The breadcrumb's part: ``Journal`` and, while any is on, every filter."""
+        search = self.query_one("#actions", LiveTable).filter_text if self.is_mounted else ""
+        active = [self.journal_filter.describe()] if self.journal_filter.active else []
+        active += [f'search "{search}"'] if search else []
+        return f"Journal [filtered: {' · '.join(active)} · x clears]" if active else "Journal"
 
     # -- the filters --------------------------------------------------------------------------
 
     def _refilter(self, journal_filter: JournalFilter) -> None:
         self.journal_filter = journal_filter
+        self.ebb.sync_top_bar(self)
         self.ebb.refresh_view()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
@@ -261,16 +290,37 @@ class JournalScreen(LiveScreen[JournalRows]):
             self._show_cycle(cycle)  # enter on an action: the rest of its cycle
 
     def _show_cycle(self, cycle: int) -> None:
-        self._refilter(replace(self.journal_filter, cycle=cycle))
+        """That cycle's actions, all of them: no kind, topic or search carries over."""
+        self._clear_search()
+        self._refilter(JournalFilter(cycle=cycle))
 
     def action_all_cycles(self) -> None:
         self._refilter(replace(self.journal_filter, cycle=None))
 
-    def action_next_kind(self) -> None:
-        self._refilter(self.journal_filter.next_kind(1))
+    def action_pick_kind(self) -> None:
+        def picked(choice: tuple[str | None] | None) -> None:
+            if choice is not None:
+                self._refilter(replace(self.journal_filter, action=choice[0]))
 
-    def action_previous_kind(self) -> None:
-        self._refilter(self.journal_filter.next_kind(-1))
+        self.app.push_screen(KindPicker(KINDS, self.journal_filter.action), picked)
+
+    def show_kind(self, kind: str | None) -> None:
+        """Only actions of ``kind``, every other filter cleared."""
+        self._clear_search()
+        self._refilter(JournalFilter(action=kind))
+
+    def action_clear_filters(self) -> None:
+        self._clear_search()
+        self._refilter(JournalFilter())
+
+    def _clear_search(self) -> None:
+        for table in self.query(LiveTable):
+            table.filter_text = ""
+        self.query_one(FilterBar).value = ""
+
+    def on_filter_bar_applied(self, event: FilterBar.Applied) -> None:
+        super().on_filter_bar_applied(event)
+        self.ebb.sync_top_bar(self)  # the search is a filter the header names
 
     def action_toggle_topic(self) -> None:
         if self.journal_filter.topic is not None:
@@ -299,8 +349,6 @@ class JournalScreen(LiveScreen[JournalRows]):
 
     @work(thread=True, exit_on_error=False, group="export")
     def _export(self, rows: list[dict[str, Any]]) -> None:
-        from console.app import describe_error  # console.app imports this module
-
         host = self.ebb.host
         try:
             csv_path, json_path = export_actions(rows, host.root, host.clock())
@@ -321,6 +369,10 @@ class JournalScreen(LiveScreen[JournalRows]):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()
+        table = event.data_table
+        if isinstance(table, LiveTable) and table.cursor_row == 0 and table.new_above:
+            table.new_above = 0  # back at the newest: everything above has been seen
+            self._show_subtitles()
         self._show_detail()
 
     def _show_detail(self) -> None:
@@ -328,4 +380,4 @@ class JournalScreen(LiveScreen[JournalRows]):
         detail = ""
         if table is not None and self._rows is not None and table.selected_key is not None:
             detail = self._rows.details.get((str(table.id), table.selected_key), "")
-        self.query_one("#journal-detail", Static).update(Text(detail, no_wrap=True, overflow="ellipsis"))
+        self.query_one("#journal-detail", Static).update(Text(detail, overflow="ellipsis"))

@@ -14,7 +14,7 @@ from console.host import ConsoleHost
 from console.model.overview import OverviewData, TopicSummary, load_overview
 from console.screens.base import LiveScreen
 from console.screens.topic_actions import TOPIC_BINDINGS, TopicActions
-from console.widgets.cells import Palette, gauge, state
+from console.widgets.cells import Palette, meter, state
 from console.widgets.engine_panel import EnginePanel
 from console.widgets.live_table import Column, LiveRow, LiveTable
 
@@ -31,22 +31,32 @@ COLUMNS = (
 
 
 def retention_text(topic: TopicSummary) -> str:
-    """The retain targets in force: time, and size when there is one."""
-    if topic.policy is None:
+    """Every finite limit in force, compactly: the targets (time, size), then the
+    hard caps (``cap 7d``, ``cap 8.0 KiB/p`` per partition); ``infinite`` when none."""
+    policy = topic.policy
+    if policy is None:
         return "-"
-    text = format.duration(topic.policy["retention_time"])  # type: ignore[arg-type]
-    size = topic.policy["retention_size"]
-    return text if size is None else f"{text} · {format.size(size)}"
+    limits = []
+    if policy["retention_time"] is not None:
+        limits.append(format.duration(policy["retention_time"]))  # type: ignore[arg-type]
+    if policy["retention_size"] is not None:
+        limits.append(format.size(policy["retention_size"]))  # type: ignore[arg-type]
+    if policy["max_time"] is not None:
+        limits.append(f"cap {format.duration(policy['max_time'])}")  # type: ignore[arg-type]
+    if policy["max_partition_size"] is not None:
+        limits.append(f"cap {format.size(policy['max_partition_size'])}/p")  # type: ignore[arg-type]
+    return " · ".join(limits) or "infinite"
 
 
 def topic_row(topic: TopicSummary, data: OverviewData, palette: Palette) -> LiveRow:
     retention = retention_text(topic)
     oldest_age = None if topic.oldest_timestamp is None else data.now - topic.oldest_timestamp
     states = topic.states(data.paused)
-    if topic.quota_bytes is None:
-        backlog = Text(format.size(topic.backlog_bytes))  # no quota: the figure alone
+    quota = topic.quota
+    if not quota.quota.finite:
+        backlog = Text(format.size(quota.backlog_bytes))  # no quota: the figure alone
     else:
-        backlog = gauge(topic.backlog_bytes, topic.quota_bytes, palette)
+        backlog = meter(quota.fraction, palette)  # the larger of size and age against quota
     return LiveRow(
         key=topic.name,
         cells=(
@@ -61,7 +71,7 @@ def topic_row(topic: TopicSummary, data: OverviewData, palette: Palette) -> Live
         ),
         sort_values=(
             topic.name, topic.partitions, topic.segments, topic.size_bytes, oldest_age,
-            retention, topic.backlog_bytes, states,
+            retention, quota.fraction if quota.quota.finite else quota.backlog_bytes, states,
         ),
     )
 
@@ -94,7 +104,6 @@ class OverviewScreen(TopicActions, LiveScreen[OverviewRows]):
         self.query_one("#topics", LiveTable).show(loaded.rows)
         self.query_one(EnginePanel).show(self.ebb.host.engine_status(), data.cycles, data.now)
         self.ebb.known_topics = [t.name for t in data.topics]
-        self.ebb.deletion_paused = data.paused
 
     def focused_topic(self) -> str | None:
         return self.query_one("#topics", LiveTable).selected_key

@@ -1,10 +1,8 @@
 """Quotas: every topic's backlog quota against its slowest subscriber (SPEC §4, §8).
 
 Topics with a quota come first; the others follow, marked ``no quota`` (see
-console/model/quotas.py). The gauges are the console's estimate from the catalog;
-the state is the engine's verdict from its last cycle, with how long it has held,
-or ``over quota`` when the estimate is over but the engine has not said so yet.
-``enter`` opens the topic."""
+console/model/quotas.py). The state is :meth:`QuotaStatus.label`, the value every
+view shows (console/model/quota.py). ``enter`` opens the topic."""
 
 from __future__ import annotations
 
@@ -19,7 +17,7 @@ from console import format
 from console.host import ConsoleHost
 from console.model.quotas import QuotasData, QuotaSummary, load_quotas
 from console.screens.base import LiveScreen
-from console.widgets.cells import Palette, gauge
+from console.widgets.cells import Palette, gauge, tone
 from console.widgets.live_table import Column, LiveRow, LiveTable
 
 #: gauges narrower than the overview's: this table has two of them
@@ -47,33 +45,28 @@ def against(figure: str, part: int | None, limit: int | None, limit_text: str, p
 def state_cell(topic: QuotaSummary, now: int, palette: Palette) -> Text:
     if topic.policy is None:
         return Text("invalid policy", style=palette.error)
-    if not topic.quota.finite:
-        return Text("no quota", style=palette.muted)
-    if topic.state.exceeded:
-        held = "" if topic.state.since is None else f" {format.since(now, topic.state.since)}"
-        return Text(f"exceeded{held}", style=palette.error)
-    if topic.breaches():
-        return Text("over quota", style=palette.warning)
-    return Text("ok", style=palette.success)
+    status = topic.status
+    return Text(status.label(now), style=tone(status.word, palette))
 
 
 def quota_row(topic: QuotaSummary, now: int, palette: Palette) -> LiveRow:
-    quota = topic.quota
+    status = topic.status
+    quota = status.quota
     state = state_cell(topic, now, palette)
-    policy = topic.backlog_policy if quota.finite else None
+    policy = status.backlog_policy
     return LiveRow(
         key=topic.topic,
         cells=(
             topic.topic,
             Text(policy or "-", style="" if policy else palette.muted),
-            against(format.size(topic.backlog_bytes), topic.backlog_bytes, quota.size_bytes,
+            against(format.size(status.backlog_bytes), status.backlog_bytes, quota.size_bytes,
                     format.size(quota.size_bytes), palette),
-            against(format.age(topic.oldest_ms), topic.oldest_ms, quota.age_ms,
+            against(format.age(status.oldest_ms), status.oldest_ms, quota.age_ms,
                     format.duration(quota.age_ms), palette),
             state,
             topic.furthest_behind or "-",
         ),
-        sort_values=(topic.topic, policy, topic.backlog_bytes, topic.oldest_ms, state.plain, topic.furthest_behind),
+        sort_values=(topic.topic, policy, status.backlog_bytes, status.oldest_ms, state.plain, topic.furthest_behind),
     )
 
 
@@ -96,10 +89,10 @@ class QuotasScreen(LiveScreen[QuotasRows]):
         with host.reading() as broker:
             data: QuotasData = load_quotas(broker)
         palette = Palette.of(self.app)  # a dict read; a theme switch reloads the view
-        with_quota = sum(1 for t in data.topics if t.quota.finite)
-        exceeded = sum(1 for t in data.topics if t.state.exceeded)
+        with_quota = sum(1 for t in data.topics if t.status.quota.finite)
+        alarming = sum(1 for t in data.topics if t.status.alarming)
         subtitle = (
-            f"{with_quota} of {len(data.topics)} topic(s) with a quota · {exceeded} exceeded · "
+            f"{with_quota} of {len(data.topics)} topic(s) with a quota · {alarming} over quota · "
             "backlog per partition, whole segments, subscribers only"
         )
         return QuotasRows(tuple(quota_row(t, data.now, palette) for t in data.topics), subtitle)

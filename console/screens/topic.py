@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from console import format
-from console.app import describe_error
+from console.errors import describe_error
 from console.host import ConsoleHost, EngineStatus
 from console.model.topic import (
     GroupState,
@@ -33,7 +33,7 @@ from console.model.topic import (
 from console.screens.base import LiveScreen
 from console.screens.group_actions import GROUP_BINDINGS, GroupActions
 from console.screens.topic_actions import TOPIC_BINDINGS, TopicActions
-from console.widgets.cells import Palette, age_bar, gauge
+from console.widgets.cells import Palette, age_bar, gauge, tone
 from console.widgets.live_table import Column, LiveRow, LiveTable
 from engine.policy.effective import EffectivePolicy
 from engine.policy.fields import FIELDS
@@ -61,7 +61,7 @@ SEGMENT_COLUMNS = (
     # and a live table sizes columns on its first rows.
     Column("decision", "Decision", 8),
     Column("reason", "Reason", 22),
-    Column("eligible", "Eligible", 11),
+    Column("eligible", "Eligible", 14),
 )
 
 GROUP_COLUMNS = (
@@ -120,12 +120,28 @@ def policy_value(policy: EffectivePolicy, field: str) -> str:
     return policy.entry(field).normalized
 
 
+def state_line(data: TopicData, palette: Palette) -> Text:
+    """``state over quota · over quota (size): evicts next cycle``: the words the
+    Overview shows, then the quota's own label when it is not ``ok``."""
+    text = Text("state ", style=palette.muted)
+    for index, word in enumerate(data.states):
+        if index:
+            text.append(", ")
+        text.append(word, style=tone(word, palette))
+    if data.quota.quota.finite:
+        text.append(" · backlog quota ", style=palette.muted)
+        text.append(data.quota.label(data.now), style=tone(data.quota.word, palette))
+    return text
+
+
 def policy_summary(data: TopicData, palette: Palette) -> Text:
     """The limits in force; values set on the topic are marked ``(topic)``."""
+    text = state_line(data, palette)
     if data.policy is None:
-        return Text(f"policy invalid: {data.policy_error}", style=palette.error)
+        text.append(f"\npolicy invalid: {data.policy_error}", style=palette.error)
+        return text
     policy = data.policy
-    text = Text()
+    text.append("\n")
     for number, line in enumerate(SUMMARY_LINES):
         if number:
             text.append("\n")
@@ -168,25 +184,36 @@ def time_limit(policy: EffectivePolicy | None) -> int | None:
     return retention if retention is not None else policy_limit(policy, "max_time")
 
 
-def eligible_text(eligible_at: int | None, now: int) -> str:
-    """``in 12m`` or ``5m ago``; ``-`` when time alone never makes it eligible."""
+def eligible_text(eligible_at: int | None, plan_now: int) -> str:
+    """Counted from the plan's instant, never from the clock (a plan must not look
+    fresher than it is): ``in 12m`` or ``5m before``; ``-`` when time alone never
+    makes it eligible."""
     if eligible_at is None:
         return "-"
-    return format.age(now - eligible_at) if eligible_at > now else f"{format.age(now - eligible_at)} ago"
+    if eligible_at > plan_now:
+        return f"in {format.age(eligible_at - plan_now)}"
+    return f"{format.age(plan_now - eligible_at)} before"
 
 
-def segment_row(s: SegmentState, now: int, limit_ms: int | None, palette: Palette) -> LiveRow:
+def segment_row(
+    s: SegmentState, now: int, limit_ms: int | None, palette: Palette, *, plan_now: int | None = None,
+    stale: bool = False,
+) -> LiveRow:
+    """``stale``: the plan is out of date, so its cells are muted (the subtitle says why)."""
     age = s.age_ms(now)
     decision = s.decision
-    if decision is None:
+    if decision is None or plan_now is None:
         plan_cells: tuple[Text | str, ...] = ("-", "-", "-")
         plan_sorts: tuple[object, ...] = (None, None, None)
         search = ""
     else:
+        reason = decision.reason
+        if reason == "KEEP_ACTIVE" and s.sealed:
+            reason = "KEEP_ACTIVE (then)"  # sealed since the plan: no longer its decision
         plan_cells = (
-            Text(decision.decision, style=palette.error if decision.decision == "delete" else ""),
-            Text(decision.reason, style=palette.warning if decision.detail else ""),
-            eligible_text(decision.eligible_at, now),
+            Text(decision.decision, style=palette.muted if stale else palette.error if decision.decision == "delete" else ""),
+            Text(reason, style=palette.muted if stale else palette.warning if decision.detail else ""),
+            Text(eligible_text(decision.eligible_at, plan_now), style=palette.muted if stale else ""),
         )
         plan_sorts = (decision.decision, decision.reason, decision.eligible_at)
         search = " ".join((decision.decision, decision.reason, decision.detail or "", format.instant(decision.eligible_at)))
@@ -237,10 +264,10 @@ def plan_note(data: TopicData, status: EngineStatus) -> str:
     if data.plan_now is not None:
         deleting = [s for s in data.segments if s.decision is not None and s.decision.decision == "delete"]
         freed = sum(s.size_bytes for s in deleting)
-        return (
-            f"plan of {format.since(data.now, data.plan_now)} ago: "
-            f"{len(deleting)} to delete ({format.size(freed)}) · v plans again"
-        )
+        age = format.since(data.now, data.plan_now)
+        if data.plan_stale is not None:
+            return f"STALE plan of {age} ago ({data.plan_stale}) · v plans again"
+        return f"plan of {age} ago: {len(deleting)} to delete ({format.size(freed)}) · v plans again"
     if status.session == "ready":
         return "no plan yet · v plans now"
     if status.session == "off":
@@ -280,7 +307,10 @@ def topic_rows(data: TopicData, status: EngineStatus, palette: Palette) -> Topic
         partitions_note=f"{len(data.partitions)} partition(s) · {format.size(total)}",
         partitions=[partition_row(p, cap, palette) for p in data.partitions],
         segments_note=plan_note(data, status),
-        segments=[segment_row(s, data.now, aging_limit, palette) for s in data.segments],
+        segments=[
+            segment_row(s, data.now, aging_limit, palette, plan_now=data.plan_now, stale=data.plan_stale is not None)
+            for s in data.segments
+        ],
         groups_note=groups_note(data),
         groups=[group_row(g, data.now, palette) for g in data.groups],
     )

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 
+from console.modals.manual_ops import PurgeScreen, TruncateScreen
+from console.modals.policy_editor import PolicyEditorScreen
 from engine.broker import Broker
 from engine.prune.operations import SwitchResult, set_hold
 
@@ -23,9 +25,9 @@ TOPIC_BINDINGS = [
 ]
 
 
-def _toggle_hold(topic: str) -> Callable[[Broker], SwitchResult]:
+def _set_hold(topic: str, hold: bool) -> Callable[[Broker], SwitchResult]:
     def job(broker: Broker) -> SwitchResult:
-        return set_hold(broker, topic, not broker.policy(topic)["hold"], actor="console")
+        return set_hold(broker, topic, hold, actor="console")
 
     return job
 
@@ -51,8 +53,6 @@ class TopicActions:
         return topic
 
     def action_edit_policy(self) -> None:
-        from console.modals.policy_editor import PolicyEditorScreen
-
         if (topic := self._topic_or_say()) is not None and self.app.allowed("edit the policy"):
             self.app.push_screen(PolicyEditorScreen(topic))
 
@@ -61,17 +61,25 @@ class TopicActions:
             self.app.open_prune_now([topic])
 
     def action_toggle_hold(self) -> None:
-        if (topic := self._topic_or_say()) is not None:
-            self.app.perform(f"Hold {topic}", _toggle_hold(topic), _describe_switch)
+        """Hold at once (it only keeps data); release once confirmed (``y``): the next
+        cycle may delete what the hold kept."""
+        if (topic := self._topic_or_say()) is None:
+            return
+        facts = self.app.header_facts
+        if facts is None or topic not in facts.held:
+            self.app.perform(f"Hold {topic}", _set_hold(topic, True), _describe_switch)
+            return
+        self.app.ask(
+            f"Release {topic}?",
+            f"The hold on {topic} ends: the next cycle deletes what its policy makes eligible, "
+            "including everything the hold kept.",
+            lambda: self.app.perform(f"Release {topic}", _set_hold(topic, False), _describe_switch),
+        )
 
     def action_truncate(self) -> None:
-        from console.modals.manual_ops import TruncateScreen
-
         if (topic := self._topic_or_say()) is not None and self.app.allowed("truncate"):
             self.app.push_screen(TruncateScreen(topic))
 
     def action_purge(self) -> None:
-        from console.modals.manual_ops import PurgeScreen
-
         if (topic := self._topic_or_say()) is not None and self.app.allowed("purge"):
             self.app.push_screen(PurgeScreen(topic))

@@ -12,10 +12,21 @@ from dataclasses import dataclass
 from rich.style import Style
 from rich.text import Text
 from textual.app import App
+from textual.color import Color
 
 FULL, EMPTY = "█", "░"
 #: fraction of a limit from which a gauge or an age bar turns to ``warning``
 WARN_AT = 0.8
+#: how much of the foreground muted text keeps, blended into the surface: as much as
+#: reads at 4.5:1 on every background of every theme (tests/test_console_themes.py);
+#: a terminal's own ``dim`` has no such floor
+MUTED_WEIGHT = 0.7
+
+
+def muted_colour(variables: dict[str, str]) -> Color:
+    """Muted text (``-``, ``no quota``, empty bars): the foreground, faded toward the
+    surface."""
+    return Color.parse(variables["surface"]).blend(Color.parse(variables["foreground"]), MUTED_WEIGHT)
 
 
 @dataclass(frozen=True)
@@ -39,7 +50,7 @@ class Palette:
             success=style("success", "green"),
             warning=style("warning", "yellow"),
             error=style("error", "red"),
-            muted=Style(dim=True),
+            muted=Style(color=muted_colour(variables).hex),
             accent=style("accent", "cyan"),
         )
 
@@ -60,7 +71,13 @@ def gauge(part: int | None, whole: int | None, palette: Palette, *, width: int =
     """``███████░░░  70%`` of ``part`` against ``whole``; ``-`` with no limit."""
     if whole is None or part is None:
         return Text("-", style=palette.muted)
-    fraction = part / whole if whole else (1.0 if part else 0.0)
+    return meter(part / whole if whole else (1.0 if part else 0.0), palette, width=width)
+
+
+def meter(fraction: float | None, palette: Palette, *, width: int = 10) -> Text:
+    """``███████░░░  70%`` of a fraction already computed; ``-`` for None."""
+    if fraction is None:
+        return Text("-", style=palette.muted)
     text = Text(bar(fraction, width), style=palette.level(fraction))
     text.append(f" {fraction:>4.0%}")
     return text
@@ -77,10 +94,10 @@ def age_bar(age_ms: int | None, limit_ms: int | None, palette: Palette, *, width
     return Text(bar(fraction, width), style=palette.level(fraction))
 
 
-def state(text: str, palette: Palette) -> Text:
-    """A state word (a topic's, the engine's, a journaled cycle's or action's) in the
-    colour of its urgency."""
-    tone = {
+def tone(word: str, palette: Palette) -> Style:
+    """The colour of a state word's urgency (a topic's, the engine's, a journaled
+    cycle's or action's)."""
+    return {
         "ok": palette.success,
         "ready": palette.success,
         "done": palette.success,
@@ -92,9 +109,14 @@ def state(text: str, palette: Palette) -> Text:
         "starting": palette.warning,
         "skipped": palette.warning,
         "quota exceeded": palette.error,
+        "over quota": palette.warning,
         "invalid policy": palette.error,
         "failed": palette.error,
         "interrupted": palette.error,
         "rolled_back": palette.error,
-    }.get(text, palette.muted)
-    return Text(text, style=tone)
+    }.get(word, palette.muted)
+
+
+def state(text: str, palette: Palette) -> Text:
+    """A state word in the colour of its urgency."""
+    return Text(text, style=tone(text, palette))

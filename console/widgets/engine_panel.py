@@ -12,13 +12,15 @@ from textual.widgets import Sparkline, Static
 
 from console import format
 from console.host import EngineStatus
+from console.model.journal import CycleTimes
 
 
 def last_cycle_line(cycle: dict | None, now: int) -> str:
     """``cycle 12 done 34s ago in 2.1 s: 4 of 4 deleted, 12.0 MiB freed``."""
     if cycle is None:
         return "no cycle journaled yet"
-    duration = "" if cycle["duration_ms"] is None else f" in {format.elapsed(cycle['duration_ms'])}"
+    took = CycleTimes.of(cycle).total_ms
+    duration = "" if took is None else f" in {format.elapsed(took)}"
     line = (
         f"cycle {cycle['id']} {cycle['status']} {format.since(now, cycle['started'])} ago{duration}: "
         f"{cycle['applied']} of {cycle['planned']} deleted, {format.size(cycle['bytes_freed'])} freed"
@@ -57,6 +59,14 @@ class EnginePanel(Vertical):
     EnginePanel Sparkline {
         height: 2;
         margin-top: 1;
+    }
+    /* Theme colours that read at 4.5:1 on the surface (tests/test_console_themes.py);
+       Sparkline's own defaults fade to 1.6:1 on a light theme. */
+    EnginePanel Sparkline > .sparkline--min-color {
+        color: $secondary;
+    }
+    EnginePanel Sparkline > .sparkline--max-color {
+        color: $primary;
     }
     """
 

@@ -77,6 +77,9 @@ class LiveTable(DataTable[Cell]):
     BINDINGS = [
         Binding("s", "sort_next", "Sort", show=False),  # in the help: the footer is full
         Binding("S", "sort_reverse", "Reverse", show=False),
+        # To the first (newest) and last row, as in a pager; DataTable scrolls sideways.
+        Binding("home", "scroll_top", "First row", show=False),
+        Binding("end", "scroll_bottom", "Last row", show=False),
     ]
 
     filter_text: reactive[str] = reactive("", init=False)
@@ -88,9 +91,17 @@ class LiveTable(DataTable[Cell]):
     sort_reverse: reactive[bool] = reactive(False, init=False)
     """Sort descending."""
 
-    def __init__(self, columns: Sequence[Column], *, id: str | None = None, classes: str | None = None) -> None:
+    def __init__(
+        self, columns: Sequence[Column], *, id: str | None = None, classes: str | None = None, follow: bool = False
+    ) -> None:
+        """``follow``: rows come newest first; while the cursor is on the first row it
+        stays there as new rows arrive, otherwise it stays on its row and
+        :attr:`new_above` counts the rows that arrived above it."""
         super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=True)
         self.live_columns = tuple(columns)
+        self.follow = follow
+        #: rows that arrived above the cursor since it left the first row
+        self.new_above = 0
         self._rows_given: list[LiveRow] = []
         self._shown: list[LiveRow] = []
 
@@ -132,15 +143,23 @@ class LiveTable(DataTable[Cell]):
             self._shown = rows
             return
         selected = self.selected_key
+        following = self.follow and self.cursor_row == 0
+        seen = {r.key for r in self._shown}
         self.clear()
         for row in rows:
             self.add_row(*map(_plain, row.cells), key=row.key)
         self._shown = rows
-        if selected is not None:
+        if following:
+            self.new_above = 0
+            self.move_cursor(row=0, animate=False)
+        elif selected is not None:
             try:
-                self.move_cursor(row=self.get_row_index(selected), animate=False)
+                index = self.get_row_index(selected)
             except RowDoesNotExist:
-                pass
+                return
+            self.move_cursor(row=index, animate=False)
+            if self.follow:
+                self.new_above += sum(1 for r in rows[:index] if r.key not in seen)
 
     def _update_changed_cells(self, old_rows: list[LiveRow], new_rows: list[LiveRow]) -> None:
         """Write the cells that changed, then repaint once.

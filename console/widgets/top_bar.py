@@ -1,5 +1,10 @@
-"""The line at the top of every view: where we are, what the engine is doing, and
-the badges an operator must never miss (read-only, live paused, deletion paused)."""
+"""The header on every view, like k9s's: where we are (a breadcrumb), the badges an
+operator must never miss (deletion paused, topics over quota or held, read-only,
+live refresh off) and the engine (Spark's state, the schedule).
+
+It holds no state of its own: the app owns one :class:`~console.model.header.HeaderFacts`
+(loaded with every refresh) and the engine status (read every second without I/O),
+and puts them on the visible screen's header, so every screen says the same thing."""
 
 from __future__ import annotations
 
@@ -8,7 +13,11 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from console.host import EngineStatus
+from console.model.header import HeaderFacts
 from console.widgets.engine_panel import cycle_phrase
+
+#: how the Spark session's states read in the header, by urgency
+SESSION_VARIABLE = {"ready": "success", "failed": "error", "off": "foreground"}
 
 
 class TopBar(Widget):
@@ -22,7 +31,7 @@ class TopBar(Widget):
     """
 
     view_title: reactive[str] = reactive("")
-    """The view's name and context, e.g. ``Topic orders``."""
+    """The breadcrumb, e.g. ``Quotas › Topic orders``."""
 
     status: reactive[EngineStatus | None] = reactive(None)
     """The engine as last seen (no I/O to read it)."""
@@ -33,22 +42,40 @@ class TopBar(Widget):
     read_only: reactive[bool] = reactive(False)
     live: reactive[bool] = reactive(True)
     """Whether views refresh on their own."""
-    paused: reactive[bool] = reactive(False)
-    """Whether the engine's deletion is paused (from the catalog)."""
+    facts: reactive[HeaderFacts | None] = reactive(None)
+    """The data directory's global state, as the app last loaded it."""
+
+    @property
+    def paused(self) -> bool:
+        return self.facts is not None and self.facts.paused
+
+    def badges(self) -> list[tuple[str, str]]:
+        """``(text, theme variable)`` of each badge that applies, most urgent first."""
+        facts = self.facts
+        found = []
+        if facts is not None and facts.paused:
+            found.append(("DELETION PAUSED", "warning"))
+        if facts is not None and facts.over_quota:
+            found.append((f"{len(facts.over_quota)} OVER QUOTA", "error"))
+        if facts is not None and facts.held:
+            found.append((f"{len(facts.held)} HELD", "warning"))
+        if self.read_only:
+            found.append(("READ-ONLY", "error"))
+        if not self.live:
+            found.append(("LIVE OFF", "warning"))
+        return found
 
     def render(self) -> Text:
         variables = self.app.theme_variables
         text = Text(" Ebbtide ", style=f"bold {variables.get('primary', 'cyan')}")
-        text.append(f"│ {self.view_title} ")
+        text.append(f"│ {self.view_title} │")
+        for badge, variable in self.badges():
+            text.append(" ")
+            text.append(f" {badge} ", style=f"bold reverse {variables.get(variable, 'yellow')}")
         status = self.status
         if status is not None:
-            text.append(f"│ Spark {status.master}: {status.session} │ {cycle_phrase(status, self.now)} ")
-        if self.paused:
-            text.append(" DELETION PAUSED ", style=f"bold reverse {variables.get('warning', 'yellow')}")
-            text.append(" ")
-        if not self.live:
-            text.append(" LIVE OFF ", style=f"reverse {variables.get('warning', 'yellow')}")
-            text.append(" ")
-        if self.read_only:
-            text.append(" READ-ONLY ", style=f"bold reverse {variables.get('error', 'red')}")
+            colour = variables.get(SESSION_VARIABLE.get(status.session, "warning"), "")
+            text.append(f" │ Spark {status.master} ")
+            text.append(status.session, style=f"bold {colour}")
+            text.append(f" │ {cycle_phrase(status, self.now)} ")
         return text

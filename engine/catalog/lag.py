@@ -1,6 +1,6 @@
 """How far behind each group is, per partition: the figure the console's Topic, Groups,
 Quotas and Overview views and the metrics (engine/metrics) all show, computed in one
-SQL query (the console runs it off the UI thread).
+query of the catalog (engine/catalog/queries.py; the console runs it off the UI thread).
 
 Lag is counted from the group's effective position, ``max(position, log_start)``: data
 below the log start is gone, so a group cannot be behind on it.
@@ -19,22 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.catalog.catalog import Catalog
+from engine.catalog.queries import group_lags
 
-_LAG_SQL = """
-SELECT p.topic, p.group_name, g.kind, p.partition, p.position, p.committed_at,
-       pa.log_start_offset, pa.next_offset,
-       COALESCE(SUM(s.size_bytes), 0) AS lag_bytes,
-       MIN(s.first_timestamp) AS oldest_unconsumed
-FROM positions p
-JOIN groups g ON g.topic = p.topic AND g.name = p.group_name
-JOIN partitions pa ON pa.topic = p.topic AND pa.partition = p.partition
-LEFT JOIN segments s
-  ON s.topic = p.topic AND s.partition = p.partition
- AND s.next_offset > MAX(p.position, pa.log_start_offset)
-{where}
-GROUP BY p.topic, p.group_name, p.partition
-ORDER BY p.topic, p.group_name, p.partition
-"""
 
 
 @dataclass(frozen=True)
@@ -68,8 +54,7 @@ class PartitionLag:
 def partition_lags(catalog: Catalog, topic: str | None = None) -> list[PartitionLag]:
     """Every group's lag on every partition, or only ``topic``'s; call it inside
     ``catalog.read()`` to have it agree with the other queries of one refresh."""
-    where, params = ("WHERE p.topic = ?", (topic,)) if topic is not None else ("", ())
-    rows = catalog.db.query(_LAG_SQL.format(where=where), params)
+    rows = group_lags(catalog, None if topic is None else [topic])
     return [
         PartitionLag(
             topic=r["topic"],

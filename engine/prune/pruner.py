@@ -99,9 +99,11 @@ class Pruner:
         trigger: str = "schedule",
         actor: str = "engine",
         tag: str | None = None,
+        plan: Plan | None = None,
     ) -> CycleOutcome:
-        """Plan, then apply (or, with ``dry_run``, only journal) one cycle."""
-        plan = self.plan(now=now, topics=topics, tag=tag)
+        """Plan, then apply (or, with ``dry_run``, only journal) one cycle; ``plan``:
+        apply that plan of ``topics`` (one the operator previewed) instead of planning."""
+        plan = plan if plan is not None else self.plan(now=now, topics=topics, tag=tag)
         result = execute(
             self.broker,
             work_from_plan(plan.tables),

@@ -1,0 +1,70 @@
+"""Every text colour of every theme reads at WCAG AA (4.5:1) on every background the
+console draws text on (issue 14, deliverable 9). The ratios are computed from the
+theme files themselves, with the colours Textual derives from them."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+from textual.color import Color
+from textual.theme import Theme
+
+from console.widgets.cells import muted_colour
+
+THEMES = sorted((Path(__file__).resolve().parent.parent / "themes").glob("*.toml"))
+AA = 4.5
+#: the theme colours cells, badges and labels are written in
+TEXT = ("foreground", "primary", "secondary", "accent", "warning", "error", "success")
+
+
+def luminance(colour: Color) -> float:
+    def channel(value: int) -> float:
+        v = value / 255
+        return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * channel(colour.r) + 0.7152 * channel(colour.g) + 0.0722 * channel(colour.b)
+
+
+def contrast(a: Color, b: Color) -> float:
+    light, dark = sorted((luminance(a), luminance(b)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def backgrounds(variables: dict[str, str]) -> dict[str, Color]:
+    """Where text sits: the screen, boxes and tables, the header and table headings,
+    and a table's zebra stripe (DataTable: ``$surface-darken-1 40%`` over the surface)."""
+    surface = Color.parse(variables["surface"])
+    stripe = Color.parse(variables["surface-darken-1"]).with_alpha(0.4)
+    return {
+        "background": Color.parse(variables["background"]),
+        "surface": surface,
+        "panel": Color.parse(variables["panel"]),
+        "even row": surface + stripe,
+    }
+
+
+def test_the_contrast_formula_matches_wcag() -> None:
+    assert contrast(Color(0, 0, 0), Color(255, 255, 255)) == pytest.approx(21.0)
+    assert contrast(Color.parse("#777777"), Color(255, 255, 255)) == pytest.approx(4.48, abs=0.01)
+
+
+@pytest.mark.parametrize("path", THEMES, ids=[p.stem for p in THEMES])
+def test_every_text_colour_reads_at_aa_on_every_background(path: Path) -> None:
+    spec = tomllib.loads(path.read_text())
+    variables = Theme(**spec).to_color_system().generate()
+    colours = {name: Color.parse(spec[name]) for name in TEXT}
+    colours["muted"] = muted_colour(variables)
+    low = {
+        f"{text} on {where}": round(contrast(colour, background), 2)
+        for text, colour in colours.items()
+        for where, background in backgrounds(variables).items()
+        if contrast(colour, background) < AA
+    }
+    assert low == {}
+
+
+def test_three_themes_dark_light_and_high_contrast() -> None:
+    specs = [tomllib.loads(p.read_text()) for p in THEMES]
+    assert sorted(s["name"] for s in specs) == ["ebbtide-dark", "ebbtide-high-contrast", "ebbtide-light"]
