@@ -270,7 +270,7 @@ def _stages(spark: Any) -> list[dict[str, Any]]:
         sc = spark.sparkContext
         try:
             sc._jsc.sc().listenerBus().waitUntilEmpty()
-        except Exception:
+        except Exception:  # noqa: BLE001 - a JVM internal that may be missing; a pause serves too
             time.sleep(0.5)
         jvm = sc._jvm
         stages = sc._jsc.sc().statusStore().stageList(
@@ -296,7 +296,7 @@ def _stages(spark: Any) -> list[dict[str, Any]]:
                 }
             )
         return sorted(out, key=lambda s: s["stage"])
-    except Exception:
+    except Exception:  # noqa: BLE001 - the status store is a JVM internal: no stage records then
         return []
 
 
@@ -311,7 +311,7 @@ def _executions(spark: Any) -> Any:
 def _execution_count(spark: Any) -> int:
     try:
         return _executions(spark).executionsList().size()
-    except Exception:
+    except Exception:  # noqa: BLE001 - the status store is a JVM internal: no count then
         return 0
 
 
@@ -350,7 +350,7 @@ def _operators(spark: Any, first: int) -> list[dict[str, Any]]:
                 out.append({"execution": execution_id, "node": node.id(), "name": node.name(), "metrics": shown,
                             "contains": contains})
         return out
-    except Exception:
+    except Exception:  # noqa: BLE001 - the status store is a JVM internal: no metrics then
         return []
 
 

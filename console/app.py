@@ -127,8 +127,8 @@ class EbbApp(App[None]):
         self.known_topics: list[str] = []
         host.on_cycle = lambda _report: self.post_message(EngineCycled())
         # Before anything mounts: the first load already colours cells from the theme.
-        for theme in load_themes():
-            self.register_theme(theme)
+        for loaded in load_themes():
+            self.register_theme(loaded)
         self.theme = self._pick_theme()
 
     # -- start and stop -------------------------------------------------------------------

@@ -114,7 +114,7 @@ class ConsoleHost:
         self._latest_plan: LatestPlan | None = None
         self._plan_lock = threading.Lock()
         #: called (from a worker thread) after each scheduled cycle
-        self.on_cycle: Callable[[CycleReport], None] | None = None
+        self.on_cycle: Callable[[CycleReport], object] | None = None
 
     # -- brokers ------------------------------------------------------------------------
 

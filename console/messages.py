@@ -3,16 +3,19 @@ UI reaches the screen."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 from textual.screen import Screen
+
+if TYPE_CHECKING:
+    from console.screens.base import LiveScreen
 
 
 class ViewLoaded(Message):
     """A view's data, loaded off the UI thread."""
 
-    def __init__(self, screen: Screen, data: Any, load_ms: float) -> None:
+    def __init__(self, screen: LiveScreen[Any], data: Any, load_ms: float) -> None:
         super().__init__()
         self.screen = screen
         self.data = data

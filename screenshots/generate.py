@@ -25,14 +25,15 @@ import os  # noqa: E402
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
+from console_fixtures import NOW, TERMINAL, build_catalog, settle  # noqa: E402
+
 from console.app import EbbApp  # noqa: E402
 from console.host import ConsoleHost  # noqa: E402
 from console.settings import ConsoleSettings  # noqa: E402
-from console_fixtures import NOW, TERMINAL, build_catalog, settle  # noqa: E402
+from engine.broker import Broker  # noqa: E402
 from engine.journal.journal import Journal  # noqa: E402
 from engine.prune.operations import set_hold  # noqa: E402
 from engine.prune.session import SparkEngine  # noqa: E402
-from engine.broker import Broker  # noqa: E402
 
 Steps = Callable[[object], Awaitable[None]]
 

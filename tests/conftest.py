@@ -7,10 +7,10 @@ import io
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

@@ -17,8 +17,8 @@ import pytest
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
-from engine.broker import Broker  # noqa: E402
-from engine.store.batch import NewRecord  # noqa: E402
+from engine.broker import Broker
+from engine.store.batch import NewRecord
 
 #: the console's clock in every console test: 2026-11-21T12:00:00Z
 NOW = 1_795_262_400_000

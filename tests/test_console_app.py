@@ -6,16 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from console_fixtures import HOUR, NOW, TERMINAL, settle
 
 from console import format
 from console.model.overview import load_overview
 from console.screens.base import MUTATING_ACTIONS
 from console.widgets.live_table import LiveTable
 from console.widgets.top_bar import TopBar
-from console_fixtures import HOUR, NOW, TERMINAL, settle
 from engine.broker import Broker
 from engine.prune.operations import pause
-
 
 # -- formatting -----------------------------------------------------------------------------
 

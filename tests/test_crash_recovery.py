@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, ebb_command
+
 from console.cli.records import generated_value
 from engine.broker import Broker
 from engine.errors import StoreError

@@ -77,7 +77,7 @@ def test_seed_creates_a_topic_per_policy(data_dir: Path) -> None:
     # a backlog quota with eviction, and one that holds producers
     for backlog_policy in ("consumer_backlog_eviction", "producer_request_hold"):
         assert topics_where(
-            lambda t: policy[t]["backlog_policy"] == backlog_policy and policy[t]["backlog_size"] is not None
+            lambda t, backlog_policy=backlog_policy: policy[t]["backlog_policy"] == backlog_policy and policy[t]["backlog_size"] is not None
             and "subscriber" in groups[t].values()
         ), backlog_policy
     # a TTL on a protected topic with a subscriber

@@ -27,7 +27,6 @@ import pytest
 from engine.broker import Broker
 
 REPO = Path(__file__).resolve().parent.parent
-BENCH = REPO / "bench" / "load.py"
 TOPIC = "load"
 ERRORS = re.compile(r"database is locked|OperationalError|Traceback|ebb: error|ERROR|Fatal Python error")
 
@@ -42,7 +41,7 @@ def _value(producer: int, seq: int, size: int) -> bytes:
 def test_producers_consumer_and_prune_cycles_under_load(tmp_path: Path) -> None:
     record_size = 200
     argv = [
-        sys.executable, str(BENCH), "--engine", "executor", "--interval", "500ms",
+        sys.executable, "-m", "bench.load", "--engine", "executor", "--interval", "500ms",
         "--producers", "2", "--consumers", "1", "--partitions", "2",
         "--duration", "16", "--window", "4", "--settle", "0.5", "--baseline", "both",
         "--record-size", str(record_size), "--segment-size", "128KiB", "--max-partition-size", "1MiB",
@@ -113,7 +112,7 @@ def test_producers_consumer_and_prune_cycles_under_load(tmp_path: Path) -> None:
             spans = sorted(
                 (int(f[3]), int(f[4]))
                 for producer in (0, 1)
-                for f in (l.split() for l in (run_dir / f"producer-{producer}.acks").read_text().splitlines())
+                for f in (line.split() for line in (run_dir / f"producer-{producer}.acks").read_text().splitlines())
                 if len(f) == 9 and int(f[2]) == partition
             )
             assert spans[0][0] == 0 and all(a[1] == b[0] for a, b in pairwise(spans)), partition

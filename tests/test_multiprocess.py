@@ -12,8 +12,8 @@ import zlib
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, ebb_command
+
 from console.cli.records import generated_value
 from engine.broker import Broker
 from engine.store.batch import Record
@@ -194,7 +194,7 @@ def test_two_live_writers_taking_turns_on_one_partition(ebb, data_dir: Path) -> 
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     ) for key in KEYS}
-    sent = {key: 0 for key in KEYS}
+    sent = dict.fromkeys(KEYS, 0)
     try:
         for turn in range(rounds):
             for k, (key, proc) in enumerate(procs.items()):
@@ -283,7 +283,7 @@ def test_reader_never_sees_a_partial_record_while_two_processes_append(ebb, data
     procs = [producer(data_dir, "--partition", "0", *keyed_args(key, count, size=size)) for key in KEYS]
     try:
         position = 0  # the reader's next offset
-        last_index = {key: -1 for key in KEYS}
+        last_index = dict.fromkeys(KEYS, -1)
         polls = partial_views = 0
         group_position = 0
         deadline = time.monotonic() + 60
@@ -313,7 +313,7 @@ def test_reader_never_sees_a_partial_record_while_two_processes_append(ebb, data
         acks = finish(procs)
         assert sum(a["count"] for run in acks for a in run) == 2 * count
         assert position == 2 * count
-        assert last_index == {key: count - 1 for key in KEYS}
+        assert last_index == dict.fromkeys(KEYS, count - 1)
         assert partial_views >= 1, f"the reader never ran while the producers were writing ({polls} polls)"
         # A full re-read after the fact sees the same log.
         assert len(read_all(reader, 0)) == 2 * count

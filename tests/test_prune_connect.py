@@ -7,8 +7,8 @@ plan code serves a local session and a Connect client in one process.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

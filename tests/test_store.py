@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import InvalidInput
-from engine.store.batch import HEADER_SIZE, NewRecord, RECORD_OVERHEAD, encode_batch, read_header, scan
+from engine.store.batch import HEADER_SIZE, RECORD_OVERHEAD, NewRecord, encode_batch, read_header, scan
 from engine.store.partition import (
     MAX_BATCH_RECORDS,
     OffsetGap,

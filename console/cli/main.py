@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from console.cli import console_cmd, engine_cmd, groups, journal_log, manage, prune, records, topics, verify
 from console.cli.parser import OneLineParser, Run, mutates, one_line

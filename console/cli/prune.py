@@ -188,10 +188,10 @@ def run_explain(broker: Broker, args: argparse.Namespace) -> int:
         headers.insert(5, "SAVED")
     rows = []
     for s in segments:
-        row = [s["partition"], s["base_offset"], s["next_offset"], s["decision"], s["reason"], instant(s["eligible_at"]) if s["eligible_at"] is not None else None, s["detail"]]
+        cells = [s["partition"], s["base_offset"], s["next_offset"], s["decision"], s["reason"], instant(s["eligible_at"]) if s["eligible_at"] is not None else None, s["detail"]]
         if proposed is not None:
-            row.insert(5, f"{s['saved_decision']} {s['saved_reason']}")
-        rows.append(row)
+            cells.insert(5, f"{s['saved_decision']} {s['saved_reason']}")
+        rows.append(cells)
     print(table(headers, rows))
     return 0
 

@@ -32,6 +32,7 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Button, Footer, Input, Static
 
 from console.app import describe_error
+from console.modals.what_if_pane import WhatIfPane
 from console.model.policy_form import (
     Change,
     FieldEcho,
@@ -43,7 +44,6 @@ from console.model.policy_form import (
     save_policy,
 )
 from console.model.what_if import WhatIf, compare
-from console.modals.what_if_pane import WhatIfPane
 from console.widgets.cells import Palette
 from engine.policy.fields import FIELDS
 
@@ -173,7 +173,7 @@ class FieldRow(Horizontal):
         self.field_name = name
 
     @classmethod
-    def header(cls) -> "FieldRow":
+    def header(cls) -> FieldRow:
         return cls(None)
 
     def compose(self) -> ComposeResult:
@@ -270,7 +270,7 @@ class PolicyEditorScreen(ModalScreen[None]):
         self._preview_tag: str | None = None
 
     @property
-    def ebb(self) -> "EbbApp":
+    def ebb(self) -> EbbApp:
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ class JournalFilter:
     action: str | None = None
     topic: str | None = None
 
-    def next_kind(self, step: int = 1) -> "JournalFilter":
+    def next_kind(self, step: int = 1) -> JournalFilter:
         """The filter with the next (``step`` 1) or previous (-1) action kind."""
         position = KIND_CYCLE.index(self.action) + step
         return replace(self, action=KIND_CYCLE[position % len(KIND_CYCLE)])
@@ -88,7 +88,7 @@ def export_actions(rows: Sequence[dict[str, Any]], root: Path, now: int) -> tupl
     ``<root>/exports/journal-<UTC time>.csv`` and ``.json``; returns both paths."""
     directory = root / EXPORTS_DIR
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    stamp = datetime.fromtimestamp(now / 1000, tz=timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.fromtimestamp(now / 1000, tz=UTC).strftime("%Y%m%dT%H%M%SZ")
     name = _free_stem(directory, f"journal-{stamp}")
     csv_path, json_path = directory / f"{name}.csv", directory / f"{name}.json"
     # "x": should another process take the name meanwhile, fail rather than overwrite

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from console.model.lag import PartitionLag, partition_lags
 from engine.broker import Broker
 from engine.errors import InvalidPolicy
 from engine.journal.journal import Journal
 from engine.journal.state import EngineState
 from engine.policy.effective import EffectivePolicy, resolve
-from console.model.lag import PartitionLag, partition_lags
 
 #: how many recent cycles the engine panel's sparkline covers
 CYCLE_HISTORY = 60

@@ -15,8 +15,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from textual.binding import Binding
+from textual.message_pump import MessagePump
 
 if TYPE_CHECKING:
+    from textual import getters
+
     from console.app import EbbApp
 
 GROUP_BINDINGS = [
@@ -25,10 +28,11 @@ GROUP_BINDINGS = [
 ]
 
 
-class GroupActions:
+class GroupActions(MessagePump):
     """Mixin for a LiveScreen: implement :meth:`focused_group`."""
 
-    app: EbbApp
+    if TYPE_CHECKING:  # as a Screen's app, which the checker knows only as a plain App
+        app = getters.app(EbbApp)
 
     def focused_group(self) -> tuple[str, str] | None:
         """(topic, group) under the cursor, or None."""

@@ -34,8 +34,8 @@ def retention_text(topic: TopicSummary) -> str:
     """The retain targets in force: time, and size when there is one."""
     if topic.policy is None:
         return "-"
-    text = format.duration(topic.policy["retention_time"])  # type: ignore[arg-type]
-    size = topic.policy["retention_size"]
+    text = format.duration(topic.policy.limit("retention_time"))
+    size = topic.policy.limit("retention_size")
     return text if size is None else f"{text} · {format.size(size)}"
 
 

@@ -7,9 +7,11 @@ partition lock) and is reconciled from the files when a writer opens a partition
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Literal, Mapping
+from typing import Literal
 
 import sqlite_utils
 
@@ -79,7 +81,7 @@ class Catalog:
         self.db = db
 
     @classmethod
-    def open(cls, path: Path) -> "Catalog":
+    def open(cls, path: Path) -> Catalog:
         db = connect(path)
         ensure_schema(db)
         return cls(db)
@@ -87,11 +89,11 @@ class Catalog:
     def close(self) -> None:
         self.db.close()
 
-    def write(self):  # type: ignore[no-untyped-def]
+    def write(self) -> AbstractContextManager[sqlite_utils.Database]:
         """``with catalog.write():`` — one atomic write transaction."""
         return write_transaction(self.db)
 
-    def read(self):  # type: ignore[no-untyped-def]
+    def read(self) -> AbstractContextManager[sqlite_utils.Database]:
         """``with catalog.read():`` — queries inside see one consistent state."""
         return read_transaction(self.db)
 
@@ -118,11 +120,11 @@ class Catalog:
         its policy overrides go through :meth:`replace_overrides`, which journals them."""
         if self.has_topic(name):
             raise AlreadyExists(f"topic {name!r} already exists")
-        self.db["topics"].insert({"name": name, "partitions": partitions, "created_at": now_ms})
-        self.db["partitions"].insert_all(
+        self.db.table("topics").insert({"name": name, "partitions": partitions, "created_at": now_ms})
+        self.db.table("partitions").insert_all(
             [{"topic": name, "partition": p, "log_start_offset": 0, "next_offset": 0} for p in range(partitions)]
         )
-        self.db["segments"].insert_all(
+        self.db.table("segments").insert_all(
             [
                 {
                     "topic": name, "partition": p, "base_offset": 0, "next_offset": 0, "size_bytes": 0,
@@ -151,8 +153,8 @@ class Catalog:
             if old.get(field) != new.get(field)
         ]
         self.db.execute("DELETE FROM policies WHERE topic = ?", (topic,))
-        self.db["policies"].insert_all([{"topic": topic, "field": f, "value": v} for f, v in new.items()])
-        self.db["policy_changes"].insert_all(
+        self.db.table("policies").insert_all([{"topic": topic, "field": f, "value": v} for f, v in new.items()])
+        self.db.table("policy_changes").insert_all(
             [{"time": now_ms, "actor": actor, "topic": topic, "field": f, "old": o, "new": n} for f, o, n in changes]
         )
         return changes
@@ -168,7 +170,8 @@ class Catalog:
         return [
             PartitionRow(**r)
             for r in self.db.query(
-                "SELECT topic, partition, log_start_offset, next_offset FROM partitions WHERE topic = ? ORDER BY partition",
+                "SELECT topic, partition, log_start_offset, next_offset FROM partitions"
+                " WHERE topic = ? ORDER BY partition",
                 (topic,),
             )
         ]
@@ -193,7 +196,7 @@ class Catalog:
 
     def update_segments(self, topic: str, partition: int, infos: Iterable[SegmentInfo], next_offset: int) -> None:
         """Record the new extent of segments an append or roll changed."""
-        self.db["segments"].upsert_all(
+        self.db.table("segments").upsert_all(
             [
                 {
                     "topic": topic, "partition": partition, "base_offset": s.base_offset,
@@ -238,7 +241,7 @@ class Catalog:
         ]
 
     def add_quarantined(self, lost: QuarantinedRange) -> None:
-        self.db["quarantined"].upsert(
+        self.db.table("quarantined").upsert(
             {
                 "topic": lost.topic, "partition": lost.partition, "base_offset": lost.base_offset,
                 "next_offset": lost.next_offset, "path": lost.path, "reason": lost.reason,
@@ -279,10 +282,10 @@ class Catalog:
     ) -> None:
         if self._one("SELECT 1 FROM groups WHERE topic = ? AND name = ?", (topic, name)):
             raise AlreadyExists(f"group {name!r} already exists on topic {topic!r}")
-        self.db["groups"].insert(
+        self.db.table("groups").insert(
             {"topic": topic, "name": name, "kind": kind, "start_from": start_from, "created_at": now_ms}
         )
-        self.db["positions"].insert_all(
+        self.db.table("positions").insert_all(
             [
                 {"topic": topic, "group_name": name, "partition": p, "position": o, "committed_at": now_ms}
                 for p, o in positions.items()
@@ -294,7 +297,7 @@ class Catalog:
         self.db.execute("DELETE FROM groups WHERE topic = ? AND name = ?", (topic, name))
 
     def set_position(self, topic: str, group: str, partition: int, position: int, at_ms: int) -> None:
-        self.db["positions"].upsert(
+        self.db.table("positions").upsert(
             {"topic": topic, "group_name": group, "partition": partition, "position": position, "committed_at": at_ms},
             pk=("topic", "group_name", "partition"),
         )

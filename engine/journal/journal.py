@@ -13,6 +13,7 @@ Timestamps are epoch milliseconds; ``details`` is a JSON object.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -135,6 +136,13 @@ def _action_row(row: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _inserted_id(cursor: sqlite3.Cursor) -> int:
+    """The rowid of the row an INSERT just wrote (sqlite3 sets it on every INSERT)."""
+    if cursor.lastrowid is None:
+        raise TypeError("the statement inserted no row")
+    return cursor.lastrowid
+
+
 def _limit(limit: int | None) -> int:
     """A LIMIT parameter; None means all rows (SQLite reads -1 so)."""
     return -1 if limit is None else limit
@@ -193,7 +201,7 @@ class Journal:
                     spark_master,
                 ),
             )
-            return int(cursor.lastrowid)
+            return _inserted_id(cursor)
 
     def finish_cycle(
         self,
@@ -252,7 +260,7 @@ class Journal:
                         status,
                     ),
                 )
-                ids.append(int(cursor.lastrowid))
+                ids.append(_inserted_id(cursor))
         return ids
 
     def settle(

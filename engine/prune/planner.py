@@ -441,7 +441,8 @@ def _rules(marked: bool) -> dict[str, str]:
     return {
         **rules,
         "pos_eff": pos_eff,
-        "pos_ttl": f"(CASE WHEN {subscriber} AND message_ttl IS NOT NULL THEN greatest({pos_eff}, tc_ttl) ELSE {pos_eff} END)",
+        "pos_ttl": f"(CASE WHEN {subscriber} AND message_ttl IS NOT NULL"
+        f" THEN greatest({pos_eff}, tc_ttl) ELSE {pos_eff} END)",
         "holding": f"({subscriber} AND NOT {expired} AND protect)",
         "roll": _flag("now - active_first_ts >= segment_roll"),
         "live": _flag(f"{rules['segment']} AND next_offset > H"),
@@ -483,7 +484,8 @@ def _level_one() -> str:
         [
             _names([*_RANKED, "active_first_ts"]),
             f"{flags} AS flags",
-            f"CASE WHEN {rules['is_sealed']} THEN least(max_timestamp + retention_time + 1, max_timestamp + max_time + 1) END"
+            f"CASE WHEN {rules['is_sealed']}"
+            " THEN least(max_timestamp + retention_time + 1, max_timestamp + max_time + 1) END"
             " AS eligible_at",
             f"{holding} AS holding",
             *(f"{outside(eligibility)} AS {name}" for name, eligibility in _FIRST_NOT.items()),
@@ -623,7 +625,8 @@ def _output() -> str:
 
     segment, group = rules["segment"], rules["group"]
     columns = [
-        f"CAST(CASE WHEN {segment} THEN {SEGMENT_ROW} WHEN {group} THEN {GROUP_ROW} ELSE {PARTITION_ROW} END AS TINYINT)"
+        f"CAST(CASE WHEN {segment} THEN {SEGMENT_ROW} WHEN {group} THEN {GROUP_ROW}"
+        f" ELSE {PARTITION_ROW} END AS TINYINT)"
         " AS `row`",
         "CAST(pid AS INT) AS pid",
         f"CAST(CASE WHEN {segment} THEN rn END AS INT) AS rn",

@@ -419,7 +419,7 @@ class SparkEngine:
         options["spark.driver.extraJavaOptions"] = local_java_options(
             self._log_dir, self._conf.get("spark.driver.extraJavaOptions", "")
         )
-        conf.setAll(options.items())
+        conf.setAll(list(options.items()))
 
         with open(self.log_file, "ab") as log:
             gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
@@ -455,7 +455,8 @@ class SparkEngine:
         from pyspark.sql.connect.session import SparkSession as ConnectSession
 
         spark = ConnectSession.builder.remote(self._remote).create()
-        spark.registerProgressHandler(self._on_connect_progress)
+        # Typed as an ABC, but the client calls any handler with keywords only (pyspark's own docs register a function).
+        spark.registerProgressHandler(self._on_connect_progress)  # type: ignore[arg-type]
         try:
             client = spark.client
             policies = client.get_retry_policies()

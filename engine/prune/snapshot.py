@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -74,7 +74,7 @@ class Snapshot:
 
 
 def _arrow(rows: Sequence[tuple], schema: pa.Schema) -> pa.Table:
-    columns = list(zip(*rows)) if rows else [[] for _ in schema]
+    columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [[] for _ in schema]
     return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)
 
 
@@ -104,11 +104,11 @@ def _thresholds(policy: EffectivePolicy, now: int, has_subscribers: bool) -> dic
     """The record-level time cuts a topic needs: kind -> threshold θ (RETENTION.md)."""
     wanted: dict[str, int | None] = {}
     if policy["granularity"] == "message":
-        wanted["retention"] = policy["retention_time"]
-        wanted["max_time"] = policy["max_time"]
+        wanted["retention"] = policy.limit("retention_time")
+        wanted["max_time"] = policy.limit("max_time")
     if has_subscribers:
-        wanted["ttl"] = policy["message_ttl"]
-        wanted["backlog_age"] = policy["backlog_age"]
+        wanted["ttl"] = policy.limit("message_ttl")
+        wanted["backlog_age"] = policy.limit("backlog_age")
     return {kind: now - limit for kind, limit in wanted.items() if limit is not None}
 
 
@@ -141,7 +141,8 @@ def build_snapshot(
         where, params = _in("topic", names)
         partition_rows = list(
             db.conn.execute(
-                f"SELECT topic, partition, log_start_offset, next_offset FROM partitions{where} ORDER BY topic, partition",
+                f"SELECT topic, partition, log_start_offset, next_offset FROM partitions{where}"
+                " ORDER BY topic, partition",
                 params,
             )
         )

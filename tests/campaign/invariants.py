@@ -131,7 +131,10 @@ class Checker:
                 self.tally.records_read += len(records)
                 where = f"{topic}/{p}"
                 if [r.offset for r in records] != list(range(row.log_start_offset, row.next_offset)):
-                    out.append(f"{where}: records from the log start {row.log_start_offset} are not dense up to {row.next_offset}")
+                    out.append(
+                        f"{where}: records from the log start {row.log_start_offset}"
+                        f" are not dense up to {row.next_offset}"
+                    )
                 found = {}
                 for r in records:
                     found[r.offset] = decode_value(r.value)
@@ -147,7 +150,8 @@ class Checker:
                         if found.get(offset) != expected:
                             out.append(
                                 f"{where}@{offset}: acknowledged record {expected} (log start "
-                                f"{row.log_start_offset}, end {row.next_offset}) reads as {found.get(offset, 'missing')}"
+                                f"{row.log_start_offset}, end {row.next_offset})"
+                                f" reads as {found.get(offset, 'missing')}"
                             )
                             break
         return out
@@ -292,7 +296,8 @@ def _check_protected_cut(where: str, policy: EffectivePolicy, cut: Iterable[Mapp
             tally.protected_deletions_checked += 1
             if a["end_offset"] > barrier and a["reason"] not in HARD_CAP_REASONS:
                 out.append(
-                    f"{where}: segment {a['segment']}..{a['end_offset']} deleted ({a['reason']}) above a subscriber at {barrier}"
+                    f"{where}: segment {a['segment']}..{a['end_offset']} deleted ({a['reason']})"
+                    f" above a subscriber at {barrier}"
                 )
         if a["action"] == "move_log_start" and a["end_offset"] > barrier and not capped:
             out.append(f"{where}: log start moved to {a['end_offset']} past a subscriber at {barrier} without a hard cap")
