@@ -25,9 +25,9 @@ from engine.broker import Broker
 from engine.clock import now_ms
 from engine.errors import EbbError
 from engine.prune.planner import Plan
-from engine.prune.pruner import CycleOutcome, Pruner, spark_engine_for
+from engine.prune.pruner import CycleOutcome, Pruner
 from engine.prune.scheduler import CycleReport, Scheduler
-from engine.prune.session import LOG_NAME, SparkEngine
+from engine.prune.session import LOG_NAME, SparkEngine, spark_engine_for
 
 
 def _signature(path: Path) -> tuple[int, int] | None:

@@ -37,7 +37,9 @@ def connect(path: Path) -> sqlite_utils.Database:
         conn.execute("PRAGMA foreign_keys = ON")
     except sqlite3.Error as error:
         raise StoreError(f"cannot open the catalog {path}: {error}") from None
-    return sqlite_utils.Database(conn)
+    # No sqlite-utils plugins: one installed for another tool must not change the
+    # catalog's connection, and finding them reads every installed package's metadata.
+    return sqlite_utils.Database(conn, execute_plugins=False)
 
 
 @contextmanager

@@ -10,8 +10,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from engine.broker import Broker
-from engine.config import Config
-from engine.datadir import DataDir
 from engine.errors import InvalidPolicy
 from engine.journal.journal import Entry, Journal
 from engine.prune.executor import CycleResult, execute
@@ -19,18 +17,6 @@ from engine.prune.planner import Plan, Planner
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import StoreRecordTimes, build_snapshot
 from engine.prune.work import work_from_plan
-
-
-def spark_engine_for(
-    config: Config, data: DataDir, *, master: str | None = None, remote: str | None = None
-) -> SparkEngine:
-    """The Spark engine the config names, unless ``master``/``remote`` override it
-    (the ``--spark-master`` and ``--spark-remote`` flags)."""
-    if master is None and remote is None:
-        master, remote = config.spark_master, config.spark_remote
-    return SparkEngine(
-        master=master or "local[*]", remote=remote, conf=config.spark_conf, log_dir=data.root / "logs"
-    )
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
+from engine.config import Config
+from engine.datadir import DataDir
 from engine.errors import PlanCancelled, SparkUnavailable
 
 if TYPE_CHECKING:
@@ -520,3 +522,15 @@ def _one_line(exc: BaseException) -> str:
         if line:
             return line[:300]
     return type(exc).__name__
+
+
+def spark_engine_for(
+    config: Config, data: DataDir, *, master: str | None = None, remote: str | None = None
+) -> SparkEngine:
+    """The Spark engine the config names, unless ``master``/``remote`` override it
+    (the ``--spark-master`` and ``--spark-remote`` flags)."""
+    if master is None and remote is None:
+        master, remote = config.spark_master, config.spark_remote
+    return SparkEngine(
+        master=master or "local[*]", remote=remote, conf=config.spark_conf, log_dir=data.root / "logs"
+    )
