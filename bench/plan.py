@@ -27,8 +27,8 @@ time goes: Parquet writing, the query's parsing and analysis on the driver, the
 optimizer and physical planning, execution with the Arrow collect (with Spark's
 stages and SQL operator metrics), and the split into plan tables in Python.
 
-Run from the repository root: ``python bench/plan.py`` (full size, about 3-6 minutes
-on the 2-core machine), ``python bench/plan.py --partitions 100 --segments 10`` (a
+Run from the repository root: ``python -m bench.plan`` (full size, about 3-6 minutes
+on the 2-core machine), ``python -m bench.plan --partitions 100 --segments 10`` (a
 quick check). The snapshot and the plan need about 1.5 GB of memory at full size.
 
 The machine's load average is printed before and after: other processes skew every
@@ -51,9 +51,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # bench.synthetic_catalog; reference model
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -71,7 +68,7 @@ TARGET_SECONDS = 3.0
 #: the model runs on everything up to this many segments, else on a sample of topics
 AUTO_MODEL_SEGMENTS = 100_000
 
-#: key columns of each plan table (as in tests/test_planner_property.py)
+#: key columns of each plan table (as in tests/prune/test_planner_property.py)
 KEYS = {
     "segments": ("topic", "partition", "base_offset"),
     "partitions": ("topic", "partition"),
@@ -102,7 +99,7 @@ def sample_topics(data: SyntheticCatalog, fraction: float) -> list[int]:
 
 def to_reference(data: SyntheticCatalog, topic_ids: list[int]) -> Any:
     """The model's ``RefCatalog`` of those topics (record timestamps as ranges)."""
-    from reference.catalog import Group, Partition, Policy, Position, RefCatalog, Segment, Topic
+    from tests.reference.catalog import Group, Partition, Policy, Position, RefCatalog, Segment, Topic
 
     partitions_of: dict[int, list[int]] = {}
     for p, t in enumerate(data.part_topic.tolist()):
@@ -506,7 +503,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     names = [data.topics[t].name for t in topic_ids]
     convert_s, reference = timed(to_reference, data, topic_ids)
     sample_segments = sum(len(p.segments) for t in reference.topics for p in t.partitions)
-    from reference import model
+    from tests.reference import model
 
     model_s, expected = timed(model.plan, reference, data.now)
     scale = data.segment_count / sample_segments

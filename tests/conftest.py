@@ -9,25 +9,16 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from console.cli.main import main
 from engine.broker import Broker
+from tests.support.cli import REPO, CliResult, ebb_command
 
-REPO = Path(__file__).resolve().parent.parent
-
-# The session-scoped Spark engine and Spark Connect server (tests/spark_fixtures.py).
-pytest_plugins = ["spark_fixtures", "console_fixtures"]
-
-
-@dataclass
-class CliResult:
-    code: int
-    out: str
-    err: str
+# The session-scoped Spark engine and Spark Connect server, and the console's fixed catalog.
+pytest_plugins = ["tests.support.spark_fixtures", "tests.support.console_fixtures"]
 
 
 @pytest.fixture
@@ -56,11 +47,6 @@ def ebb(data_dir: Path, monkeypatch: pytest.MonkeyPatch):
         return CliResult(code, out.getvalue(), err.getvalue())
 
     return run
-
-
-def ebb_command(data_dir: Path, *args: str) -> list[str]:
-    """The argv of a real ``ebb`` subprocess on ``data_dir``."""
-    return [sys.executable, "-m", "console.cli.main", "--data-dir", str(data_dir), *args]
 
 
 @pytest.fixture

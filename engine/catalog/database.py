@@ -27,7 +27,7 @@ def connect(path: Path) -> sqlite_utils.Database:
     if not path.exists():
         # Create the file with owner-only permissions before SQLite opens it. SQLite
         # gives the -wal and -shm files it creates the database file's permissions
-        # (not the umask's), so they are owner-only too (tests/test_access.py).
+        # (not the umask's), so they are owner-only too (tests/engine/test_access.py).
         os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     try:
         conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)

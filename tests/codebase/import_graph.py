@@ -4,7 +4,7 @@ Every import counts, wherever it is written (a function's deferred import too: i
 runs, just later), except those under ``if TYPE_CHECKING:``, which never run.
 Importing ``a.b.c`` runs ``a`` and ``a.b`` first, so it depends on those too.
 
-Run as a script to print the cycles: ``python tests/codebase/import_graph.py engine console``.
+Run as a script to print the cycles: ``python -m tests.codebase.import_graph engine console``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.cli import REPO
 
 Graph = dict[str, set[str]]
 

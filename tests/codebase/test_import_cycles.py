@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from import_graph import build, cycles, describe
+
+from tests.codebase.import_graph import build, cycles, describe
 
 
 def test_engine_has_no_import_cycle() -> None:

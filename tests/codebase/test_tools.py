@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.cli import REPO
+
 #: the venv's bin/ (not resolved: a venv's python is a link to the base interpreter)
 BIN = Path(sys.executable).parent
 
