@@ -34,9 +34,9 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from engine.broker import Broker
 from engine.store.batch import NewRecord, encode_batch

@@ -41,10 +41,10 @@ idle, in the busier variant; ``--profile``: every view). The machine's load aver
 is printed before and after: other processes skew every number. The script only
 reports; it never fails on a slow result.
 
-Run from the repository root: ``python bench/console.py --keep`` (the first run builds
+Run from the repository root: ``python -m bench.console --keep`` (the first run builds
 the 1M catalog, 6 s to a minute; ``--keep`` caches it; a full run took 16 minutes on
 the 2-core machine, most of it the tables' Idle handlers that ``cpu`` shows), or
-``python bench/console.py --partitions 1000 --segments 10 --topics 100`` (a quick
+``python -m bench.console --partitions 1000 --segments 10 --topics 100`` (a quick
 check).
 """
 
@@ -53,6 +53,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import functools
 import inspect
 import io
 import json
@@ -60,7 +61,6 @@ import os
 import pstats
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -69,24 +69,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT)]  # bench.synthetic_catalog, engine, console
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
-import textual  # noqa: E402
-from textual.css.query import NoMatches  # noqa: E402
-from textual.pilot import Pilot  # noqa: E402
-from textual.worker import WorkerCancelled  # noqa: E402
+import textual
+from textual.css.query import NoMatches
+from textual.pilot import Pilot
+from textual.worker import WorkerCancelled
 
-from bench.synthetic_catalog import generate  # noqa: E402
-from console.app import EbbApp  # noqa: E402
-from console.host import ConsoleHost  # noqa: E402
-from console.messages import ViewLoaded  # noqa: E402
-from console.settings import ConsoleSettings  # noqa: E402
-from console.widgets.live_table import LiveTable  # noqa: E402
-from engine.catalog.catalog import Catalog  # noqa: E402
-from engine.clock import now_ms  # noqa: E402
-from engine.demo import DemoTraffic  # noqa: E402
+from bench.synthetic_catalog import generate
+from console.app import EbbApp
+from console.host import ConsoleHost
+from console.messages import ViewLoaded
+from console.settings import ConsoleSettings
+from console.widgets.live_table import LiveTable
+from engine.catalog.catalog import Catalog
+from engine.clock import now_ms
+from engine.demo import DemoTraffic
 
 TARGET_MS = 100.0
 TERMINAL = (120, 40)
@@ -365,8 +363,7 @@ async def measure(subject: CatalogUnderTest, args: argparse.Namespace, settings:
                 if view.open is None:
                     opened = first
                 else:
-                    opener = view.open
-                    opened = await shown(pilot, lambda: opener(pilot, topic), f"the {view.name} view")
+                    opened = await shown(pilot, functools.partial(view.open, pilot, topic), f"the {view.name} view")
                 times: dict[str, Any] = {
                     "open": opened, "rows": table_rows(app),
                     "same": await refreshes(pilot, clock, args.refreshes, 0),

@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from engine.prune.pruner import MASTER_ENV
+from engine.prune.session import MASTER_ENV
 
 #: the whole ``ebb`` process, instrumented; prints one JSON line of phase times (s)
 _PHASES = """
@@ -48,7 +48,8 @@ began = time.monotonic()
 marks = {}
 from console.cli.prune import _explained
 from engine.broker import Broker
-from engine.prune.pruner import Pruner, spark_engine_for
+from engine.prune.pruner import Pruner
+from engine.prune.session import spark_engine_for
 marks["imports (CLI, engine, pyarrow)"] = time.monotonic()
 import pyspark.sql.connect.session
 marks["import Spark Connect client"] = time.monotonic()

@@ -77,12 +77,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
 from engine.broker import Broker
 from engine.store.batch import NewRecord
+
+#: the children run from the repository root, as ``python -m bench.load`` does
+REPO = Path(__file__).resolve().parent.parent
 
 TOPIC = "load"
 STOP_FILE = "STOP"
@@ -424,7 +423,7 @@ class Run:
         self.broker = Broker(self.data)
 
     def child_argv(self, role: str, *extra: str) -> list[str]:
-        return [sys.executable, str(Path(__file__).resolve()), "_child", role, "--data", str(self.data),
+        return [sys.executable, "-m", "bench.load", "_child", role, "--data", str(self.data),
                 "--run-dir", str(self.run_dir), *extra]
 
     def start_engine(self) -> None:
@@ -695,7 +694,8 @@ class Run:
         failed_topics = [r[0] for r in conn.execute(
             "SELECT details FROM actions WHERE action = 'topic_failed' LIMIT 10")]
         deleted = conn.execute(
-            "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM actions WHERE action = 'delete_segment' AND status = 'applied'"
+            "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM actions"
+            " WHERE action = 'delete_segment' AND status = 'applied'"
         ).fetchone()
         skipped = conn.execute("SELECT COUNT(*) FROM actions WHERE action = 'skipped'").fetchone()[0]
         return {"cycles": statuses, "segments_deleted": deleted[0], "bytes_freed": deleted[1],
@@ -714,7 +714,7 @@ class Run:
         for c in range(self.args.consumers):
             path = self.run_dir / f"consumer-{c}.log"
             if path.exists():
-                consumed += [(float(f[0]), int(f[2])) for f in (l.split() for l in path.read_text().splitlines()) if len(f) == 3]
+                consumed += [(float(f[0]), int(f[2])) for f in (line.split() for line in path.read_text().splitlines()) if len(f) == 3]
         per_window = []
         for w in self.windows:
             mine = [a for a in acks if w.start <= a.t < w.end]
@@ -872,7 +872,7 @@ def main(argv: list[str] | None = None) -> int:
         if idle:
             failures.append(f"{len(idle)} window(s) without a single acknowledged append")
         report = {
-            "config": " ".join(["bench/load.py", *argv]),
+            "config": " ".join(["-m bench.load", *argv]),
             "root": str(root), "load_before": load_before, "load_after": load_after,
             "engine_ready_s": run.engine_ready_s, "elapsed_s": time.monotonic() - started,
             **results, "verify": verify, "journal": journal, "cli_runs": run.cli_runs, "errors": errors,

@@ -36,8 +36,8 @@ parsing and analysis on the driver, the
 optimizer and physical planning, execution with the Arrow collect (with Spark's
 stages and SQL operator metrics), and the split into plan tables in Python.
 
-Run from the repository root: ``python bench/plan.py`` (full size, about 3-6 minutes
-on the 2-core machine), ``python bench/plan.py --partitions 100 --segments 10`` (a
+Run from the repository root: ``python -m bench.plan`` (full size, about 3-6 minutes
+on the 2-core machine), ``python -m bench.plan --partitions 100 --segments 10`` (a
 quick check). The snapshot and the plan need about 1.5 GB of memory at full size.
 The reference model comes from ``tests/reference`` and needs the test extra
 (``pip install -e '.[test]'``, for hypothesis); ``--no-model`` skips it.
@@ -63,9 +63,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # bench.synthetic_catalog; reference model
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -89,7 +86,7 @@ BASELINE_SEGMENTS = 2_000_000
 #: the model runs on everything up to this many segments, else on a sample of topics
 AUTO_MODEL_SEGMENTS = 100_000
 
-#: key columns of each plan table (as in tests/test_planner_property.py)
+#: key columns of each plan table (as in tests/prune/test_planner_property.py)
 KEYS = {
     "segments": ("topic", "partition", "base_offset"),
     "partitions": ("topic", "partition"),
@@ -120,7 +117,7 @@ def sample_topics(data: SyntheticCatalog, fraction: float) -> list[int]:
 
 def to_reference(data: SyntheticCatalog, topic_ids: list[int]) -> Any:
     """The model's ``RefCatalog`` of those topics (record timestamps as ranges)."""
-    from reference.catalog import Group, Partition, Policy, Position, RefCatalog, Segment, Topic
+    from tests.reference.catalog import Group, Partition, Policy, Position, RefCatalog, Segment, Topic
 
     partitions_of: dict[int, list[int]] = {}
     for p, t in enumerate(data.part_topic.tolist()):
@@ -288,7 +285,7 @@ def _stages(spark: Any) -> list[dict[str, Any]]:
         sc = spark.sparkContext
         try:
             sc._jsc.sc().listenerBus().waitUntilEmpty()
-        except Exception:
+        except Exception:  # noqa: BLE001 - a JVM internal that may be missing; a pause serves too
             time.sleep(0.5)
         jvm = sc._jvm
         stages = sc._jsc.sc().statusStore().stageList(
@@ -314,7 +311,7 @@ def _stages(spark: Any) -> list[dict[str, Any]]:
                 }
             )
         return sorted(out, key=lambda s: s["stage"])
-    except Exception:
+    except Exception:  # noqa: BLE001 - the status store is a JVM internal: no stage records then
         return []
 
 
@@ -329,7 +326,7 @@ def _executions(spark: Any) -> Any:
 def _execution_count(spark: Any) -> int:
     try:
         return _executions(spark).executionsList().size()
-    except Exception:
+    except Exception:  # noqa: BLE001 - the status store is a JVM internal: no count then
         return 0
 
 
@@ -368,7 +365,7 @@ def _operators(spark: Any, first: int) -> list[dict[str, Any]]:
                 out.append({"execution": execution_id, "node": node.id(), "name": node.name(), "metrics": shown,
                             "contains": contains})
         return out
-    except Exception:
+    except Exception:  # noqa: BLE001 - the status store is a JVM internal: no metrics then
         return []
 
 
@@ -560,7 +557,7 @@ def compare_with_model(args: argparse.Namespace, data: SyntheticCatalog, plan: P
     names = [data.topics[t].name for t in topic_ids]
     convert_s, reference = timed(to_reference, data, topic_ids)
     sample_segments = sum(len(p.segments) for t in reference.topics for p in t.partitions)
-    from reference import model
+    from tests.reference import model
 
     model_s, expected = timed(model.plan, reference, data.now)
     scale = data.segment_count / sample_segments

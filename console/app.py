@@ -122,8 +122,8 @@ class EbbApp(App[None]):
         host.on_cycle = lambda _report: self.post_message(EngineCycled())
         self._cycle_error: str | None = None
         # Before anything mounts: the first load already colours cells from the theme.
-        for theme in load_themes():
-            self.register_theme(theme)
+        for loaded in load_themes():
+            self.register_theme(loaded)
         self.theme = self._pick_theme()
 
     # -- start and stop -------------------------------------------------------------------

@@ -21,7 +21,7 @@ Command = tuple[str, str, Callable[[], object]]
 
 class EbbCommands(Provider):
     @property
-    def ebb(self) -> "EbbApp":
+    def ebb(self) -> EbbApp:
         return self.app  # type: ignore[return-value]
 
     def _commands(self) -> Iterator[Command]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import humanize
 
@@ -58,7 +58,7 @@ def instant(ms: int | None) -> str:
     """``2026-11-21 10:07:20`` in UTC: short enough for a table cell."""
     if ms is None:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def duration(ms: int | None) -> str:

@@ -27,9 +27,9 @@ from engine.clock import now_ms
 from engine.errors import EbbError
 from engine.forecast.forecast import Forecast, Request, forecast
 from engine.prune.planner import Plan
-from engine.prune.pruner import CycleOutcome, Pruner, spark_engine_for
+from engine.prune.pruner import CycleOutcome, Pruner
 from engine.prune.scheduler import CycleReport, Scheduler
-from engine.prune.session import LOG_NAME, SparkEngine
+from engine.prune.session import LOG_NAME, SparkEngine, spark_engine_for
 from engine.prune.snapshot import StoreRecordTimes
 
 
@@ -132,7 +132,7 @@ class ConsoleHost:
         #: held by a scheduled cycle, and by prune now from its re-check to its end
         self._cycle_gate = threading.Lock()
         #: called (from a worker thread) after each scheduled cycle
-        self.on_cycle: Callable[[CycleReport], None] | None = None
+        self.on_cycle: Callable[[CycleReport], object] | None = None
 
     # -- brokers ------------------------------------------------------------------------
 

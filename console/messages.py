@@ -3,7 +3,7 @@ UI reaches the screen."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 from textual.screen import Screen

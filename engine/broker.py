@@ -16,10 +16,10 @@ from __future__ import annotations
 import shutil
 import time
 import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from engine.catalog.catalog import Catalog, GroupKind, GroupRow, PartitionRow, StartFrom
 from engine.clock import format_instant, now_ms
@@ -154,7 +154,7 @@ class Broker:
         self._writers.clear()
         self.catalog.close()
 
-    def __enter__(self) -> "Broker":
+    def __enter__(self) -> Broker:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -172,7 +172,9 @@ class Broker:
             overrides = self.catalog.overrides(topic)
         return resolve(overrides, self.config.policy_defaults)
 
-    def create_topic(self, name: str, partitions: int = 1, policy: Mapping[str, str] | None = None, *, actor: str = "cli") -> EffectivePolicy:
+    def create_topic(
+        self, name: str, partitions: int = 1, policy: Mapping[str, str | None] | None = None, *, actor: str = "cli"
+    ) -> EffectivePolicy:
         check_topic_name(name)
         if not 1 <= partitions <= MAX_PARTITIONS:
             raise InvalidInput(f"invalid partition count {partitions}: use 1 to {MAX_PARTITIONS}")
@@ -263,8 +265,8 @@ class Broker:
                 result = writer.append(
                     records,
                     now_ms=self.clock(),
-                    segment_size=policy["segment_size"],
-                    segment_roll_ms=policy["segment_roll"],
+                    segment_size=policy.segment_size,
+                    segment_roll_ms=policy.limit("segment_roll"),
                 )
                 with self.catalog.write():
                     self.catalog.update_segments(topic, partition, result.changed, result.next_offset)
@@ -293,11 +295,11 @@ class Broker:
             return policy
         timeout = self.config.producer_hold_timeout_ms
         if policy["backlog_policy"] == "producer_exception" or timeout == 0:
-            raise self._over_quota(topic, policy["backlog_policy"], "appends are refused until it clears")
+            raise self._over_quota(topic, policy.choice("backlog_policy"), "appends are refused until it clears")
         deadline = None if timeout is None else time.monotonic() + timeout / 1000
         while True:
             left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
+            if timeout is not None and left is not None and left <= 0:
                 raise self._over_quota(
                     topic, "producer_request_hold", f"held {timeout / 1000:g} s and it did not clear"
                 )
@@ -350,7 +352,7 @@ class Broker:
         count = self.catalog.topic(topic).partitions
         if partition is not None and not 0 <= partition < count:
             raise NotFound(f"topic {topic!r} has no partition {partition} (it has partitions 0..{count - 1})")
-        segment_size = self.policy(topic)["segment_size"]
+        segment_size = self.policy(topic).segment_size
         largest = largest_record(segment_size)
         pending: dict[int, list[NewRecord]] = {}
         results: list[tuple[int, AppendResult]] = []

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from engine.errors import InvalidInput
 
 # Instants outside these bounds are typos (seconds given as ms, an extra digit).
 _MIN_MS = 0
 MAX_INSTANT_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # ASCII digits only: str.isdigit() also takes '²' and '٣', which int() refuses or
 # silently reads as other digits.
 _EPOCH_MS = re.compile(r"-?[0-9]+", re.ASCII)
@@ -36,7 +36,7 @@ def parse_instant(text: str) -> int:
                 f"invalid time {text!r}: use ISO 8601 (2026-11-21T10:00:00Z) or epoch milliseconds"
             ) from None
         if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
+            moment = moment.replace(tzinfo=UTC)
         # Exact integer arithmetic, floored: a float timestamp would round an instant
         # just before 1970 up to 0 and let it through.
         value = (moment - _EPOCH) // timedelta(milliseconds=1)

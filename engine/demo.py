@@ -35,7 +35,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -357,7 +357,7 @@ class _Producer(_Worker):
             if row.next_offset == 0:
                 self._send(broker, row.partition, stamps)
 
-    def _send(self, broker: Broker, partition: int, stamps: list[int | None]) -> None:
+    def _send(self, broker: Broker, partition: int, stamps: Sequence[int | None]) -> None:
         records = []
         for stamp in stamps:
             records.append(NewRecord(payload(self.topic.name, self.sequence, self.topic.record_bytes), timestamp=stamp))

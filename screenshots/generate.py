@@ -1,38 +1,35 @@
 """Regenerate ``screenshots/*.svg`` from the console itself.
 
 Every shot is the real app, headless at 120x40, on the fixed catalog the console's
-tests use (``tests/console_fixtures.py``: one topic per policy, lagging groups) at
+tests use (``tests/support/console_fixtures.py``: one topic per policy, lagging groups) at
 its fixed clock, so the pictures change only when the console does. A local Spark
 session is started once to show plan decisions, previews and a prune.
 
-Run from the repository root: ``python screenshots/generate.py`` (about a minute).
+Run from the repository root: ``python -m screenshots.generate`` (about a minute).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # console_fixtures: the fixed catalog
-
-import os  # noqa: E402
-
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
-from console.app import EbbApp  # noqa: E402
-from console.host import ConsoleHost  # noqa: E402
-from console.settings import ConsoleSettings  # noqa: E402
-from console_fixtures import NOW, TERMINAL, build_catalog, settle  # noqa: E402
-from engine.journal.journal import Journal  # noqa: E402
-from engine.prune.operations import set_hold  # noqa: E402
-from engine.prune.session import SparkEngine  # noqa: E402
-from engine.broker import Broker  # noqa: E402
+from console.app import EbbApp
+from console.host import ConsoleHost
+from console.settings import ConsoleSettings
+from engine.broker import Broker
+from engine.journal.journal import Journal
+from engine.prune.operations import set_hold
+from engine.prune.session import SparkEngine
+from tests.support.console_fixtures import NOW, TERMINAL, build_catalog, settle
+
+ROOT = Path(__file__).resolve().parent.parent
 
 Steps = Callable[[object], Awaitable[None]]
 

@@ -7,34 +7,25 @@ import io
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from console.cli.main import main
 from engine.broker import Broker
-from engine.prune.pruner import MASTER_ENV
-
-REPO = Path(__file__).resolve().parent.parent
+from engine.prune.session import MASTER_ENV
+from tests.support.cli import REPO, CliResult, ebb_command
 
 # Commands that plan run Spark in their own process, as `--spark-master local[*]`
 # would: the shared Spark service (a background server that outlives the command) is
-# started only by the tests of that service (tests/test_spark_service.py), which stop
+# started only by the tests of that service (tests/spark/test_service.py), which stop
 # it. Subprocesses inherit it.
 os.environ.setdefault(MASTER_ENV, "local[*]")
 
-# The session-scoped Spark engine and Spark Connect server (tests/spark_fixtures.py).
-pytest_plugins = ["spark_fixtures", "console_fixtures"]
-
-
-@dataclass
-class CliResult:
-    code: int
-    out: str
-    err: str
+# The session-scoped Spark engine and Spark Connect server, and the console's fixed catalog.
+pytest_plugins = ["tests.support.spark_fixtures", "tests.support.console_fixtures"]
 
 
 @pytest.fixture
@@ -63,11 +54,6 @@ def ebb(data_dir: Path, monkeypatch: pytest.MonkeyPatch):
         return CliResult(code, out.getvalue(), err.getvalue())
 
     return run
-
-
-def ebb_command(data_dir: Path, *args: str) -> list[str]:
-    """The argv of a real ``ebb`` subprocess on ``data_dir``."""
-    return [sys.executable, "-m", "console.cli.main", "--data-dir", str(data_dir), *args]
 
 
 @pytest.fixture

@@ -25,7 +25,8 @@ from engine.broker import Broker
 from engine.config import load_config
 from engine.errors import InvalidInput, SparkUnavailable
 from engine.prune import spark_service
-from engine.prune.pruner import MASTER_ENV, Pruner, spark_engine_for
+from engine.prune.pruner import Pruner
+from engine.prune.session import MASTER_ENV, spark_engine_for
 from engine.prune.session import SparkEngine
 
 NOW = "2099-01-01T00:00:00Z"  # the produced records all older than retention_time

@@ -7,6 +7,7 @@ The schedule runs in a thread of its own (engine/prune/scheduler.py); this threa
 only waits, so that a signal is handled at once: the wait between cycles ends, a plan
 running on Spark is cancelled, a cycle applying its plan runs to its end. A second
 signal stops at once (exit 130); the next cycle recovers what that interrupted.
+Spark and Arrow are imported by :func:`run_engine` (see console/cli/main.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import argparse
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.cli.metrics import serve_metrics
 from console.cli.parser import command, positive_int
@@ -24,8 +25,10 @@ from console.cli.render import emit_json, instant, size
 from engine.broker import Broker
 from engine.errors import InvalidInput, SparkUnavailable
 from engine.policy.units import InvalidValue, describe_duration, parse_duration
-from engine.prune.pruner import Pruner, spark_engine_for
-from engine.prune.scheduler import CycleReport, Scheduler
+from engine.prune.session import spark_engine_for
+
+if TYPE_CHECKING:
+    from engine.prune.scheduler import CycleReport
 
 _WAIT_SECONDS = 0.2
 
@@ -93,6 +96,9 @@ def report_line(report: CycleReport) -> str:
 
 
 def run_engine(broker: Broker, args: argparse.Namespace) -> int:
+    from engine.prune.pruner import Pruner
+    from engine.prune.scheduler import Scheduler
+
     interval = _interval(args.prune_interval)
     spark = spark_engine_for(broker.config, broker.data, master=args.spark_master, remote=args.spark_remote)
 

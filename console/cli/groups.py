@@ -1,4 +1,8 @@
-"""``ebb group create|list|commit|delete|expire|move``."""
+"""``ebb group create|list|commit|delete|expire|move``.
+
+``expire`` and ``move`` run through the executor, which loads Arrow: their handlers
+import it (see console/cli/main.py).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,6 @@ from console.cli.parser import command, non_negative_int
 from console.cli.render import emit_json, instant, table
 from engine.broker import Broker
 from engine.clock import parse_instant
-from engine.prune import operations
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -110,6 +113,8 @@ def run_delete(broker: Broker, args: argparse.Namespace) -> int:
 
 
 def run_expire(broker: Broker, args: argparse.Namespace) -> int:
+    from engine.prune import operations
+
     result = operations.expire_group(broker, args.topic, args.group, actor="cli")
     if args.json:
         emit_json(result.to_json())
@@ -119,6 +124,8 @@ def run_expire(broker: Broker, args: argparse.Namespace) -> int:
 
 
 def run_move(broker: Broker, args: argparse.Namespace) -> int:
+    from engine.prune import operations
+
     result = operations.move_group(
         broker, args.topic, args.group, args.partition,
         to_offset=args.to_offset,

@@ -4,20 +4,25 @@ saying what was done, or with ``--json`` one object.
 
 ``purge`` deletes every record of a topic, so it asks for ``--yes``; at a terminal,
 typing the topic name confirms it instead (as the console asks).
+
+The operations run through the executor, which loads Arrow: each handler imports them
+(see console/cli/main.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from console.cli.parser import command, non_negative_int, positive_int
 from console.cli.render import emit_json, size
 from engine.broker import Broker
 from engine.clock import parse_instant
 from engine.errors import InvalidInput
-from engine.prune import operations
-from engine.prune.operations import DeletionResult, SwitchResult
+
+if TYPE_CHECKING:
+    from engine.prune.operations import DeletionResult, SwitchResult
 
 ACTOR = "cli"
 
@@ -63,6 +68,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_truncate(broker: Broker, args: argparse.Namespace) -> int:
+    from engine.prune import operations
+
     if args.oldest_segments is not None:
         result = operations.delete_oldest(broker, args.topic, args.partition, args.oldest_segments, actor=ACTOR)
     elif args.before_time is not None:
@@ -76,6 +83,8 @@ def run_truncate(broker: Broker, args: argparse.Namespace) -> int:
 
 
 def run_purge(broker: Broker, args: argparse.Namespace) -> int:
+    from engine.prune import operations
+
     broker.catalog.topic(args.topic)
     if not args.yes:
         _confirm_purge(args.topic)
@@ -119,11 +128,15 @@ def _print_deletion(result: DeletionResult, as_json: bool) -> None:
 
 
 def run_hold(broker: Broker, args: argparse.Namespace) -> int:
+    from engine.prune import operations
+
     _print_switch(operations.set_hold(broker, args.topic, args.hold_on, actor=ACTOR), args.json)
     return 0
 
 
 def run_pause(broker: Broker, args: argparse.Namespace) -> int:
+    from engine.prune import operations
+
     result = operations.pause(broker, actor=ACTOR) if args.paused else operations.resume(broker, actor=ACTOR)
     _print_switch(result, args.json)
     return 0

@@ -1,15 +1,13 @@
 """``ebb prune`` and ``ebb explain``: one cycle, and every segment's decision.
 
 Both plan on Spark (SPEC §5); ``--spark-master`` / ``--spark-remote`` choose where.
+Spark and Arrow are imported by the functions that plan (see console/cli/main.py).
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING, Any
 
 from console.cli.parser import command, non_negative_int
 from console.cli.policy_flags import add_policy_flags, policy_changes
@@ -19,8 +17,13 @@ from engine.broker import Broker
 from engine.clock import parse_instant
 from engine.journal.journal import Journal
 from engine.policy.effective import merge_overrides
-from engine.prune.planner import Plan
-from engine.prune.pruner import Pruner, spark_engine_for
+from engine.prune.session import spark_engine_for
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from engine.prune.planner import Plan
+    from engine.prune.pruner import Pruner
 
 
 def add_spark_flags(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +57,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def _pruner(broker: Broker, args: argparse.Namespace) -> Pruner:
+    from engine.prune.pruner import Pruner
+
     spark = spark_engine_for(broker.config, broker.data, master=args.spark_master, remote=args.spark_remote)
     try:
         wait_for_spark(spark)
@@ -119,6 +124,8 @@ def run_prune(broker: Broker, args: argparse.Namespace) -> int:
 
 def _planned_actions(plan: Plan) -> list[dict[str, Any]]:
     """What a dry run would do: segment deletions and log start moves."""
+    import pyarrow.compute as pc
+
     deletions = plan.deletions()
     actions = [
         {
@@ -197,15 +204,17 @@ def run_explain(broker: Broker, args: argparse.Namespace) -> int:
         headers.insert(5, "SAVED")
     rows = []
     for s in segments:
-        row = [s["partition"], s["base_offset"], s["next_offset"], s["decision"], s["reason"], instant(s["eligible_at"]) if s["eligible_at"] is not None else None, s["detail"]]
+        cells = [s["partition"], s["base_offset"], s["next_offset"], s["decision"], s["reason"], instant(s["eligible_at"]) if s["eligible_at"] is not None else None, s["detail"]]
         if proposed is not None:
-            row.insert(5, f"{s['saved_decision']} {s['saved_reason']}")
-        rows.append(row)
+            cells.insert(5, f"{s['saved_decision']} {s['saved_reason']}")
+        rows.append(cells)
     print(table(headers, rows))
     return 0
 
 
 def _explained(plan: Plan, partition: int | None) -> list[dict[str, Any]]:
+    import pyarrow.compute as pc
+
     segments = plan.tables["segments"]
     if partition is not None:
         segments = segments.filter(pc.equal(segments["partition"], partition))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import base64
 import sys
-from typing import Iterator
+from collections.abc import Iterator
 
 from console.cli.parser import command, non_negative_int, positive_int
 from console.cli.render import emit_json

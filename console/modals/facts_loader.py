@@ -7,12 +7,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from textual import work
+from textual.message_pump import MessagePump
 from textual.worker import Worker, WorkerState
 
 from console.errors import describe_error
 from console.model.topic_facts import TopicFacts, load_topic_facts
 
 if TYPE_CHECKING:
+    from textual import getters
+
     from console.app import EbbApp
     from console.host import ConsoleHost
 
@@ -20,12 +23,13 @@ if TYPE_CHECKING:
 LOAD_WORKER = "topic-facts"
 
 
-class FactsLoader:
+class FactsLoader(MessagePump):
     """Mixin for a ModalScreen with a ``topic``: call :meth:`load_facts` on mount and
     implement :meth:`show_facts` and :meth:`show_load_error`."""
 
     topic: str
-    app: EbbApp
+    if TYPE_CHECKING:  # as a Screen's app, which the checker knows only as a plain App
+        app = getters.app(EbbApp)
 
     def load_facts(self) -> None:
         # The host is taken here, on the UI thread: a worker thread has no active app.
@@ -47,7 +51,7 @@ class FactsLoader:
         result = event.worker.result
         if isinstance(result, TopicFacts):
             self.show_facts(result)
-        else:
+        elif isinstance(result, str):
             self.show_load_error(result)
 
     def show_facts(self, facts: TopicFacts) -> None:

@@ -163,7 +163,8 @@ class GroupMoveScreen(TargetDialog[MoveRequest]):
         return self.facts.group_positions(self.group).get(partition.partition, partition.log_start_offset)
 
     def partition_label(self, partition: PartitionFacts) -> str:
-        return f"{partition.partition}  ·  at {self.position(partition):,}  ·  offsets {partition.log_start_offset:,} to {partition.next_offset:,}"
+        offsets = f"offsets {partition.log_start_offset:,} to {partition.next_offset:,}"
+        return f"{partition.partition}  ·  at {self.position(partition):,}  ·  {offsets}"
 
     def placeholder(self, mode: str, partition: PartitionFacts) -> str | None:
         if mode == "offset":

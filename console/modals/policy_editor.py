@@ -44,7 +44,6 @@ from console.model.policy_form import (
     save_policy,
 )
 from console.model.what_if import WhatIf, compare
-from console.modals.what_if_pane import WhatIfPane
 from console.widgets.cells import Palette
 from engine.policy.fields import FIELDS
 
@@ -174,7 +173,7 @@ class FieldRow(Horizontal):
         self.field_name = name
 
     @classmethod
-    def header(cls) -> "FieldRow":
+    def header(cls) -> FieldRow:
         return cls(None)
 
     def compose(self) -> ComposeResult:
@@ -273,7 +272,7 @@ class PolicyEditorScreen(ModalScreen[None]):
         self._preview_tag: str | None = None
 
     @property
-    def ebb(self) -> "EbbApp":
+    def ebb(self) -> EbbApp:
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:

@@ -384,6 +384,8 @@ class PruneNowScreen(ModalScreen[None]):
             self._show_preview(result.preview, changed=result.differences)
         elif isinstance(result, CycleOutcome):
             self._show_outcome(result)
+        elif not isinstance(result, Stopped):
+            return
         elif result.cancelled:
             self._set_phase("cancelled")
             self._status("Cancelled: nothing was deleted." if worker.name == CYCLE_WORKER else "Cancelled.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
@@ -95,7 +96,7 @@ class WhatIfPane(VerticalScroll):
     }
     """
 
-    def compose(self):  # type: ignore[no-untyped-def]
+    def compose(self) -> ComposeResult:
         yield Static(INVITATION, classes="muted")
 
     def on_mount(self) -> None:

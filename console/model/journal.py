@@ -131,7 +131,7 @@ def export_actions(rows: Sequence[dict[str, Any]], root: Path, now: int) -> tupl
     ``<root>/exports/journal-<UTC time>.csv`` and ``.json``; returns both paths."""
     directory = root / EXPORTS_DIR
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    stamp = datetime.fromtimestamp(now / 1000, tz=timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.fromtimestamp(now / 1000, tz=UTC).strftime("%Y%m%dT%H%M%SZ")
     name = _free_stem(directory, f"journal-{stamp}")
     csv_path, json_path = directory / f"{name}.csv", directory / f"{name}.json"
     # "x": should another process take the name meanwhile, fail rather than overwrite

@@ -21,7 +21,7 @@ from engine.broker import Broker
 from engine.errors import EbbError, InvalidPolicy
 from engine.journal.journal import Journal
 from engine.policy.effective import merge_overrides, resolve
-from engine.policy.fields import FIELDS, parse_field
+from engine.policy.fields import FIELDS, as_limit, parse_field
 from engine.policy.units import describe_duration, describe_size
 
 #: where a field's value comes from in the form:
@@ -91,9 +91,10 @@ def normal_form(name: str, text: str) -> str:
     policy_field = FIELDS[name]
     value = parse_field(name, text)
     normalized = policy_field.normalize(value)
-    if value is None or policy_field.kind not in ("duration", "size"):
+    limit = as_limit(value) if policy_field.kind in ("duration", "size") else None
+    if limit is None:
         return normalized
-    described = describe_duration(value) if policy_field.kind == "duration" else describe_size(value)
+    described = describe_duration(limit) if policy_field.kind == "duration" else describe_size(limit)
     return normalized if described.replace(" ", "") == normalized.replace(" ", "") else f"{described} = {normalized}"
 
 
@@ -106,7 +107,7 @@ class PolicyForm:
     overrides: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def opened(cls, saved: SavedPolicy) -> "PolicyForm":
+    def opened(cls, saved: SavedPolicy) -> PolicyForm:
         """The form as the editor opens: every field as saved."""
         return cls(saved, MappingProxyType(dict(saved.overrides)))
 
@@ -120,7 +121,7 @@ class PolicyForm:
         """What the field's input shows: its override, else its default."""
         return self.overrides.get(name, self.saved.defaults[name])
 
-    def typed(self, name: str, text: str) -> "PolicyForm":
+    def typed(self, name: str, text: str) -> PolicyForm:
         """The form with ``text`` typed into field ``name``.
 
         The input also reports the texts the editor puts in it (when it opens, on a
@@ -133,15 +134,15 @@ class PolicyForm:
             return self._with(name, None)
         return self._with(name, text)
 
-    def reset(self, name: str) -> "PolicyForm":
+    def reset(self, name: str) -> PolicyForm:
         """The form with field ``name`` back to the engine default (its override removed)."""
         return self._with(name, None)
 
-    def rebased(self, newer: SavedPolicy) -> "PolicyForm":
+    def rebased(self, newer: SavedPolicy) -> PolicyForm:
         """This form's changes on top of a newer saved policy (after another change)."""
         return PolicyForm(newer, MappingProxyType(merge_overrides(newer.overrides, self.changes())))
 
-    def _with(self, name: str, text: str | None) -> "PolicyForm":
+    def _with(self, name: str, text: str | None) -> PolicyForm:
         overrides = dict(self.overrides)
         if text is None:
             overrides.pop(name, None)

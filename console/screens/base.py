@@ -49,7 +49,7 @@ class LiveScreen(Screen[None], Generic[T]):
     VIEW_TITLE = ""
 
     @property
-    def ebb(self) -> "EbbApp":
+    def ebb(self) -> EbbApp:
         return self.app  # type: ignore[return-value]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -66,7 +66,7 @@ class LiveScreen(Screen[None], Generic[T]):
         """The view's own widgets."""
         yield from ()
 
-    def load(self, host: "ConsoleHost") -> T:
+    def load(self, host: ConsoleHost) -> T:
         """Read what the view shows. Runs in a worker thread: no widget access here."""
         raise NotImplementedError
 

@@ -15,10 +15,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from textual.binding import Binding
+from textual.message_pump import MessagePump
 
 from console.modals.group_ops import GroupExpireScreen, GroupMoveScreen
 
 if TYPE_CHECKING:
+    from textual import getters
+
     from console.app import EbbApp
 
 GROUP_BINDINGS = [
@@ -27,10 +30,11 @@ GROUP_BINDINGS = [
 ]
 
 
-class GroupActions:
+class GroupActions(MessagePump):
     """Mixin for a LiveScreen: implement :meth:`focused_group`."""
 
-    app: EbbApp
+    if TYPE_CHECKING:  # as a Screen's app, which the checker knows only as a plain App
+        app = getters.app(EbbApp)
 
     def focused_group(self) -> tuple[str, str] | None:
         """(topic, group) under the cursor, or None."""

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from textual.binding import Binding
+from textual.message_pump import MessagePump
 
 from console.modals.manual_ops import PurgeScreen, TruncateScreen
 from console.modals.policy_editor import PolicyEditorScreen
@@ -14,6 +15,8 @@ from engine.broker import Broker
 from engine.prune.operations import SwitchResult, set_hold
 
 if TYPE_CHECKING:
+    from textual import getters
+
     from console.app import EbbApp
 
 TOPIC_BINDINGS = [
@@ -38,10 +41,11 @@ def _describe_switch(result: SwitchResult) -> str:
     return f"{result.topic}: {'held: nothing of it is deleted' if result.operation == 'hold' else 'released'}"
 
 
-class TopicActions:
+class TopicActions(MessagePump):
     """Mixin for a LiveScreen: implement :meth:`focused_topic`."""
 
-    app: "EbbApp"
+    if TYPE_CHECKING:  # as a Screen's app, which the checker knows only as a plain App
+        app = getters.app(EbbApp)
 
     def focused_topic(self) -> str | None:
         raise NotImplementedError

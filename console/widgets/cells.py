@@ -40,7 +40,7 @@ class Palette:
     accent: Style
 
     @classmethod
-    def of(cls, app: App) -> "Palette":
+    def of(cls, app: App) -> Palette:
         variables = app.theme_variables
 
         def style(name: str, fallback: str) -> Style:

@@ -214,7 +214,7 @@ class Catalog:
             conn.damage = error
             raise error
 
-    def read(self):  # type: ignore[no-untyped-def]
+    def read(self) -> AbstractContextManager[sqlite_utils.Database]:
         """``with catalog.read():`` — queries inside see one consistent state."""
         return read_transaction(self.db)
 
@@ -317,11 +317,11 @@ class Catalog:
         its policy overrides go through :meth:`replace_overrides`, which journals them."""
         if self.has_topic(name):
             raise AlreadyExists(f"topic {name!r} already exists")
-        self.db["topics"].insert({"name": name, "partitions": partitions, "created_at": now_ms})
-        self.db["partitions"].insert_all(
+        self.db.table("topics").insert({"name": name, "partitions": partitions, "created_at": now_ms})
+        self.db.table("partitions").insert_all(
             [{"topic": name, "partition": p, "log_start_offset": 0, "next_offset": 0} for p in range(partitions)]
         )
-        self.db["segments"].insert_all(
+        self.db.table("segments").insert_all(
             [
                 {
                     "topic": name, "partition": p, "base_offset": 0, "next_offset": 0, "size_bytes": 0,
@@ -350,8 +350,8 @@ class Catalog:
             if old.get(field) != new.get(field)
         ]
         self.db.execute("DELETE FROM policies WHERE topic = ?", (topic,))
-        self.db["policies"].insert_all([{"topic": topic, "field": f, "value": v} for f, v in new.items()])
-        self.db["policy_changes"].insert_all(
+        self.db.table("policies").insert_all([{"topic": topic, "field": f, "value": v} for f, v in new.items()])
+        self.db.table("policy_changes").insert_all(
             [{"time": now_ms, "actor": actor, "topic": topic, "field": f, "old": o, "new": n} for f, o, n in changes]
         )
         return changes
@@ -367,7 +367,8 @@ class Catalog:
         return [
             PartitionRow(**r)
             for r in self.db.query(
-                "SELECT topic, partition, log_start_offset, next_offset FROM partitions WHERE topic = ? ORDER BY partition",
+                "SELECT topic, partition, log_start_offset, next_offset FROM partitions"
+                " WHERE topic = ? ORDER BY partition",
                 (topic,),
             )
         ]
@@ -403,7 +404,7 @@ class Catalog:
 
     def update_segments(self, topic: str, partition: int, infos: Iterable[SegmentInfo], next_offset: int) -> None:
         """Record the new extent of segments an append or roll changed."""
-        self.db["segments"].upsert_all(
+        self.db.table("segments").upsert_all(
             [
                 {
                     "topic": topic, "partition": partition, "base_offset": s.base_offset,
@@ -448,7 +449,7 @@ class Catalog:
         ]
 
     def add_quarantined(self, lost: QuarantinedRange) -> None:
-        self.db["quarantined"].upsert(
+        self.db.table("quarantined").upsert(
             {
                 "topic": lost.topic, "partition": lost.partition, "base_offset": lost.base_offset,
                 "next_offset": lost.next_offset, "path": lost.path, "reason": lost.reason,
@@ -489,10 +490,10 @@ class Catalog:
     ) -> None:
         if self._one("SELECT 1 FROM groups WHERE topic = ? AND name = ?", (topic, name)):
             raise AlreadyExists(f"group {name!r} already exists on topic {topic!r}")
-        self.db["groups"].insert(
+        self.db.table("groups").insert(
             {"topic": topic, "name": name, "kind": kind, "start_from": start_from, "created_at": now_ms}
         )
-        self.db["positions"].insert_all(
+        self.db.table("positions").insert_all(
             [
                 {"topic": topic, "group_name": name, "partition": p, "position": o, "committed_at": now_ms}
                 for p, o in positions.items()
@@ -504,7 +505,7 @@ class Catalog:
         self.db.execute("DELETE FROM groups WHERE topic = ? AND name = ?", (topic, name))
 
     def set_position(self, topic: str, group: str, partition: int, position: int, at_ms: int) -> None:
-        self.db["positions"].upsert(
+        self.db.table("positions").upsert(
             {"topic": topic, "group_name": group, "partition": partition, "position": position, "committed_at": at_ms},
             pk=("topic", "group_name", "partition"),
         )

@@ -49,7 +49,7 @@ def connect(path: Path) -> sqlite_utils.Database:
     if not path.exists():
         # Create the file with owner-only permissions before SQLite opens it. SQLite
         # gives the -wal and -shm files it creates the database file's permissions
-        # (not the umask's), so they are owner-only too (tests/test_access.py).
+        # (not the umask's), so they are owner-only too (tests/engine/test_access.py).
         os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     try:
         try:
@@ -67,7 +67,9 @@ def connect(path: Path) -> sqlite_utils.Database:
             return db
     except sqlite3.Error as error:
         raise StoreError(f"cannot open the catalog {path}: {error}") from None
-    return sqlite_utils.Database(conn)
+    # No sqlite-utils plugins: one installed for another tool must not change the
+    # catalog's connection, and finding them reads every installed package's metadata.
+    return sqlite_utils.Database(conn, execute_plugins=False)
 
 
 def share_again(db: sqlite_utils.Database) -> bool:

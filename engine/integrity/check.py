@@ -504,7 +504,7 @@ class _PartitionChecker:
 
     def _file(self, scan: SegmentScan, name: str, successor: int, last: bool) -> None:
         base, own_end = scan.base_offset, scan.next_offset
-        at = {"segment": base, "file": name, "offset": own_end}
+        at: dict[str, Any] = {"segment": base, "file": name, "offset": own_end}
         if scan.problem is not None and own_end < successor:
             gone = (max(base, self.log_start), successor)
             self._add(

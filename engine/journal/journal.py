@@ -13,6 +13,7 @@ Timestamps are epoch milliseconds; ``details`` is a JSON object.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -135,6 +136,13 @@ def _action_row(row: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _inserted_id(cursor: sqlite3.Cursor) -> int:
+    """The rowid of the row an INSERT just wrote (sqlite3 sets it on every INSERT)."""
+    if cursor.lastrowid is None:
+        raise TypeError("the statement inserted no row")
+    return cursor.lastrowid
+
+
 def _limit(limit: int | None) -> int:
     """A LIMIT parameter; None means all rows (SQLite reads -1 so)."""
     return -1 if limit is None else limit
@@ -142,7 +150,7 @@ def _limit(limit: int | None) -> int:
 
 class _Where:
     """A WHERE clause built from optional filters, every value a parameter; the terms
-    are literals of this module, never input (tests/test_access.py checks both)."""
+    are literals of this module, never input (tests/engine/test_access.py checks both)."""
 
     def __init__(self) -> None:
         self.terms: list[str] = []
@@ -193,7 +201,7 @@ class Journal:
                     spark_master,
                 ),
             )
-            return int(cursor.lastrowid)
+            return _inserted_id(cursor)
 
     def finish_cycle(
         self,
@@ -252,7 +260,7 @@ class Journal:
                         status,
                     ),
                 )
-                ids.append(int(cursor.lastrowid))
+                ids.append(_inserted_id(cursor))
         return ids
 
     def settle(
@@ -340,6 +348,28 @@ class Journal:
             "SELECT COALESCE(MAX(id), 0) FROM policy_changes WHERE topic = ?", (topic,)
         ).fetchone()
         return int(row[0])
+
+    def mentions_topic(self, topic: str) -> bool:
+        """Whether an action or a policy change names ``topic`` (a deleted topic's rows stay)."""
+        row = self.db.conn.execute(
+            "SELECT 1 FROM actions WHERE topic = ? UNION ALL SELECT 1 FROM policy_changes WHERE topic = ? LIMIT 1",
+            (topic, topic),
+        ).fetchone()
+        return row is not None
+
+    def latest_cycle_id(self) -> int:
+        """Id of the newest cycle, 0 before the first."""
+        return int(self.db.conn.execute("SELECT COALESCE(MAX(id), 0) FROM cycles").fetchone()[0])
+
+    def unfinished_cycle_after(self, cycle_id: int, *, trigger: str, actor: str) -> int | None:
+        """Id of the newest cycle after ``cycle_id`` of this trigger and actor that failed
+        or is still running, if any."""
+        row = self.db.conn.execute(
+            "SELECT id FROM cycles WHERE id > ? AND trigger = ? AND actor = ? AND status IN ('failed', 'running')"
+            " ORDER BY id DESC LIMIT 1",
+            (cycle_id, trigger, actor),
+        ).fetchone()
+        return None if row is None else int(row[0])
 
     # -- retention --------------------------------------------------------------------
 

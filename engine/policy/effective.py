@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from engine.policy.fields import FIELDS, Value, field_named, validate
+from engine.policy.fields import FIELDS, Value, as_limit, field_named, validate
 
 Source = Literal["default", "topic"]
 
@@ -47,6 +47,25 @@ class EffectivePolicy(Mapping[str, Value]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def limit(self, field: str) -> int | None:
+        """A duration (ms), size (bytes) or count field's value; ``None`` is no limit."""
+        return as_limit(self[field])
+
+    def choice(self, field: str) -> str:
+        """An enum field's value."""
+        value = self[field]
+        if not isinstance(value, str):
+            raise TypeError(f"{field} is not a choice: {value!r}")
+        return value
+
+    @property
+    def segment_size(self) -> int:
+        """Bytes: always finite and positive (:func:`validate` refuses anything else)."""
+        size = self.limit("segment_size")
+        if size is None:
+            raise TypeError("segment_size is infinite")
+        return size
 
     def entry(self, field: str) -> PolicyValue:
         """The full record of ``field``; ``KeyError`` if there is no such field."""

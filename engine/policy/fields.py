@@ -67,9 +67,9 @@ class PolicyField:
     def normalize(self, value: Value) -> str:
         """The normalized form shown next to every effective value (SPEC §3)."""
         if self.kind == "duration":
-            return format_duration(_limit(value))
+            return format_duration(as_limit(value))
         if self.kind == "size":
-            return format_size(_limit(value))
+            return format_size(as_limit(value))
         if self.kind == "count":
             return "unlimited" if value is None else str(value)
         if self.kind == "bool":
@@ -77,7 +77,7 @@ class PolicyField:
         return str(value)
 
 
-def _limit(value: Value) -> int | None:
+def as_limit(value: Value) -> int | None:
     """``value`` as a duration or size; a bool or str here is a caller's bug."""
     if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
@@ -224,7 +224,7 @@ def _check_order(
     """Refuse ``left operator right`` when both are present, finite and out of order."""
     if left not in values or right not in values:
         return
-    left_value, right_value = _limit(values[left]), _limit(values[right])
+    left_value, right_value = as_limit(values[left]), as_limit(values[right])
     if left_value is None or right_value is None:
         return
     holds = left_value >= right_value if operator == ">=" else left_value <= right_value
@@ -239,7 +239,7 @@ def _check_lone_zero(values: Mapping[str, Value]) -> None:
     """Pulsar's rule: a 0 retention_time or retention_size needs a 0 or infinite partner."""
     if "retention_time" not in values or "retention_size" not in values:
         return
-    time, size = _limit(values["retention_time"]), _limit(values["retention_size"])
+    time, size = as_limit(values["retention_time"]), as_limit(values["retention_size"])
     if (time == 0 and size) or (size == 0 and time):
         raise InvalidPolicy(
             f"invalid policy: retention_time ({describe_duration(time)}) and retention_size "

@@ -271,7 +271,7 @@ class _Cycle:
         A topic-level fact, so it goes before any partition in its own transaction."""
         if not tw.expired_groups:
             return
-        expiry = self.broker.policy(tw.topic)["subscription_expiry"]
+        expiry = self.broker.policy(tw.topic).limit("subscription_expiry")
         with self.catalog.write():
             current = {g.name: g for g in self.catalog.groups(tw.topic)}
             for expired, action_id in zip(tw.expired_groups, ids):
@@ -400,11 +400,11 @@ class _Cycle:
                 raise _Stale(f"subscriber group {group.name!r} is at {position}, below what the plan assumed")
 
         for move, move_ids in zip(pw.moves, ids.moves):
-            group = groups.get(move.group)
-            if group is None:
+            target = groups.get(move.group)
+            if target is None:
                 self.settle(move_ids, "skipped", {"message": "group removed since the plan"})
                 continue
-            position, committed_at = group.positions.get(pw.partition, (row.log_start_offset, group.created_at))
+            position, committed_at = target.positions.get(pw.partition, (row.log_start_offset, target.created_at))
             if position >= move.new_position:
                 self.settle(move_ids, "skipped", {"message": f"group already at {position}"})
                 continue
@@ -495,7 +495,7 @@ def _effect(broker: Broker, action: Mapping[str, Any]) -> ActionStatus:
         moved = catalog.partition(topic, action["partition"]).log_start_offset >= action["end_offset"]
         return "applied" if moved else "rolled_back"
     group = (action["details"] or {}).get("group")
-    current = {g.name: g for g in catalog.groups(topic)}.get(group)
+    current = next((g for g in catalog.groups(topic) if g.name == group), None)
     if kind == "group_expired":
         return "applied" if current is None else "rolled_back"
     if kind in _MOVE_ACTIONS and current is not None:

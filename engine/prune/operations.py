@@ -31,7 +31,7 @@ from engine.journal.journal import Entry, Journal
 from engine.journal.state import EngineState
 from engine.prune.executor import CycleResult, execute
 from engine.prune.snapshot import StoreRecordTimes, time_cut
-from engine.prune.work import GroupMove, PartitionWork, SegmentDeletion, Skip, TopicWork
+from engine.prune.work import GroupMove, MoveAction, PartitionWork, SegmentDeletion, Skip, TopicWork
 
 TRIGGER = "manual"
 DELETE_MANUAL = "DELETE_MANUAL"
@@ -191,7 +191,7 @@ def _moves_below(broker: Broker, topic: str, partition: int, log_start: int, new
         position = group.positions[partition][0]
         if position >= new_log_start:
             continue
-        action = "reader_moved" if group.kind == "reader" else "subscriber_overrun"
+        action: MoveAction = "reader_moved" if group.kind == "reader" else "subscriber_overrun"
         skipped = new_log_start - max(position, log_start)
         moves.append(GroupMove(group.name, group.kind, partition, position, new_log_start, (Skip(action, skipped),)))
     return tuple(moves)

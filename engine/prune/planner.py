@@ -487,7 +487,8 @@ def _rules(marked: bool) -> dict[str, str]:
         **rules,
         "pos_eff": pos_eff,  # pos_eff; "Inputs"
         # pos_after_ttl; "Per topic, before the cut" 2
-        "pos_ttl": f"(CASE WHEN {subscriber} AND message_ttl IS NOT NULL THEN greatest({pos_eff}, tc_ttl) ELSE {pos_eff} END)",
+        "pos_ttl": f"(CASE WHEN {subscriber} AND message_ttl IS NOT NULL"
+        f" THEN greatest({pos_eff}, tc_ttl) ELSE {pos_eff} END)",
         # barrier's candidates; "Per partition, the cut", Barrier
         "holding": f"({subscriber} AND NOT {expired} AND protect)",
         "roll": _flag("now - active_first_ts >= segment_roll"),  # idle_roll; "Per topic, before the cut" 4
@@ -530,7 +531,8 @@ def _level_one() -> str:
         [
             _names([*_RANKED, "active_first_ts"]),
             f"{flags} AS flags",
-            f"CASE WHEN {rules['is_sealed']} THEN least(max_timestamp + retention_time + 1, max_timestamp + max_time + 1) END"
+            f"CASE WHEN {rules['is_sealed']}"
+            " THEN least(max_timestamp + retention_time + 1, max_timestamp + max_time + 1) END"
             " AS eligible_at",
             f"{holding} AS holding",
             *(f"{outside(eligibility)} AS {name}" for name, eligibility in _FIRST_NOT.items()),
@@ -677,7 +679,8 @@ def _output() -> str:
 
     segment, group = rules["segment"], rules["group"]
     columns = [
-        f"CAST(CASE WHEN {segment} THEN {SEGMENT_ROW} WHEN {group} THEN {GROUP_ROW} ELSE {PARTITION_ROW} END AS TINYINT)"
+        f"CAST(CASE WHEN {segment} THEN {SEGMENT_ROW} WHEN {group} THEN {GROUP_ROW}"
+        f" ELSE {PARTITION_ROW} END AS TINYINT)"
         " AS `row`",
         "CAST(pid AS INT) AS pid",
         f"CAST(CASE WHEN {segment} THEN rn END AS INT) AS rn",

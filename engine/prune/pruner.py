@@ -11,8 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from engine.broker import Broker
-from engine.config import Config
-from engine.datadir import DataDir
 from engine.errors import InvalidPolicy
 from engine.journal.journal import Entry, Journal
 from engine.prune.executor import CycleResult, execute
@@ -20,29 +18,8 @@ from engine.prune.planner import Plan, Planner
 from engine.prune.scratch import scratch_dir
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import StoreRecordTimes, build_snapshot
-from engine.prune.spark_service import ServiceSpec
 from engine.prune.transport import Scratch
 from engine.prune.work import work_from_plan
-
-#: a master for an in-process Spark where neither flags nor config name one (the test
-#: suite sets it: no background server for its hundreds of short commands)
-MASTER_ENV = "EBB_SPARK_MASTER"
-
-
-def spark_engine_for(
-    config: Config, data: DataDir, *, master: str | None = None, remote: str | None = None
-) -> SparkEngine:
-    """The Spark engine of the ``--spark-master``/``--spark-remote`` flags, else of the
-    config file, else of ``$EBB_SPARK_MASTER``, else the data directory's shared service."""
-    if master is None and remote is None:
-        master, remote = config.spark_master, config.spark_remote
-    if master is None and remote is None:
-        master = os.environ.get(MASTER_ENV) or None
-    log_dir = scratch_dir(data.root, "logs")
-    if master is None and remote is None:
-        service = ServiceSpec(data.root, config.spark_conf, config.spark_idle_timeout_ms, log_dir)
-        return SparkEngine(conf=config.spark_conf, log_dir=log_dir, service=service)
-    return SparkEngine(master=master or "local[*]", remote=remote, conf=config.spark_conf, log_dir=log_dir)
 
 
 @dataclass(frozen=True)

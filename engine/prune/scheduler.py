@@ -270,8 +270,7 @@ class Scheduler:
 
     def _latest_cycle_id(self) -> int:
         try:
-            row = self.broker.catalog.db.conn.execute("SELECT COALESCE(MAX(id), 0) FROM cycles").fetchone()
-            return int(row[0])
+            return Journal(self.broker.catalog).latest_cycle_id()
         except Exception:  # noqa: BLE001 - the journal unreadable: the failure path says so
             return 0
 
@@ -290,13 +289,9 @@ class Scheduler:
         if before is not None:
             # The executor journals an error that reached it as a failed cycle (or
             # leaves it running for the next cycle's recovery): do not write it twice.
-            row = catalog.db.conn.execute(
-                "SELECT id FROM cycles WHERE id > ? AND trigger = ? AND actor = ? AND status IN ('failed', 'running')"
-                " ORDER BY id DESC LIMIT 1",
-                (before, TRIGGER, self.actor),
-            ).fetchone()
-            if row is not None:
-                return int(row[0])
+            unfinished = journal.unfinished_cycle_after(before, trigger=TRIGGER, actor=self.actor)
+            if unfinished is not None:
+                return unfinished
         spark = getattr(self.pruner, "spark", None)
         clock = self.broker.clock
         with catalog.write():

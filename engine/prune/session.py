@@ -35,14 +35,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
+from engine.config import Config
+from engine.datadir import DataDir
 from engine.errors import PlanCancelled, SparkUnavailable
+from engine.prune.scratch import scratch_dir
+from engine.prune.spark_service import ServiceSpec
 
 if TYPE_CHECKING:
     # Connect sessions are a different class; pyspark itself presents them under this
     # name, and so do we.
     from pyspark.sql import SparkSession
-
-    from engine.prune.spark_service import ServiceSpec
 
 T = TypeVar("T")
 
@@ -484,7 +486,7 @@ class SparkEngine:
         options["spark.driver.extraJavaOptions"] = local_java_options(
             self._log_dir, self._conf.get("spark.driver.extraJavaOptions", "")
         )
-        conf.setAll(options.items())
+        conf.setAll(list(options.items()))
 
         with open(self.log_file, "ab") as log:
             gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
@@ -565,7 +567,8 @@ class SparkEngine:
         from pyspark.sql.connect.session import SparkSession as ConnectSession
 
         spark = ConnectSession.builder.remote(address).create()
-        spark.registerProgressHandler(self._on_connect_progress)
+        # Typed as an ABC, but the client calls any handler with keywords only (pyspark's own docs register a function).
+        spark.registerProgressHandler(self._on_connect_progress)  # type: ignore[arg-type]
         try:
             client = spark.client
             policies = client.get_retry_policies()
@@ -673,3 +676,24 @@ def _one_line(exc: BaseException) -> str:
         if line:
             return line[:300]
     return type(exc).__name__
+
+
+#: a master for an in-process Spark where neither flags nor config name one (the test
+#: suite sets it: no background server for its hundreds of short commands)
+MASTER_ENV = "EBB_SPARK_MASTER"
+
+
+def spark_engine_for(
+    config: Config, data: DataDir, *, master: str | None = None, remote: str | None = None
+) -> SparkEngine:
+    """The Spark engine of the ``--spark-master``/``--spark-remote`` flags, else of the
+    config file, else of ``$EBB_SPARK_MASTER``, else the data directory's shared service."""
+    if master is None and remote is None:
+        master, remote = config.spark_master, config.spark_remote
+    if master is None and remote is None:
+        master = os.environ.get(MASTER_ENV) or None
+    log_dir = scratch_dir(data.root, "logs")
+    if master is None and remote is None:
+        service = ServiceSpec(data.root, config.spark_conf, config.spark_idle_timeout_ms, log_dir)
+        return SparkEngine(conf=config.spark_conf, log_dir=log_dir, service=service)
+    return SparkEngine(master=master or "local[*]", remote=remote, conf=config.spark_conf, log_dir=log_dir)

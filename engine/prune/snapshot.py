@@ -98,11 +98,11 @@ def _thresholds(policy: EffectivePolicy, now: int, has_subscribers: bool) -> dic
     """The record-level time cuts a topic needs: kind -> threshold θ (RETENTION.md)."""
     wanted: dict[str, int | None] = {}
     if policy["granularity"] == "message":
-        wanted["retention"] = policy["retention_time"]
-        wanted["max_time"] = policy["max_time"]
+        wanted["retention"] = policy.limit("retention_time")
+        wanted["max_time"] = policy.limit("max_time")
     if has_subscribers:
-        wanted["ttl"] = policy["message_ttl"]
-        wanted["backlog_age"] = policy["backlog_age"]
+        wanted["ttl"] = policy.limit("message_ttl")
+        wanted["backlog_age"] = policy.limit("backlog_age")
     return {kind: now - limit for kind, limit in wanted.items() if limit is not None}
 
 

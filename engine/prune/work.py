@@ -92,8 +92,8 @@ def _positive(table: pa.Table, column: str) -> pa.ChunkedArray:
 
 def _skips(row: Mapping) -> tuple[Skip, ...]:
     """The causes of a group row's move, in the order the planner applies them."""
-    moved = "reader_moved" if row["kind"] == "reader" else "subscriber_overrun"
-    causes = (
+    moved: MoveAction = "reader_moved" if row["kind"] == "reader" else "subscriber_overrun"
+    causes: tuple[tuple[MoveAction, int], ...] = (
         ("ttl_advance", row["ttl_skipped"]),
         ("backlog_eviction", row["evicted_skipped"]),
         (moved, row["moved_skipped"]),

@@ -19,8 +19,8 @@ of a file marks its end (a torn write) or corruption (an invalid batch in the mi
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 # The standard CRC-32 (as zlib's), computed with zlib-ng's SIMD code: 13x faster than
 # the system zlib here, which made the checksum the largest cost of an append.

@@ -42,7 +42,7 @@ def _load(path: Path) -> list[tuple[int, int]]:
     except FileNotFoundError:
         return []
     whole = len(data) - len(data) % _ENTRY.size
-    return [tuple(e) for e in _ENTRY.iter_unpack(data[:whole])]  # type: ignore[misc]
+    return [tuple(e) for e in _ENTRY.iter_unpack(data[:whole])]
 
 
 @dataclass
@@ -56,11 +56,11 @@ class SegmentIndex:
     times: list[tuple[int, int]] = field(default_factory=list)
 
     @classmethod
-    def load(cls, offset_path: Path, time_path: Path) -> "SegmentIndex":
+    def load(cls, offset_path: Path, time_path: Path) -> SegmentIndex:
         return cls(offset_path, time_path, _load(offset_path), _load(time_path))
 
     @classmethod
-    def build(cls, offset_path: Path, time_path: Path, headers: list[BatchHeader]) -> "SegmentIndex":
+    def build(cls, offset_path: Path, time_path: Path, headers: list[BatchHeader]) -> SegmentIndex:
         index = cls(offset_path, time_path)
         for header in headers:
             index.add(header)

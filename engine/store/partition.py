@@ -39,11 +39,11 @@ from __future__ import annotations
 
 import bisect
 import os
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from engine import faults
 from engine.errors import InvalidInput, StoreError
@@ -282,7 +282,7 @@ class PartitionWriter:
         self._timeout = self.lock_timeout if timeout is None else timeout
         return self
 
-    def __enter__(self) -> "PartitionWriter":
+    def __enter__(self) -> PartitionWriter:
         if self._failed is not None:
             raise StoreError(self._failed)
         try:
@@ -303,7 +303,7 @@ class PartitionWriter:
         self._lock.release()
 
     @contextmanager
-    def held(self) -> Iterator["PartitionWriter"]:
+    def held(self) -> Iterator[PartitionWriter]:
         """The partition's lock without the recovery that ``locked`` runs on entry:
         for a repair that must move damaged files away before recovery sees them (it
         would cut an active segment at its first bad batch, valid batches after it
@@ -558,7 +558,10 @@ class PartitionWriter:
                 f"it back to its last durable end (byte {end}) failed too ({describe(error)}); reopen the "
                 "partition (restart the process) once the disk is fixed"
             )
-            return f"cutting its data off the segment failed too ({describe(error)}): the partition takes no more appends until reopened"
+            return (
+                f"cutting its data off the segment failed too ({describe(error)}):"
+                " the partition takes no more appends until reopened"
+            )
         return f"the segment was cut back to its last durable end (byte {end} of {active.log_path.name})"
 
     def _roll(self) -> None:

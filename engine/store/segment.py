@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator
 
 from engine import faults
 from engine.errors import StoreError
@@ -107,7 +107,7 @@ class Segment:
     # -- opening and recovery -------------------------------------------------
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int) -> "Segment":
+    def create(cls, directory: Path, base_offset: int) -> Segment:
         segment = cls(directory, base_offset)
         fd = os.open(segment.log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         os.close(fd)
@@ -116,7 +116,7 @@ class Segment:
         return segment
 
     @classmethod
-    def open(cls, directory: Path, base_offset: int, *, sealed: bool, repair: bool) -> "Segment":
+    def open(cls, directory: Path, base_offset: int, *, sealed: bool, repair: bool) -> Segment:
         """Open a segment, validating its indexes and tail; with ``repair`` (only under
         the partition lock) cut a torn tail of the active segment and rewrite stale
         indexes, else keep the fixes in memory."""

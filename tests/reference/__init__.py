@@ -1,3 +1,5 @@
-"""A reference model of docs/RETENTION.md for the tests: an in-memory catalog
-(:mod:`reference.catalog`), random catalogs for hypothesis, and the model itself
-(:mod:`reference.model`), written to be read, not to be fast."""
+"""A reference model of docs/RETENTION.md: an in-memory catalog
+(:mod:`tests.reference.catalog`), the model itself (:mod:`tests.reference.model`),
+written to be read, not to be fast, and random catalogs for hypothesis
+(:mod:`tests.reference.strategies`). bench/plan.py imports the model: it needs no
+test tools."""

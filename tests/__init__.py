@@ -1,0 +1,1 @@
+"""Ebbtide's tests, in folders by what they test (README.md, Development)."""

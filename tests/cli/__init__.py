@@ -1,0 +1,1 @@
+"""The ``ebb`` command line (SPEC §7), run in-process and as a subprocess."""

@@ -1,0 +1,199 @@
+"""The CLI contract of SPEC §7 for topics, produce, consume and groups."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from console.cli.records import generated_value
+from engine.clock import parse_instant
+from tests.support.cli import state_of
+
+T0 = parse_instant("2026-11-01T00:00:00Z")
+
+
+def test_judged_scenario_describe_reports_segments_exactly_as_written(ebb, data_dir: Path) -> None:
+    assert ebb("topic", "create", "orders", "--partitions", "3", "--segment-size", "1 MiB").code == 0
+    produced = ebb(
+        "produce", "orders", "--count", "20000", "--size", "1KiB",
+        "--timestamp", "2026-11-01T00:00:00Z", "--timestamp-step", "1s", "--json",
+    )
+    assert produced.code == 0, produced.err
+    acks = [json.loads(line) for line in produced.out.splitlines()]
+    assert sum(a["count"] for a in acks) == 20000
+
+    described = ebb("topic", "describe", "orders", "--json")
+    assert described.code == 0
+    topic = json.loads(described.out)
+    assert topic["name"] == "orders"
+    assert [p["partition"] for p in topic["partitions"]] == [0, 1, 2]
+    assert sum(p["next_offset"] for p in topic["partitions"]) == 20000
+    assert topic["policy"]["segment_size"] == {"value": "1 MiB", "normalized": "1048576 B", "source": "topic"}
+    assert topic["policy"]["retention_time"]["source"] == "default"
+
+    # Which record (by production index) went where, from the acks.
+    index_of: dict[tuple[int, int], int] = {}
+    produced_so_far = 0
+    for ack in acks:
+        for k, offset in enumerate(range(ack["base_offset"], ack["next_offset"])):
+            index_of[(ack["partition"], offset)] = produced_so_far + k
+        produced_so_far += ack["count"]
+
+    for p in topic["partitions"]:
+        segments = p["segments"]
+        assert p["log_start_offset"] == 0 and segments[0]["base_offset"] == 0
+        assert segments[-1]["next_offset"] == p["next_offset"]
+        assert [s["sealed"] for s in segments] == [True] * (len(segments) - 1) + [False]
+        assert p["size_bytes"] == sum(s["size_bytes"] for s in segments)
+        for before, after in zip(segments, segments[1:]):
+            assert before["next_offset"] == after["base_offset"]
+        for s in segments:
+            assert s["size_bytes"] <= 1 << 20
+            log = data_dir / "topics" / "orders" / str(p["partition"]) / f"{s['base_offset']:020d}.log"
+            assert log.stat().st_size == s["size_bytes"]
+            # Timestamps exactly as written: record i was stamped T0 + i seconds.
+            first_index = index_of[(p["partition"], s["base_offset"])]
+            last_index = index_of[(p["partition"], s["next_offset"] - 1)]
+            assert s["first_timestamp"] == T0 + first_index * 1000
+            assert s["max_timestamp"] == T0 + last_index * 1000
+
+    consumed = ebb("consume", "orders", "--group", "check", "--partition", "1", "--max", "5", "--json")
+    records = [json.loads(line) for line in consumed.out.splitlines()]
+    assert [r["offset"] for r in records] == [0, 1, 2, 3, 4]
+    for r in records:
+        index = index_of[(1, r["offset"])]
+        assert r["value"] == generated_value(index, 1024).decode()
+        assert r["timestamp"] == T0 + index * 1000
+
+
+def test_produce_from_stdin_and_consume_with_commit(ebb) -> None:
+    ebb("topic", "create", "lines")
+    assert ebb("produce", "lines", "--key", "k", stdin="alpha\nbeta\ngamma\n").code == 0
+    first = ebb("consume", "lines", "--group", "g", "--max", "2")
+    assert first.out.splitlines() == ["alpha", "beta"]
+    second = ebb("consume", "lines", "--group", "g")
+    assert second.out.splitlines() == ["gamma"]
+    # --no-commit writes nothing: it reads from the log start, as a new group would,
+    # without creating the group.
+    peek = ebb("consume", "lines", "--group", "other", "--no-commit", "--json")
+    assert [json.loads(line)["key"] for line in peek.out.splitlines()] == ["k", "k", "k"]
+    groups = json.loads(ebb("group", "list", "lines", "--json").out)
+    by_name = {g["name"]: g for g in groups}
+    assert by_name["g"]["positions"] == {"0": 3} and by_name["g"]["lag"] == {"0": 0}
+    assert "other" not in by_name
+    # A group created by consuming is a reader: it must never hold data back.
+    assert by_name["g"]["kind"] == "reader"
+
+
+def test_group_create_commit_and_delete(ebb) -> None:
+    ebb("topic", "create", "t", "--partitions", "2")
+    ebb("produce", "t", "--partition", "1", "--count", "10")
+    assert ebb("group", "create", "t", "sub", "--kind", "subscriber", "--from", "latest").code == 0
+    listed = {g["name"]: g for g in json.loads(ebb("group", "list", "t", "--json").out)}
+    assert listed["sub"]["positions"] == {"0": 0, "1": 10} and listed["sub"]["kind"] == "subscriber"
+    assert ebb("group", "commit", "t", "sub", "--partition", "1", "--offset", "4", "--at", "2026-01-01T00:00:00Z").code == 0
+    listed = {g["name"]: g for g in json.loads(ebb("group", "list", "t", "--json").out)}
+    assert listed["sub"]["positions"]["1"] == 4
+    assert listed["sub"]["committed_at"]["1"] == parse_instant("2026-01-01T00:00:00Z")
+    assert ebb("group", "delete", "t", "sub").code == 0
+    assert json.loads(ebb("group", "list", "t", "--json").out) == []
+
+
+def test_alter_journals_changes_and_reset_returns_to_default(ebb, broker) -> None:
+    ebb("topic", "create", "t", "--retention-time", "2d")
+    assert ebb("topic", "alter", "t", "--retention-time", "3h", "--hold").code == 0
+    policy = json.loads(ebb("topic", "describe", "t", "--json").out)["policy"]
+    assert policy["retention_time"] == {"value": "3h", "normalized": "10800 s", "source": "topic"}
+    assert policy["hold"]["normalized"] == "on"
+    assert ebb("topic", "alter", "t", "--reset", "retention_time", "--no-hold").code == 0
+    policy = json.loads(ebb("topic", "describe", "t", "--json").out)["policy"]
+    assert policy["retention_time"]["source"] == "default" and policy["hold"]["normalized"] == "off"
+    changes = [(c["field"], c["old"], c["new"]) for c in broker.catalog.policy_changes("t")]
+    assert changes == [
+        ("retention_time", None, "2d"),
+        ("hold", None, "on"),
+        ("retention_time", "2d", "3h"),
+        ("hold", "on", "off"),
+        ("retention_time", "3h", None),
+    ]
+
+
+def test_topic_list_and_delete(ebb, data_dir: Path) -> None:
+    ebb("topic", "create", "a")
+    ebb("topic", "create", "b", "--partitions", "2")
+    ebb("produce", "b", "--count", "5")
+    listed = json.loads(ebb("topic", "list", "--json").out)
+    assert [(t["name"], t["partitions"]) for t in listed] == [("a", 1), ("b", 2)]
+    assert ebb("topic", "delete", "b").code == 0
+    assert [t["name"] for t in json.loads(ebb("topic", "list", "--json").out)] == ["a"]
+    assert not (data_dir / "topics" / "b").exists()
+    # The name is free again, and the new topic starts empty.
+    assert ebb("topic", "create", "b").code == 0
+    assert json.loads(ebb("topic", "describe", "b", "--json").out)["partitions"][0]["next_offset"] == 0
+
+
+BAD_INPUTS = [
+    (("topic", "create", "t2", "--retention-time", "5 parsecs"), "retention_time"),
+    (("topic", "create", "t2", "--segment-size", "10 XB"), "segment_size"),
+    (("topic", "create", "t2", "--max-partition-size", "1 MiB", "--segment-size", "2 MiB"), "max_partition_size"),
+    (("topic", "create", "t2", "--retention-time", "0", "--retention-size", "1 GiB"), "retention_time"),
+    (("topic", "create", "t2", "--retention-time", "-2"), "retention_time"),
+    (("topic", "create", "t2", "--granularity", "record"), "granularity"),
+    (("topic", "create", "t2", "--partitions", "0"), "partitions"),
+    (("topic", "create", "../escape"), "topic name"),
+    (("topic", "create", "a/b"), "topic name"),
+    (("topic", "create", ".."), "topic name"),
+    (("topic", "create", "has space"), "topic name"),
+    (("topic", "create", ""), "empty"),
+    (("topic", "create", "t"), "already exists"),
+    (("topic", "alter", "t", "--retention-time", "soon"), "retention_time"),
+    (("topic", "alter", "t", "--retention-time", "9d"), "max_time"),
+    (("topic", "alter", "nope", "--hold"), "does not exist"),
+    (("topic", "describe", "nope"), "does not exist"),
+    (("topic", "delete", "nope"), "does not exist"),
+    (("produce", "nope", "--count", "1"), "does not exist"),
+    (("produce", "t", "--partition", "7", "--count", "1"), "no partition 7"),
+    (("produce", "t", "--count", "1", "--timestamp", "yesterday"), "invalid time"),
+    (("produce", "t", "--count", "1", "--size", "2 GiB"), "--size"),
+    (("produce", "t", "--count", "1", "--size", "2 KiB"), "does not fit a segment"),
+    (("produce", "t", "--count", "-5"), "must not be negative"),
+    (("consume", "t", "--group", "../../x"), "group name"),
+    (("group", "create", "t", "g/../../x"), "group name"),
+    (("group", "create", "t", "g", "--kind", "boss"), "invalid choice"),
+    (("group", "commit", "t", "g0", "--partition", "0", "--offset", "999"), "invalid offset"),
+    (("group", "commit", "t", "ghost", "--partition", "0", "--offset", "0"), "does not exist"),
+    (("topic", "frobnicate"), "invalid choice"),
+    (("--config", "/nonexistent/ebb.toml", "topic", "list"), "does not exist"),
+]
+
+
+@pytest.mark.parametrize(("args", "mentions"), BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])
+def test_bad_input_one_line_nonzero_nothing_written(ebb, data_dir: Path, args: tuple[str, ...], mentions: str) -> None:
+    ebb("topic", "create", "t", "--segment-size", "1 KiB", "--max-time", "8d")
+    ebb("produce", "t", "--count", "3", "--size", "10")
+    ebb("group", "create", "t", "g0")
+    before = state_of(data_dir)
+    result = ebb(*args)
+    assert result.code != 0
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1, result.err
+    assert lines[0].startswith("ebb: error: ") and mentions in lines[0]
+    assert "Traceback" not in result.err and result.out == ""
+    assert state_of(data_dir) == before
+
+
+def test_bad_input_in_a_real_process_prints_no_traceback(ebb_process) -> None:
+    result = ebb_process("topic", "create", "../../etc", "--retention-time", "7 days")
+    assert result.code == 2
+    assert result.err.count("\n") == 1 and "Traceback" not in result.err
+    assert "invalid topic name" in result.err
+
+
+def test_data_directory_and_catalog_are_owner_only(ebb, data_dir: Path) -> None:
+    ebb("topic", "create", "t")
+    assert os.stat(data_dir).st_mode & 0o077 == 0
+    assert os.stat(data_dir / "catalog.db").st_mode & 0o077 == 0
+    assert os.stat(data_dir / "topics" / "t" / "0").st_mode & 0o077 == 0

@@ -1,0 +1,1 @@
+"""The code itself: linters, the import graph, layering, SQL kept behind the catalog."""

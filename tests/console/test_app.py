@@ -1,0 +1,327 @@
+"""The console's shared plumbing: the Overview, navigation, the filter, sorting,
+themes, the palette, the top bar's badges and read-only mode's key hints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from console import format
+from console.commands import EbbCommands
+from console.model.overview import load_overview
+from console.screens.base import MUTATING_ACTIONS
+from console.widgets.live_table import LiveTable
+from console.widgets.top_bar import TopBar
+from engine.broker import Broker
+from engine.prune.operations import pause
+from tests.support.console_fixtures import HOUR, NOW, TERMINAL, settle
+
+# -- formatting -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [(None, "-"), (0, "0s"), (999, "0s"), (65_000, "1m 5s"), (3 * 86_400_000 + 4 * 3_600_000 + 5_000, "3d 4h"),
+     (2 * HOUR, "2h"), (-90_000, "in 1m 30s")],
+)
+def test_ages_read_in_at_most_two_units(ms: int | None, text: str) -> None:
+    assert format.age(ms) == text
+
+
+@pytest.mark.parametrize(("n", "text"), [(None, "-"), (0, "0 B"), (1023, "1023 B"), (1536, "1.5 KiB"), (3 << 30, "3.0 GiB")])
+def test_sizes_are_binary_and_short(n: int | None, text: str) -> None:
+    assert format.size(n) == text
+
+
+# -- the overview's model --------------------------------------------------------------------
+
+
+def test_overview_model_counts_each_topic_and_its_backlog(console_data: Path) -> None:
+    with Broker(console_data, clock=lambda: NOW) as broker:
+        data = load_overview(broker)
+        expected = {
+            name: (len(broker.catalog.partitions(name)),
+                   sum(len(broker.catalog.segments(name, p.partition)) for p in broker.catalog.partitions(name)))
+            for name in ("clickstream", "orders", "payments")
+        }
+    topics = {t.name: t for t in data.topics}
+    assert sorted(topics) == ["clickstream", "legal", "metrics", "orders", "payments", "sessions"]
+    for name, (partitions, segments) in expected.items():
+        assert (topics[name].partitions, topics[name].segments) == (partitions, segments)
+    # 120 records of 100 B and a batch header each per partition: every byte counted
+    assert topics["clickstream"].size_bytes > 2 * 120 * 100
+    assert topics["clickstream"].oldest_timestamp == NOW - 2 * HOUR
+    # payments' subscriber "ledger" sits at offset 10 of 120: its backlog is almost the
+    # whole partition, in whole segments, against a 4 KiB quota
+    payments = topics["payments"].quota
+    assert payments.quota.size_bytes == 4096
+    assert payments.backlog_bytes is not None and payments.backlog_bytes > 4096
+    assert topics["payments"].states(paused=False) == ("over quota",)
+    # a reader never counts as backlog; clickstream has no group at all
+    assert topics["clickstream"].quota.backlog_bytes is None
+    assert topics["legal"].states(paused=False) == ("held",)
+    assert topics["orders"].states(paused=True) == ("paused",)
+    assert data.paused is False and data.now == NOW
+
+
+# -- the app ---------------------------------------------------------------------------------
+
+
+async def test_overview_lists_every_topic_and_opens_one(make_console) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one("#topics", LiveTable)
+        assert [r.key for r in table.shown_rows] == ["clickstream", "legal", "metrics", "orders", "payments", "sessions"]
+        assert app.known_topics == [r.key for r in table.shown_rows]
+        await pilot.press("down", "down", "down", "enter")
+        await settle(pilot)
+        assert type(app.screen).__name__ == "TopicScreen" and app.screen.topic == "orders"
+        await pilot.press("escape")
+        await settle(pilot)
+        assert type(app.screen).__name__ == "OverviewScreen"
+
+
+async def test_number_keys_reach_every_view_and_escape_returns(make_console) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        for key, view in (("2", "GroupsScreen"), ("3", "QuotasScreen"), ("4", "JournalScreen"), ("5", "EngineScreen")):
+            await pilot.press(key)
+            await settle(pilot)
+            assert type(app.screen).__name__ == view
+            await pilot.press("escape")
+            await settle(pilot)
+            assert type(app.screen).__name__ == "OverviewScreen"
+
+
+async def test_slash_filters_rows_and_escape_clears_the_filter(make_console) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one("#topics", LiveTable)
+        await pilot.press("slash", *"pay")
+        assert [r.key for r in table.shown_rows] == ["payments"]
+        await pilot.press("enter")
+        assert [r.key for r in table.shown_rows] == ["payments"]  # enter keeps it
+        await pilot.press("escape")
+        assert len(table.shown_rows) == 6
+        assert type(app.screen).__name__ == "OverviewScreen"  # the first esc only cleared
+
+
+async def test_sorting_uses_raw_values_and_reverses(make_console) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one("#topics", LiveTable)
+        table.sort_column = "bytes"
+        sizes = [r.sort_values[3] for r in table.shown_rows]
+        assert sizes == sorted(sizes)
+        await pilot.press("S")
+        assert [r.sort_values[3] for r in table.shown_rows] == sorted(sizes, reverse=True)
+        # the cursor follows its row through a re-sort
+        selected = table.selected_key
+        table.sort_column = "topic"
+        assert table.selected_key == selected
+
+
+async def test_refresh_shows_what_another_process_changed(make_console, console_data: Path) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        with Broker(console_data, clock=lambda: NOW) as other:
+            other.create_topic("newcomer", 1)
+            pause(other, actor="test")
+        await pilot.press("r")
+        await settle(pilot)
+        table = app.screen.query_one("#topics", LiveTable)
+        assert "newcomer" in [r.key for r in table.shown_rows]
+        assert app.deletion_paused is True
+        assert app.screen.query_one(TopBar).paused is True
+
+
+async def test_theme_switches_at_run_time_and_is_remembered(make_console, console_settings) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        assert app.theme == "ebbtide-dark"
+        await pilot.press("t")
+        await settle(pilot)
+        assert app.theme != "ebbtide-dark"
+        chosen = app.theme
+    assert console_settings.theme == chosen
+    again = make_console()
+    async with again.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        assert again.theme == chosen
+
+
+async def test_theme_flag_wins_over_the_remembered_one(make_console, console_settings) -> None:
+    console_settings.remember_theme("ebbtide-light")
+    app = make_console(theme="ebbtide-high-contrast")
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        assert app.theme == "ebbtide-high-contrast"
+
+
+async def test_read_only_shows_a_badge_and_hides_every_mutating_key(make_console) -> None:
+    app = make_console(read_only=True)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        assert app.screen.query_one(TopBar).read_only is True
+        shown = {binding.action for _key, binding, enabled, _tip in app.screen.active_bindings.values() if enabled}
+        assert not (shown & MUTATING_ACTIONS)
+        assert "refresh" in shown and "filter" in shown
+
+
+async def test_palette_offers_views_topics_and_no_mutation_when_read_only(make_console) -> None:
+    from console.commands import EbbCommands
+
+    for read_only in (False, True):
+        app = make_console(read_only=read_only)
+        async with app.run_test(size=TERMINAL) as pilot:
+            await settle(pilot)
+            provider = EbbCommands(app.screen)
+            names = [name for name, _help, _run in provider._commands()]
+            assert {"overview", "groups", "quotas", "journal", "engine", "topic orders", "theme ebbtide-light"} <= set(names)
+            assert ({"prune", "pause", "resume"} & set(names)) == (set() if read_only else {"prune", "pause", "resume"})
+
+
+async def test_number_keys_always_reach_their_view_and_the_breadcrumb_says_where(make_console) -> None:
+    from console.screens.topic import TopicScreen
+
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        assert app.COMMANDS == {EbbCommands}  # no Textual built-ins (keys, screenshot, foreign themes)
+        app.open_topic("orders")  # as the palette's "topic orders" does
+        await settle(pilot)
+        assert app.screen.query_one(TopBar).view_title == "Overview › Topic orders"
+        for key, view in (("4", "JournalScreen"), ("1", "OverviewScreen"), ("3", "QuotasScreen")):
+            await pilot.press(key)
+            await settle(pilot)
+            assert type(app.screen).__name__ == view
+        app.open_topic("payments")
+        await settle(pilot)
+        assert app.screen.query_one(TopBar).view_title == "Quotas › Topic payments"
+        await pilot.press("3")  # the view the topic was opened from: its own base screen
+        await settle(pilot)
+        assert type(app.screen).__name__ == "QuotasScreen" and not isinstance(app.screen, TopicScreen)
+        await pilot.press("1")
+        await settle(pilot)
+        assert type(app.screen).__name__ == "OverviewScreen"
+
+
+async def test_t_names_the_theme_it_switched_to(make_console) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        await pilot.press("t")
+        await settle(pilot)
+        assert app.theme != "ebbtide-dark"
+        assert [str(n.message) for n in app._notifications][-1] == f"theme {app.theme} (t: next)"
+
+
+async def test_a_failing_load_is_a_notification_not_a_crash(make_console, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+
+        def broken(_broker):
+            raise OSError("disk on fire")
+
+        monkeypatch.setattr("console.screens.overview.load_overview", broken)
+        await pilot.press("r")
+        await settle(pilot)
+        assert any("disk on fire" in str(n.message) for n in app._notifications)
+        assert app.is_running
+
+
+# -- snapshots ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("theme", ["ebbtide-dark", "ebbtide-light", "ebbtide-high-contrast"])
+def test_overview_snapshot(snap_compare, make_console, theme: str) -> None:
+    assert snap_compare(make_console(theme=theme), terminal_size=TERMINAL, run_before=settle)
+
+
+def test_overview_read_only_snapshot(snap_compare, make_console) -> None:
+    assert snap_compare(make_console(read_only=True), terminal_size=TERMINAL, run_before=settle)
+
+
+def test_help_snapshot(snap_compare, make_console) -> None:
+    async def open_help(pilot) -> None:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+
+    assert snap_compare(make_console(), terminal_size=TERMINAL, run_before=open_help)
+
+
+def test_command_palette_snapshot(snap_compare, make_console) -> None:
+    async def open_palette(pilot) -> None:
+        await settle(pilot)
+        await pilot.press("colon", *"topic")
+        await settle(pilot)
+        await pilot.pause(0.3)  # the palette searches asynchronously
+
+    assert snap_compare(make_console(), terminal_size=TERMINAL, run_before=open_palette)
+
+
+async def test_views_follow_an_edit_of_the_config_file(make_console, console_data: Path) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one("#topics", LiveTable)
+        payments = next(r for r in table.shown_rows if r.key == "payments")
+        assert "7d" in str(payments.cells[5])
+        (console_data / "ebb.toml").write_text('[policy]\nretention_time = "2d"\n')
+        await pilot.press("r")
+        await settle(pilot)
+        payments = next(r for r in table.shown_rows if r.key == "payments")
+        assert "2d" in str(payments.cells[5])
+        (console_data / "ebb.toml").write_text("[policy\n")  # broken: said, not a crash
+        await pilot.press("r")
+        await settle(pilot)
+        assert any("ebb.toml" in str(n.message) for n in app._notifications)
+        assert app.is_running
+
+
+async def test_a_refresh_rewrites_changed_cells_and_widens_their_column(make_console) -> None:
+    from textual.app import App
+
+    from console.widgets.live_table import Column, LiveRow
+
+    class One(App[None]):
+        def compose(self):
+            yield LiveTable([Column("name", "Name"), Column("size", "Size")])
+
+    app = One()
+    async with app.run_test(size=TERMINAL) as pilot:
+        table = app.query_one(LiveTable)
+        table.show([LiveRow("a", ("a", "1 B"), ("a", 1)), LiveRow("b", ("b", "2 B"), ("b", 2))])
+        await pilot.pause()
+        width = table.columns[table.ordered_columns[1].key].content_width
+        table.show([LiveRow("a", ("a", "1 B"), ("a", 1)), LiveRow("b", ("b", "2.0 GiB and more"), ("b", 2 << 30))])
+        await pilot.pause()
+        assert str(table.get_cell("b", "size")) == "2.0 GiB and more"
+        assert str(table.get_cell("a", "size")) == "1 B"
+        assert table.columns[table.ordered_columns[1].key].content_width == len("2.0 GiB and more") > width
+        # a narrower value later never shrinks the column (no re-measuring of the rest)
+        table.show([LiveRow("a", ("a", "1 B"), ("a", 1)), LiveRow("b", ("b", "3 B"), ("b", 3))])
+        await pilot.pause()
+        assert str(table.get_cell("b", "size")) == "3 B"
+        assert table.columns[table.ordered_columns[1].key].content_width == len("2.0 GiB and more")
+
+
+async def test_a_theme_switch_recolours_cells_whose_text_is_unchanged(make_console) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one("#topics", LiveTable)
+        before = table.get_cell("legal", "state").style
+        await pilot.press("t")
+        await settle(pilot)
+        after = table.get_cell("legal", "state")
+        assert str(after) == "held" and after.style != before

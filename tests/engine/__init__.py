@@ -1,0 +1,1 @@
+"""The engine's parts on their own: store, catalog, policies, journal, config, integrity, demo."""

@@ -1,0 +1,1 @@
+"""Faults: kills, torn writes, full and failing disks, concurrent processes, load, hostile input."""

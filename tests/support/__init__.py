@@ -1,0 +1,1 @@
+"""Helpers the tests share: fixtures, data builders, the prune crash driver."""

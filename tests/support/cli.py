@@ -1,0 +1,37 @@
+"""Running ``ebb``: its result, the argv of a real subprocess, and the state a refused
+command must leave as it was."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+def ebb_command(data_dir: Path, *args: str) -> list[str]:
+    """The argv of a real ``ebb`` subprocess on ``data_dir``."""
+    return [sys.executable, "-m", "console.cli.main", "--data-dir", str(data_dir), *args]
+
+
+def state_of(data_dir: Path) -> tuple:
+    """Everything a refused command must leave untouched: files and catalog rows."""
+    files = sorted(
+        (str(p.relative_to(data_dir)), p.stat().st_size)
+        for p in data_dir.rglob("*")
+        if p.is_file() and not p.name.startswith("catalog.db")
+    )
+    conn = sqlite3.connect(data_dir / "catalog.db")
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+    rows = {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in tables}
+    conn.close()
+    return files, rows
