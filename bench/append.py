@@ -248,7 +248,9 @@ def to_json(results: list[SideResult], batch_count: int, repeat: int, directory:
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--dir", type=Path, default=Path.cwd(),
+        "--dir",
+        type=Path,
+        default=Path.cwd(),
         help="directory to create the temporary files under (default: the current one; use the disk under test)",
     )
     parser.add_argument(

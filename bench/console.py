@@ -158,7 +158,9 @@ def demo_catalog(parent: Path, traffic_seconds: float) -> CatalogUnderTest:
     errors = sum(len(c.errors) for c in counters)
     shape = catalog_shape(root)
     return CatalogUnderTest(
-        "demo", root, now_ms(),
+        "demo",
+        root,
+        now_ms(),
         f"{shape}; DemoTraffic.start() returned in {start_ms:.1f} ms, {traffic_seconds:g} s of traffic: "
         f"{produced:,} records sent, {consumed:,} read, {errors} errors, stopped {'cleanly' if stopped else 'LATE'}",
     )
@@ -187,7 +189,9 @@ def synthetic_catalog(args: argparse.Namespace) -> tuple[CatalogUnderTest, bool]
         catalog.close()
     built_s = time.perf_counter() - started
     marker.write_text(json.dumps({**wanted, "now": data.now}))
-    return CatalogUnderTest("synthetic", root, data.now, f"{catalog_shape(root)}; built in {built_s:.0f} s in {root}"), True
+    return CatalogUnderTest(
+        "synthetic", root, data.now, f"{catalog_shape(root)}; built in {built_s:.0f} s in {root}"
+    ), True
 
 
 def catalog_shape(root: Path) -> str:
@@ -298,7 +302,9 @@ async def shown(pilot: Pilot, action: Callable[[], Awaitable[None] | None], what
         await pilot.pause()
     assert app.last_load_ms is not None
     return {
-        "wall_ms": (app.show_ended - begun) * 1000, "show_ms": app.last_show_ms, "load_ms": app.last_load_ms,
+        "wall_ms": (app.show_ended - begun) * 1000,
+        "show_ms": app.last_show_ms,
+        "load_ms": app.last_load_ms,
         "cpu_ms": (time.thread_time() - app.show_began_cpu) * 1000,
     }
 
@@ -310,7 +316,8 @@ async def refreshes(pilot: Pilot, clock: Clock, count: int, step_ms: int) -> dic
         runs.append(await shown(pilot, pilot.app.refresh_view, "a refresh"))  # type: ignore[attr-defined]
     shows = [r["show_ms"] for r in runs]
     return {
-        "show_median": statistics.median(shows), "show_max": max(shows),
+        "show_median": statistics.median(shows),
+        "show_max": max(shows),
         "cpu_median": statistics.median(r["cpu_ms"] for r in runs),
         "load_median": statistics.median(r["load_ms"] for r in runs),
     }
@@ -353,8 +360,11 @@ async def measure(subject: CatalogUnderTest, args: argparse.Namespace, settings:
         begun = time.perf_counter()
         async with app.run_test(size=TERMINAL) as pilot:
             await until(lambda: has_rows(app), "the first paint")
-            first = {"wall_ms": (time.perf_counter() - begun) * 1000, "show_ms": app.last_show_ms,
-                     "load_ms": app.last_load_ms}
+            first = {
+                "wall_ms": (time.perf_counter() - begun) * 1000,
+                "show_ms": app.last_show_ms,
+                "load_ms": app.last_load_ms,
+            }
             await pilot.pause()
             first["cpu_ms"] = (time.thread_time() - app.show_began_cpu) * 1000
             result["first_paint"] = first
@@ -365,7 +375,8 @@ async def measure(subject: CatalogUnderTest, args: argparse.Namespace, settings:
                 else:
                     opened = await shown(pilot, functools.partial(view.open, pilot, topic), f"the {view.name} view")
                 times: dict[str, Any] = {
-                    "open": opened, "rows": table_rows(app),
+                    "open": opened,
+                    "rows": table_rows(app),
                     "same": await refreshes(pilot, clock, args.refreshes, 0),
                     "ages": await refreshes(pilot, clock, args.refreshes, STEP_MS),
                 }
@@ -373,7 +384,8 @@ async def measure(subject: CatalogUnderTest, args: argparse.Namespace, settings:
                 if args.profile or max(times[busier]["show_median"], times[busier]["cpu_median"]) > TARGET_MS:
                     step = 0 if busier == "same" else STEP_MS
                     times["profile"] = {
-                        "variant": busier, "text": await profile_refresh(pilot, clock, step, args.profile_lines),
+                        "variant": busier,
+                        "text": await profile_refresh(pilot, clock, step, args.profile_lines),
                     }
                 result["views"][view.name] = times
                 print(f"  {subject.name:<9} {view.name:<9} measured", flush=True)
@@ -402,12 +414,18 @@ def report(results: list[dict[str, Any]]) -> None:
         first = r["first_paint"]
         print()
         print(f"{r['catalog']} catalog: {r['description']}")
-        print(f"  first paint (run_test entry -> Overview rows): {first['wall_ms']:.0f} ms wall; first show "
-              f"{first['show_ms']:.1f} ms, main-thread CPU {first['cpu_ms']:.1f} ms, load {first['load_ms']:.1f} ms")
-        print(f"  Topic view on {r['topic']}. ms; show = UI thread in show(); cpu = main-thread CPU from show() "
-              f"until idle (floor {r['idle_cpu_ms']:.1f}: the waiting alone); load = worker thread")
-        print(f"  {'':<16} | {'open (first show)':^32} | {'refresh, same data (median)':^32} | "
-              f"{'refresh, ages change (median)':^32}")
+        print(
+            f"  first paint (run_test entry -> Overview rows): {first['wall_ms']:.0f} ms wall; first show "
+            f"{first['show_ms']:.1f} ms, main-thread CPU {first['cpu_ms']:.1f} ms, load {first['load_ms']:.1f} ms"
+        )
+        print(
+            f"  Topic view on {r['topic']}. ms; show = UI thread in show(); cpu = main-thread CPU from show() "
+            f"until idle (floor {r['idle_cpu_ms']:.1f}: the waiting alone); load = worker thread"
+        )
+        print(
+            f"  {'':<16} | {'open (first show)':^32} | {'refresh, same data (median)':^32} | "
+            f"{'refresh, ages change (median)':^32}"
+        )
         columns = f"{'show':>8}{'max':>8}{'cpu':>8}{'load':>8}"
         print(f"  {'view':<9}{'rows':>7} | {'wall':>8}{'show':>8}{'cpu':>8}{'load':>8} | {columns} | {columns}")
         for name, v in r["views"].items():
@@ -416,14 +434,18 @@ def report(results: list[dict[str, Any]]) -> None:
             cells = [f"{o['wall_ms']:8.1f}{o['show_ms']:8.1f}{o['cpu_ms']:8.1f}{o['load_ms']:8.1f}"]
             for k in ("same", "ages"):
                 x = v[k]
-                cells.append(f"{x['show_median']:8.1f}{x['show_max']:8.1f}{x['cpu_median']:8.1f}{x['load_median']:8.1f}")
+                cells.append(
+                    f"{x['show_median']:8.1f}{x['show_max']:8.1f}{x['cpu_median']:8.1f}{x['load_median']:8.1f}"
+                )
             print(f"  {name:<9}{rows:>7} | " + " | ".join(cells))
     baseline, others = results[0], results[1:]
     for other in others:
         b_name, o_name = baseline["catalog"], other["catalog"]
         print()
-        print(f"ratios: {o_name} against the {b_name} catalog (baseline, same process) and against the "
-              f"{TARGET_MS:.0f} ms target; main-thread ms")
+        print(
+            f"ratios: {o_name} against the {b_name} catalog (baseline, same process) and against the "
+            f"{TARGET_MS:.0f} ms target; main-thread ms"
+        )
         headers = ("refresh show, ages change", "refresh cpu, ages change", "first show")
         print(f"  {'':<9} " + " | ".join(f"{h:^38}" for h in headers))
         columns = f"{b_name:>9}{o_name:>11}{'ratio':>8}{'/target':>10}"
@@ -438,8 +460,10 @@ def report(results: list[dict[str, Any]]) -> None:
             cells = [f"{ms(b):>9}{o:11.1f}{ratio(o, b) if b else '-':>8}{ratio(o, TARGET_MS):>10}" for o, b in pairs]
             print(f"  {name:<9} " + " | ".join(cells))
         b_first, o_first = baseline["first_paint"], other["first_paint"]
-        print(f"  time to first paint (wall): {b_first['wall_ms']:.0f} ms {b_name}, {o_first['wall_ms']:.0f} ms "
-              f"{o_name}, ratio {o_first['wall_ms'] / b_first['wall_ms']:.2f}")
+        print(
+            f"  time to first paint (wall): {b_first['wall_ms']:.0f} ms {b_name}, {o_first['wall_ms']:.0f} ms "
+            f"{o_name}, ratio {o_first['wall_ms'] / b_first['wall_ms']:.2f}"
+        )
     for r in results:
         for name, v in r["views"].items():
             if "profile" in v:
@@ -454,12 +478,20 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--segments", type=int, default=100, help="segments per partition (default 100)")
     parser.add_argument("--topics", type=int, default=None, help="synthetic topics (default: partitions / 10)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic catalog (default 0)")
-    parser.add_argument("--catalog", type=Path, default=None,
-                        help="directory of the synthetic catalog, reused when complete, always kept "
-                        "(default: /tmp/ebb-bench-console-P-S-T-seed, removed unless --keep)")
-    parser.add_argument("--keep", action="store_true", help="keep a synthetic catalog built under the default directory")
+    parser.add_argument(
+        "--catalog",
+        type=Path,
+        default=None,
+        help="directory of the synthetic catalog, reused when complete, always kept "
+        "(default: /tmp/ebb-bench-console-P-S-T-seed, removed unless --keep)",
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep a synthetic catalog built under the default directory"
+    )
     parser.add_argument("--refreshes", type=int, default=5, help="refreshes per view and variant (default 5)")
-    parser.add_argument("--traffic", type=float, default=5.0, help="seconds of demo traffic before measuring (default 5)")
+    parser.add_argument(
+        "--traffic", type=float, default=5.0, help="seconds of demo traffic before measuring (default 5)"
+    )
     parser.add_argument("--profile", action="store_true", help="profile every view's refresh, not only slow ones")
     parser.add_argument("--profile-lines", type=int, default=25, help="functions per profile listing (default 25)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON after the report")
@@ -479,8 +511,11 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     load_before = os.getloadavg()
-    print(f"console bench: {TERMINAL[0]}x{TERMINAL[1]} headless, Textual {textual.__version__}, "
-          f"{os.cpu_count()} CPUs; load average {fmt_load(load_before)}", flush=True)
+    print(
+        f"console bench: {TERMINAL[0]}x{TERMINAL[1]} headless, Textual {textual.__version__}, "
+        f"{os.cpu_count()} CPUs; load average {fmt_load(load_before)}",
+        flush=True,
+    )
     workdir = Path(tempfile.mkdtemp(prefix="bench-console-"))
     built = False
     try:

@@ -35,10 +35,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
 from engine.prune.session import MASTER_ENV
+
+REPO = Path(__file__).resolve().parent.parent
 
 #: the whole ``ebb`` process, instrumented; prints one JSON line of phase times (s)
 _PHASES = """
@@ -157,7 +156,9 @@ def main() -> None:
                     run(data, *command)  # not counted: the first plan of this shape on the server
                     results[name]["warm"] = [run(data, *command) for _ in range(args.runs)]
                 began = time.monotonic()
-                done = subprocess.run([sys.executable, "-c", _PHASES, str(data)], check=False, capture_output=True, env=env(), cwd=REPO)
+                done = subprocess.run(
+                    [sys.executable, "-c", _PHASES, str(data)], check=False, capture_output=True, env=env(), cwd=REPO
+                )
                 wall = time.monotonic() - began
                 phases = json.loads(done.stdout) if done.returncode == 0 else {"failed": done.stderr.decode()[-300:]}
                 if done.returncode == 0:

@@ -214,8 +214,11 @@ def child_consumer(args: argparse.Namespace) -> int:
                 if not VALUE_PREFIX.match(item.record.value):
                     bad += 1
                     if bad <= 5:
-                        print(f"ERROR consumer {args.id}: malformed record at {item.partition}/{item.record.offset}",
-                              file=sys.stderr, flush=True)
+                        print(
+                            f"ERROR consumer {args.id}: malformed record at {item.partition}/{item.record.offset}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
             t1 = time.monotonic()
             out.write(f"{t1:.6f} {(t1 - t0) * 1000:.3f} {len(consumed)}\n")
             if len(consumed) < args.max:
@@ -260,9 +263,19 @@ def child_pruner(args: argparse.Namespace) -> int:
         begun = time.monotonic()
         try:
             result = prune_once(broker, args.cap)
-            print(json.dumps({"cycle_id": result.cycle_id, "status": result.status, "applied": result.applied,
-                              "planned": result.planned, "skipped": result.skipped, "failed": result.failed}),
-                  flush=True)
+            print(
+                json.dumps(
+                    {
+                        "cycle_id": result.cycle_id,
+                        "status": result.status,
+                        "applied": result.applied,
+                        "planned": result.planned,
+                        "skipped": result.skipped,
+                        "failed": result.failed,
+                    }
+                ),
+                flush=True,
+            )
         except Exception as error:  # noqa: BLE001
             _report_error("pruner", error)
         time.sleep(max(0.0, begun + args.interval - time.monotonic()))
@@ -317,8 +330,13 @@ def spawn(name: str, argv: list[str], run_dir: Path, progress: Path | None, *, g
     err = run_dir / f"{name}.stderr"
     with open(out, "wb") as stdout, open(err, "wb") as stderr:
         proc = subprocess.Popen(
-            argv, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, cwd=REPO,
-            env=_child_env(), start_new_session=group,
+            argv,
+            stdout=stdout,
+            stderr=stderr,
+            stdin=subprocess.DEVNULL,
+            cwd=REPO,
+            env=_child_env(),
+            start_new_session=group,
         )
     return Child(name, proc, out, err, progress)
 
@@ -356,8 +374,19 @@ def read_acks(path: Path) -> list[Ack]:
         f = line.split()
         if len(f) != 9:
             continue  # a line cut by the stop
-        acks.append(Ack(float(f[0]), float(f[1]), int(f[2]), int(f[3]), int(f[4]), int(f[5]), float(f[6]),
-                        int(f[7]), float(f[8])))
+        acks.append(
+            Ack(
+                float(f[0]),
+                float(f[1]),
+                int(f[2]),
+                int(f[3]),
+                int(f[4]),
+                int(f[5]),
+                float(f[6]),
+                int(f[7]),
+                float(f[8]),
+            )
+        )
     return acks
 
 
@@ -414,7 +443,8 @@ class Run:
         a = self.args
         with Broker(self.data) as broker:
             broker.create_topic(
-                TOPIC, a.partitions,
+                TOPIC,
+                a.partitions,
                 {"segment_size": a.segment_size, "max_partition_size": a.max_partition_size},
                 actor="bench",
             )
@@ -423,8 +453,18 @@ class Run:
         self.broker = Broker(self.data)
 
     def child_argv(self, role: str, *extra: str) -> list[str]:
-        return [sys.executable, "-m", "bench.load", "_child", role, "--data", str(self.data),
-                "--run-dir", str(self.run_dir), *extra]
+        return [
+            sys.executable,
+            "-m",
+            "bench.load",
+            "_child",
+            role,
+            "--data",
+            str(self.data),
+            "--run-dir",
+            str(self.run_dir),
+            *extra,
+        ]
 
     def start_engine(self) -> None:
         a = self.args
@@ -434,8 +474,11 @@ class Run:
             from engine.policy.units import parse_duration, parse_size
 
             argv = self.child_argv(
-                "pruner", "--interval", str((parse_duration(a.interval) or 0) / 1000),
-                "--cap", str(parse_size(a.max_partition_size)),
+                "pruner",
+                "--interval",
+                str((parse_duration(a.interval) or 0) / 1000),
+                "--cap",
+                str(parse_size(a.max_partition_size)),
             )
         self.engine = spawn("engine", argv, self.run_dir, None, group=True)
         self.children.append(self.engine)
@@ -444,23 +487,30 @@ class Run:
     def start_load(self) -> None:
         a = self.args
         for p in range(a.producers):
-            self.children.append(spawn(
-                f"producer-{p}",
-                self.child_argv("producer", "--id", str(p), "--batch", str(a.batch), "--record-size", str(a.record_size)),
-                self.run_dir, self.run_dir / f"producer-{p}.acks",
-            ))
+            self.children.append(
+                spawn(
+                    f"producer-{p}",
+                    self.child_argv(
+                        "producer", "--id", str(p), "--batch", str(a.batch), "--record-size", str(a.record_size)
+                    ),
+                    self.run_dir,
+                    self.run_dir / f"producer-{p}.acks",
+                )
+            )
         for c in range(a.consumers):
-            self.children.append(spawn(
-                f"consumer-{c}", self.child_argv("consumer", "--id", str(c)), self.run_dir,
-                self.run_dir / f"consumer-{c}.log",
-            ))
+            self.children.append(
+                spawn(
+                    f"consumer-{c}",
+                    self.child_argv("consumer", "--id", str(c)),
+                    self.run_dir,
+                    self.run_dir / f"consumer-{c}.log",
+                )
+            )
         self.log(f"{a.producers} producer(s) and {a.consumers} consumer(s) started")
 
     def journaled_cycles(self) -> int:
         assert self.broker is not None
-        row = self.broker.catalog.db.conn.execute(
-            "SELECT COUNT(*) FROM cycles WHERE trigger = 'schedule'"
-        ).fetchone()
+        row = self.broker.catalog.db.conn.execute("SELECT COUNT(*) FROM cycles WHERE trigger = 'schedule'").fetchone()
         return int(row[0])
 
     # -- the watchdog -------------------------------------------------------------------
@@ -511,8 +561,9 @@ class Run:
     # -- the CLI ------------------------------------------------------------------------
 
     def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        done = subprocess.run(ebb_argv(self.data, *args), capture_output=True, timeout=timeout, cwd=REPO,
-                              env=_child_env(), check=False)
+        done = subprocess.run(
+            ebb_argv(self.data, *args), capture_output=True, timeout=timeout, cwd=REPO, env=_child_env(), check=False
+        )
         self.cli_runs += 1
         text = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
         if done.returncode != 0 or ERROR_PATTERN.search(done.stderr.decode(errors="replace")):
@@ -522,8 +573,11 @@ class Run:
     next_probe = 0.0
 
     def probe(self) -> None:
-        commands = (("topic", "describe", TOPIC, "--json"), ("consume", TOPIC, "--group", "cli-probe", "--max", "5"),
-                    ("log", "--cycles", "--since", "1m"))
+        commands = (
+            ("topic", "describe", TOPIC, "--json"),
+            ("consume", TOPIC, "--group", "cli-probe", "--max", "5"),
+            ("log", "--cycles", "--since", "1m"),
+        )
         self.cli(*commands[self.cli_runs % len(commands)])
         self.next_probe = time.monotonic() + self.args.cli_probe
 
@@ -587,8 +641,11 @@ class Run:
         self.log(f"first cycle journaled {self.engine_ready_s:.1f} s after the engine started")
 
     def schedule(self) -> list[str]:
-        pattern = {"both": ["cycles", "paused", "cycles", "stopped"], "pause": ["cycles", "paused"],
-                   "stop": ["cycles", "stopped"]}[self.args.baseline]
+        pattern = {
+            "both": ["cycles", "paused", "cycles", "stopped"],
+            "pause": ["cycles", "paused"],
+            "stop": ["cycles", "stopped"],
+        }[self.args.baseline]
         count = max(len(pattern), round(self.args.duration / self.args.window))
         count += (-count) % 2  # as many windows with cycles as without
         return [pattern[i % len(pattern)] for i in range(count)]
@@ -675,7 +732,9 @@ class Run:
                 got = [r.offset for r in records]
                 if got != list(range(first, ack.next)):
                     missing += len(set(range(first, ack.next)) - set(got))
-                    problems.append(f"producer {p_id} partition {ack.partition} {ack.base}..{ack.next}: read {got[:3]}...")
+                    problems.append(
+                        f"producer {p_id} partition {ack.partition} {ack.base}..{ack.next}: read {got[:3]}..."
+                    )
                 for r in records:
                     want = _value(p_id, ack.seq + r.offset - ack.base, self.args.record_size)
                     if r.value != want:
@@ -689,23 +748,36 @@ class Run:
         assert self.broker is not None
         conn = self.broker.catalog.db.conn
         statuses = dict(conn.execute("SELECT status, COUNT(*) FROM cycles WHERE trigger = 'schedule' GROUP BY status"))
-        errors = [r[0] for r in conn.execute(
-            "SELECT error FROM cycles WHERE error IS NOT NULL OR status IN ('failed', 'interrupted') LIMIT 10")]
-        failed_topics = [r[0] for r in conn.execute(
-            "SELECT details FROM actions WHERE action = 'topic_failed' LIMIT 10")]
+        errors = [
+            r[0]
+            for r in conn.execute(
+                "SELECT error FROM cycles WHERE error IS NOT NULL OR status IN ('failed', 'interrupted') LIMIT 10"
+            )
+        ]
+        failed_topics = [
+            r[0] for r in conn.execute("SELECT details FROM actions WHERE action = 'topic_failed' LIMIT 10")
+        ]
         deleted = conn.execute(
             "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM actions"
             " WHERE action = 'delete_segment' AND status = 'applied'"
         ).fetchone()
         skipped = conn.execute("SELECT COUNT(*) FROM actions WHERE action = 'skipped'").fetchone()[0]
-        return {"cycles": statuses, "segments_deleted": deleted[0], "bytes_freed": deleted[1],
-                "stale_plan_skips": skipped, "cycle_errors": [e for e in errors if e], "topic_failures": failed_topics}
+        return {
+            "cycles": statuses,
+            "segments_deleted": deleted[0],
+            "bytes_freed": deleted[1],
+            "stale_plan_skips": skipped,
+            "cycle_errors": [e for e in errors if e],
+            "topic_failures": failed_topics,
+        }
 
     def window_cycles(self, w: Window) -> tuple[int, int]:
         assert self.broker is not None
         row = self.broker.catalog.db.conn.execute(
             "SELECT COUNT(*), COALESCE(SUM(applied), 0) FROM cycles WHERE trigger = 'schedule' AND finished >= ? "
-            "AND finished < ?", (w.start_ms, w.end_ms)).fetchone()
+            "AND finished < ?",
+            (w.start_ms, w.end_ms),
+        ).fetchone()
         return int(row[0]), int(row[1])
 
     def results(self) -> dict[str, Any]:
@@ -714,20 +786,29 @@ class Run:
         for c in range(self.args.consumers):
             path = self.run_dir / f"consumer-{c}.log"
             if path.exists():
-                consumed += [(float(f[0]), int(f[2])) for f in (line.split() for line in path.read_text().splitlines()) if len(f) == 3]
+                consumed += [
+                    (float(f[0]), int(f[2]))
+                    for f in (line.split() for line in path.read_text().splitlines())
+                    if len(f) == 3
+                ]
         per_window = []
         for w in self.windows:
             mine = [a for a in acks if w.start <= a.t < w.end]
             seconds = w.end - w.start
             cycles, deleted = self.window_cycles(w)
-            per_window.append({
-                "mode": w.mode, "seconds": round(seconds, 3),
-                "records": sum(a.next - a.base for a in mine), "appends": len(mine),
-                "records_per_s": sum(a.next - a.base for a in mine) / seconds,
-                "consumed": sum(n for t, n in consumed if w.start <= t < w.end),
-                "cycles": cycles, "segments_deleted": deleted,
-                "_acks": mine,
-            })
+            per_window.append(
+                {
+                    "mode": w.mode,
+                    "seconds": round(seconds, 3),
+                    "records": sum(a.next - a.base for a in mine),
+                    "appends": len(mine),
+                    "records_per_s": sum(a.next - a.base for a in mine) / seconds,
+                    "consumed": sum(n for t, n in consumed if w.start <= t < w.end),
+                    "cycles": cycles,
+                    "segments_deleted": deleted,
+                    "_acks": mine,
+                }
+            )
         modes: dict[str, Any] = {}
         for mode in ("cycles", "paused", "stopped"):
             ws = [w for w in per_window if w["mode"] == mode]
@@ -737,13 +818,15 @@ class Run:
             seconds = sum(w["seconds"] for w in ws)
             lat = [a.latency_ms for a in mine]
             modes[mode] = {
-                "windows": len(ws), "seconds": round(seconds, 1),
+                "windows": len(ws),
+                "seconds": round(seconds, 1),
                 "records": sum(w["records"] for w in ws),
                 "records_per_s": sum(w["records"] for w in ws) / seconds,
                 "window_records_per_s": [round(w["records_per_s"]) for w in ws],
                 "median_window_records_per_s": statistics.median(w["records_per_s"] for w in ws),
                 "appends": len(mine),
-                "latency_ms_p50": percentile(lat, 50), "latency_ms_p99": percentile(lat, 99),
+                "latency_ms_p50": percentile(lat, 50),
+                "latency_ms_p99": percentile(lat, 99),
                 "latency_ms_max": max(lat, default=float("nan")),
                 "lock_wait_ms_p50": percentile([a.lock_ms for a in mine], 50),
                 "lock_wait_ms_p99": percentile([a.lock_ms for a in mine], 99),
@@ -751,14 +834,16 @@ class Run:
                 "db_wait_ms_p50": percentile([a.db_ms for a in mine], 50),
                 "db_wait_ms_p99": percentile([a.db_ms for a in mine], 99),
                 "db_wait_ms_max": max((a.db_ms for a in mine), default=float("nan")),
-                "cycles": sum(w["cycles"] for w in ws), "segments_deleted": sum(w["segments_deleted"] for w in ws),
+                "cycles": sum(w["cycles"] for w in ws),
+                "segments_deleted": sum(w["segments_deleted"] for w in ws),
                 "consumed_per_s": sum(w["consumed"] for w in ws) / seconds,
             }
         for w in per_window:
             del w["_acks"]
         ratios = {
             f"cycles/{base}": modes["cycles"]["records_per_s"] / modes[base]["records_per_s"]
-            for base in ("paused", "stopped") if base in modes and "cycles" in modes and modes[base]["records_per_s"]
+            for base in ("paused", "stopped")
+            if base in modes and "cycles" in modes and modes[base]["records_per_s"]
         }
         # Paired: each window without cycles against the mean of the windows with
         # cycles right before and after it (machine noise drifts; neighbours share it).
@@ -766,39 +851,59 @@ class Run:
         for i, w in enumerate(per_window):
             if w["mode"] == "cycles" or not w["records_per_s"]:
                 continue
-            near = [per_window[j]["records_per_s"] for j in (i - 1, i + 1)
-                    if 0 <= j < len(per_window) and per_window[j]["mode"] == "cycles"]
+            near = [
+                per_window[j]["records_per_s"]
+                for j in (i - 1, i + 1)
+                if 0 <= j < len(per_window) and per_window[j]["mode"] == "cycles"
+            ]
             if near:
                 paired.setdefault(f"cycles/{w['mode']}", []).append(statistics.mean(near) / w["records_per_s"])
-        paired_ratios = {name: {"median": statistics.median(values), "each": [round(v, 2) for v in values]}
-                         for name, values in paired.items()}
+        paired_ratios = {
+            name: {"median": statistics.median(values), "each": [round(v, 2) for v in values]}
+            for name, values in paired.items()
+        }
         return {"modes": modes, "ratios": ratios, "paired_ratios": paired_ratios, "windows": per_window}
 
 
 def print_report(report: dict[str, Any]) -> None:
     r = report
     print(f"\nload: {r['config']}")
-    print(f"load average before/after: {r['load_before']} / {r['load_after']}; engine's first cycle after "
-          f"{r['engine_ready_s']:.1f} s; {r['elapsed_s']:.0f} s in all")
-    print(f"{'windows':<10}{'n':>3}{'secs':>7}{'records/s':>11}{'median/win':>12}{'p50 ms':>8}{'p99 ms':>8}"
-          f"{'lock p99':>9}{'retries':>8}{'db p99':>8}{'db max':>8}{'cycles':>7}{'deleted':>8}{'consumed/s':>11}")
+    print(
+        f"load average before/after: {r['load_before']} / {r['load_after']}; engine's first cycle after "
+        f"{r['engine_ready_s']:.1f} s; {r['elapsed_s']:.0f} s in all"
+    )
+    print(
+        f"{'windows':<10}{'n':>3}{'secs':>7}{'records/s':>11}{'median/win':>12}{'p50 ms':>8}{'p99 ms':>8}"
+        f"{'lock p99':>9}{'retries':>8}{'db p99':>8}{'db max':>8}{'cycles':>7}{'deleted':>8}{'consumed/s':>11}"
+    )
     for mode, m in r["modes"].items():
-        print(f"{mode:<10}{m['windows']:>3}{m['seconds']:>7.0f}{m['records_per_s']:>11,.0f}"
-              f"{m['median_window_records_per_s']:>12,.0f}{m['latency_ms_p50']:>8.1f}{m['latency_ms_p99']:>8.1f}"
-              f"{m['lock_wait_ms_p99']:>9.1f}{m['lock_retries']:>8}{m['db_wait_ms_p99']:>8.1f}"
-              f"{m['db_wait_ms_max']:>8.1f}{m['cycles']:>7}{m['segments_deleted']:>8}{m['consumed_per_s']:>11,.0f}")
+        print(
+            f"{mode:<10}{m['windows']:>3}{m['seconds']:>7.0f}{m['records_per_s']:>11,.0f}"
+            f"{m['median_window_records_per_s']:>12,.0f}{m['latency_ms_p50']:>8.1f}{m['latency_ms_p99']:>8.1f}"
+            f"{m['lock_wait_ms_p99']:>9.1f}{m['lock_retries']:>8}{m['db_wait_ms_p99']:>8.1f}"
+            f"{m['db_wait_ms_max']:>8.1f}{m['cycles']:>7}{m['segments_deleted']:>8}{m['consumed_per_s']:>11,.0f}"
+        )
     for name, ratio in r["ratios"].items():
         pair = r["paired_ratios"].get(name)
-        print(f"append throughput {name}: {ratio:.2f} over all its windows"
-              + (f"; paired with the neighbouring windows: median {pair['median']:.2f} of {pair['each']}" if pair else ""))
+        print(
+            f"append throughput {name}: {ratio:.2f} over all its windows"
+            + (f"; paired with the neighbouring windows: median {pair['median']:.2f} of {pair['each']}" if pair else "")
+        )
     j = r["journal"]
-    print(f"journal: scheduled cycles by status {j['cycles']}; {j['segments_deleted']} segments deleted "
-          f"({j['bytes_freed'] / 1e6:.1f} MB); {j['stale_plan_skips']} stale-plan skips")
+    print(
+        f"journal: scheduled cycles by status {j['cycles']}; {j['segments_deleted']} segments deleted "
+        f"({j['bytes_freed'] / 1e6:.1f} MB); {j['stale_plan_skips']} stale-plan skips"
+    )
     v = r["verify"]
-    print(f"acknowledged records: {v['checked']:,} read back and checked, {v['below_log_start']:,} below the log "
-          f"start, {v['missing_or_wrong']} missing or wrong")
-    print("append latency max (ms): " + ", ".join(f"{k} {m['latency_ms_max']:.0f}" for k, m in r["modes"].items())
-          + f"; largest catalog WAL seen: {r['wal_max_bytes'] / 1e6:.1f} MB")
+    print(
+        f"acknowledged records: {v['checked']:,} read back and checked, {v['below_log_start']:,} below the log "
+        f"start, {v['missing_or_wrong']} missing or wrong"
+    )
+    print(
+        "append latency max (ms): "
+        + ", ".join(f"{k} {m['latency_ms_max']:.0f}" for k, m in r["modes"].items())
+        + f"; largest catalog WAL seen: {r['wal_max_bytes'] / 1e6:.1f} MB"
+    )
     print(f"CLI commands run meanwhile: {r['cli_runs']}")
     print(f"error lines in children's stderr / CLI output: {len(r['errors'])}")
     for line in r["errors"][:30]:
@@ -815,10 +920,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--consumers", type=int, default=1)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--interval", default="2s", help="prune interval, a Go duration [2s]")
-    parser.add_argument("--engine", choices=("spark", "executor"), default="spark",
-                        help="spark: `ebb engine`; executor: cycles through the executor without Spark [spark]")
-    parser.add_argument("--baseline", choices=("both", "pause", "stop"), default="both",
-                        help="windows without cycles: ebb pause, the engine frozen, or both in turn [both]")
+    parser.add_argument(
+        "--engine",
+        choices=("spark", "executor"),
+        default="spark",
+        help="spark: `ebb engine`; executor: cycles through the executor without Spark [spark]",
+    )
+    parser.add_argument(
+        "--baseline",
+        choices=("both", "pause", "stop"),
+        default="both",
+        help="windows without cycles: ebb pause, the engine frozen, or both in turn [both]",
+    )
     parser.add_argument("--batch", type=int, default=100, help="records per append [100]")
     parser.add_argument("--record-size", type=int, default=200, help="bytes per record value [200]")
     parser.add_argument("--segment-size", default="512KiB")
@@ -865,18 +978,32 @@ def main(argv: list[str] | None = None) -> int:
         if errors:
             failures.append(f"{len(errors)} error line(s) in the children's stderr or CLI output")
         if verify["missing_or_wrong"]:
-            failures.append(f"{verify['missing_or_wrong']} acknowledged record(s) missing or wrong: {run.verify_problems}")
+            failures.append(
+                f"{verify['missing_or_wrong']} acknowledged record(s) missing or wrong: {run.verify_problems}"
+            )
         if journal["cycle_errors"] or journal["topic_failures"] or journal["cycles"].get("failed"):
-            failures.append(f"failed cycles or topics in the journal: {journal['cycle_errors']} {journal['topic_failures']}")
+            failures.append(
+                f"failed cycles or topics in the journal: {journal['cycle_errors']} {journal['topic_failures']}"
+            )
         idle = [w for w in results["windows"] if w["records"] == 0]
         if idle:
             failures.append(f"{len(idle)} window(s) without a single acknowledged append")
         report = {
             "config": " ".join(["-m bench.load", *argv]),
-            "root": str(root), "load_before": load_before, "load_after": load_after,
-            "engine_ready_s": run.engine_ready_s, "elapsed_s": time.monotonic() - started,
-            **results, "verify": verify, "journal": journal, "cli_runs": run.cli_runs, "errors": errors,
-            "events": run.events, "wal_max_bytes": run.wal_max, "ok": not failures, "failures": failures,
+            "root": str(root),
+            "load_before": load_before,
+            "load_after": load_after,
+            "engine_ready_s": run.engine_ready_s,
+            "elapsed_s": time.monotonic() - started,
+            **results,
+            "verify": verify,
+            "journal": journal,
+            "cli_runs": run.cli_runs,
+            "errors": errors,
+            "events": run.events,
+            "wal_max_bytes": run.wal_max,
+            "ok": not failures,
+            "failures": failures,
         }
         print_report(report)
         if args.json:

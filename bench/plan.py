@@ -149,7 +149,9 @@ def to_reference(data: SyntheticCatalog, topic_ids: list[int]) -> Any:
             )
             groups.append(Group(data.groups[g].name, data.groups[g].kind, positions))
         topics.append(
-            Topic(spec.name, Policy(**spec.policy), tuple(partitions), tuple(groups), spec.overrides, spec.policy_version)
+            Topic(
+                spec.name, Policy(**spec.policy), tuple(partitions), tuple(groups), spec.overrides, spec.policy_version
+            )
         )
     return RefCatalog(tuple(topics), data.now, {})
 
@@ -228,13 +230,21 @@ def invariants(plan: Plan, snapshot: Snapshot, data: SyntheticCatalog) -> list[t
     def check(name: str, ok: bool, detail: str = "") -> None:
         checks.append((name, bool(ok), detail))
 
-    check("one plan row per snapshot segment", seg.num_rows == snapshot.tables["segments"].num_rows,
-          f"{seg.num_rows} vs {snapshot.tables['segments'].num_rows}")
+    check(
+        "one plan row per snapshot segment",
+        seg.num_rows == snapshot.tables["segments"].num_rows,
+        f"{seg.num_rows} vs {snapshot.tables['segments'].num_rows}",
+    )
     check("one plan row per partition", part.num_rows == data.partitions, f"{part.num_rows} vs {data.partitions}")
-    check("one plan row per position", groups.num_rows == snapshot.tables["positions"].num_rows,
-          f"{groups.num_rows} vs {snapshot.tables['positions'].num_rows}")
-    check("no active segment deleted",
-          seg.filter(pc.and_(pc.invert(seg["sealed"]), pc.equal(seg["decision"], "delete"))).num_rows == 0)
+    check(
+        "one plan row per position",
+        groups.num_rows == snapshot.tables["positions"].num_rows,
+        f"{groups.num_rows} vs {snapshot.tables['positions'].num_rows}",
+    )
+    check(
+        "no active segment deleted",
+        seg.filter(pc.and_(pc.invert(seg["sealed"]), pc.equal(seg["decision"], "delete"))).num_rows == 0,
+    )
     # per partition, from the segments table: counts, bytes, prefix property
     sorted_seg = seg.sort_by([("topic", "ascending"), ("partition", "ascending"), ("base_offset", "ascending")])
     topic_col, part_col = sorted_seg["topic"].to_pylist(), sorted_seg["partition"].to_pylist()
@@ -254,8 +264,12 @@ def invariants(plan: Plan, snapshot: Snapshot, data: SyntheticCatalog) -> list[t
             state[key] = True
     check("deletions are a prefix of each partition", not_prefix == 0, f"{not_prefix} deleted after a kept one")
     mismatched = 0
-    for t, p, n, b in zip(part["topic"].to_pylist(), part["partition"].to_pylist(),
-                          part["segments_deleted"].to_pylist(), part["bytes_deleted"].to_pylist()):
+    for t, p, n, b in zip(
+        part["topic"].to_pylist(),
+        part["partition"].to_pylist(),
+        part["segments_deleted"].to_pylist(),
+        part["bytes_deleted"].to_pylist(),
+    ):
         if per.get((t, p), [0, 0]) != [n, b]:
             mismatched += 1
     check("partition counts and bytes match its segments", mismatched == 0, f"{mismatched} partitions differ")
@@ -265,7 +279,8 @@ def invariants(plan: Plan, snapshot: Snapshot, data: SyntheticCatalog) -> list[t
     live = groups.filter(pc.invert(groups["expired"]))
     starts = {(t, p): n for t, p, n in zip(part["topic"].to_pylist(), part["partition"].to_pylist(), h2.to_pylist())}
     below = sum(
-        1 for t, p, n in zip(live["topic"].to_pylist(), live["partition"].to_pylist(), live["new_position"].to_pylist())
+        1
+        for t, p, n in zip(live["topic"].to_pylist(), live["partition"].to_pylist(), live["new_position"].to_pylist())
         if n < starts[(t, p)]
     )
     check("no live group below the new log start", below == 0, f"{below} group rows below")
@@ -288,8 +303,12 @@ def _stages(spark: Any) -> list[dict[str, Any]]:
         except Exception:  # noqa: BLE001 - a JVM internal that may be missing; a pause serves too
             time.sleep(0.5)
         jvm = sc._jvm
-        stages = sc._jsc.sc().statusStore().stageList(
-            jvm.java.util.ArrayList(), False, False, sc._gateway.new_array(jvm.double, 0), jvm.java.util.ArrayList()
+        stages = (
+            sc._jsc.sc()
+            .statusStore()
+            .stageList(
+                jvm.java.util.ArrayList(), False, False, sc._gateway.new_array(jvm.double, 0), jvm.java.util.ArrayList()
+            )
         )
         out = []
         for i in range(stages.size()):
@@ -354,7 +373,11 @@ def _operators(spark: Any, first: int) -> list[dict[str, Any]]:
                         text = text.split("\n")[-1].split(" (")[0].strip()
                         if text and not text.startswith("0") and text != "0.0 B":
                             shown[metric.name()] = text
-                    elif metric.name() == "number of output rows" and node.name().startswith("Scan") and value.isDefined():
+                    elif (
+                        metric.name() == "number of output rows"
+                        and node.name().startswith("Scan")
+                        and value.isDefined()
+                    ):
                         shown["rows"] = value.get()
                 if not shown:
                     continue
@@ -362,8 +385,15 @@ def _operators(spark: Any, first: int) -> list[dict[str, Any]]:
                 if node.getClass().getSimpleName() == "SparkPlanGraphCluster":  # a WholeStageCodegen
                     children = node.nodes()
                     contains = [children.apply(c).name() for c in range(children.size())]
-                out.append({"execution": execution_id, "node": node.id(), "name": node.name(), "metrics": shown,
-                            "contains": contains})
+                out.append(
+                    {
+                        "execution": execution_id,
+                        "node": node.id(),
+                        "name": node.name(),
+                        "metrics": shown,
+                        "contains": contains,
+                    }
+                )
         return out
     except Exception:  # noqa: BLE001 - the status store is a JVM internal: no metrics then
         return []
@@ -435,7 +465,9 @@ def rows_way_segments(catalog: Catalog) -> tuple[float, float]:
 
     def to_arrow() -> pa.Table:
         columns = list(zip(*[(*r[:7], bool(r[7])) for r in rows]))
-        return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, tables.SEGMENTS)], schema=tables.SEGMENTS)
+        return pa.Table.from_arrays(
+            [pa.array(c, type=f.type) for c, f in zip(columns, tables.SEGMENTS)], schema=tables.SEGMENTS
+        )
 
     arrow_s, _ = timed(to_arrow)
     return fetch_s, arrow_s
@@ -457,8 +489,15 @@ def warm_cycle(broker: Broker, planner: Planner, records: LinearRecordTimes, now
     times["snapshot"], snapshot = timed(build_snapshot, broker.catalog, records, defaults={}, now=now)
     times["plan"], plan = timed(planner.plan, snapshot)
     times["apply-nothing"], _ = timed(
-        lambda: execute(broker, work_from_plan(plan.tables), now=now, trigger="manual", actor="bench",
-                        spark_master=planner.engine.description, dry_run=True)
+        lambda: execute(
+            broker,
+            work_from_plan(plan.tables),
+            now=now,
+            trigger="manual",
+            actor="bench",
+            spark_master=planner.engine.description,
+            dry_run=True,
+        )
     )
     times["cycle"] = sum(times.values())
     return times
@@ -479,22 +518,35 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     write_s, _ = timed(data.write, catalog)
     result["generate_seconds"], result["write_seconds"] = gen_s, write_s
     result["groups"], result["positions"] = len(data.groups), len(data.pos_group)
-    print(f"catalog:      generate {gen_s:6.2f} s, SQLite bulk insert {write_s:6.2f} s "
-          f"({len(data.groups):,} groups, {len(data.pos_group):,} positions)", flush=True)
+    print(
+        f"catalog:      generate {gen_s:6.2f} s, SQLite bulk insert {write_s:6.2f} s "
+        f"({len(data.groups):,} groups, {len(data.pos_group):,} positions)",
+        flush=True,
+    )
 
     # snapshot
     records = LinearRecordTimes(data)
     snap_s, snapshot = timed(build_snapshot, catalog, records, defaults={}, now=data.now)
-    result.update(snapshot_seconds=snap_s, time_cuts=snapshot.tables["time_cuts"].num_rows,
-                  record_time_calls=records.calls, rejected=len(snapshot.rejected))
-    print(f"snapshot:     {snap_s:6.2f} s  ({len(snapshot.rejected)} topics rejected; "
-          f"{result['time_cuts']:,} time cuts, {records.calls:,} RecordTimes calls)", flush=True)
+    result.update(
+        snapshot_seconds=snap_s,
+        time_cuts=snapshot.tables["time_cuts"].num_rows,
+        record_time_calls=records.calls,
+        rejected=len(snapshot.rejected),
+    )
+    print(
+        f"snapshot:     {snap_s:6.2f} s  ({len(snapshot.rejected)} topics rejected; "
+        f"{result['time_cuts']:,} time cuts, {records.calls:,} RecordTimes calls)",
+        flush=True,
+    )
     if data.segment_count <= BASELINE_SEGMENTS:
         fetch_s, arrow_s = rows_way_segments(catalog)
         result.update(baseline_segments_fetch_seconds=fetch_s, baseline_segments_arrow_seconds=arrow_s)
-        print(f"  baseline, the rows way, segments table only: SQLite rows {fetch_s:.2f} s + rows -> Arrow "
-              f"{arrow_s:.2f} s = {fetch_s + arrow_s:.2f} s; whole bulk snapshot / that {snap_s / (fetch_s + arrow_s):.2f}",
-              flush=True)
+        print(
+            f"  baseline, the rows way, segments table only: SQLite rows {fetch_s:.2f} s + rows -> Arrow "
+            f"{arrow_s:.2f} s = {fetch_s + arrow_s:.2f} s; "
+            f"whole bulk snapshot / that {snap_s / (fetch_s + arrow_s):.2f}",
+            flush=True,
+        )
     catalog.close()
 
     # spark
@@ -562,34 +614,54 @@ def compare_with_model(args: argparse.Namespace, data: SyntheticCatalog, plan: P
     model_s, expected = timed(model.plan, reference, data.now)
     scale = data.segment_count / sample_segments
     result.update(
-        model_topics=len(topic_ids), model_segments=sample_segments, model_convert_seconds=convert_s,
-        model_seconds=model_s, model_scale=scale, model_seconds_full=model_s * scale,
+        model_topics=len(topic_ids),
+        model_segments=sample_segments,
+        model_convert_seconds=convert_s,
+        model_seconds=model_s,
+        model_scale=scale,
+        model_seconds_full=model_s * scale,
     )
     sampled = len(topic_ids) < len(data.topics)
     if sampled:
-        print(f"model:        {model_s:6.2f} s on {len(topic_ids):,} of {len(data.topics):,} topics "
-              f"({sample_segments:,} segments, every ~{len(data.topics) / len(topic_ids):.0f}th topic); "
-              f"extrapolated linearly x{scale:.1f} to the full catalog: {model_s * scale:.1f} s "
-              f"(conversion to the model's input {convert_s:.2f} s, not counted)", flush=True)
+        print(
+            f"model:        {model_s:6.2f} s on {len(topic_ids):,} of {len(data.topics):,} topics "
+            f"({sample_segments:,} segments, every ~{len(data.topics) / len(topic_ids):.0f}th topic); "
+            f"extrapolated linearly x{scale:.1f} to the full catalog: {model_s * scale:.1f} s "
+            f"(conversion to the model's input {convert_s:.2f} s, not counted)",
+            flush=True,
+        )
     else:
-        print(f"model:        {model_s:6.2f} s on the whole catalog "
-              f"(conversion to the model's input {convert_s:.2f} s, not counted)", flush=True)
+        print(
+            f"model:        {model_s:6.2f} s on the whole catalog "
+            f"(conversion to the model's input {convert_s:.2f} s, not counted)",
+            flush=True,
+        )
 
     # correctness on the model's topics
     got_count, got_bytes = deletions(only_topics(plan.tables["segments"], names))
     want = [r for r in expected["segments"] if r["decision"] == "delete"]
     want_count, want_bytes = len(want), sum(r["size_bytes"] for r in want)
     ok = (got_count, got_bytes) == (want_count, want_bytes)
-    result["check"] = {"ok": ok, "plan_deletions": got_count, "plan_bytes": got_bytes,
-                       "model_deletions": want_count, "model_bytes": want_bytes, "tables": {}}
+    result["check"] = {
+        "ok": ok,
+        "plan_deletions": got_count,
+        "plan_bytes": got_bytes,
+        "model_deletions": want_count,
+        "model_bytes": want_bytes,
+        "tables": {},
+    }
     where = f"on the model's {len(topic_ids):,} topics" if sampled else "on the whole catalog"
-    print(f"check:        {'OK' if ok else 'MISMATCH'} {where}: plan deletes {got_count:,} segments / "
-          f"{got_bytes:,} bytes, model {want_count:,} / {want_bytes:,}")
+    print(
+        f"check:        {'OK' if ok else 'MISMATCH'} {where}: plan deletes {got_count:,} segments / "
+        f"{got_bytes:,} bytes, model {want_count:,} / {want_bytes:,}"
+    )
     for name in KEYS:
         differing, first = compare_rows(name, only_topics(plan.tables[name], names).to_pylist(), expected[name])
         result["check"]["tables"][name] = {"rows": len(expected[name]), "differing": differing, "first": first}
-        print(f"              {name:<10} {len(expected[name]):>9,} rows, "
-              f"{'identical' if differing == 0 else f'{differing:,} DIFFER; first: {first}'}")
+        print(
+            f"              {name:<10} {len(expected[name]):>9,} rows, "
+            f"{'identical' if differing == 0 else f'{differing:,} DIFFER; first: {first}'}"
+        )
 
 
 def print_log_tail(path: Path, lines: int = 40) -> None:
@@ -614,19 +686,25 @@ def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
     for step, seconds in b["times"].items():
         print(f"  {step:<56}{seconds:7.2f} s")
     plan_info = b.get("physical_plan", {})
-    print(f"  physical plan: {plan_info.get('shuffles')} shuffles, {plan_info.get('broadcasts')} broadcasts, "
-          f"{plan_info.get('windows')} window operators, {plan_info.get('sorts')} sorts, "
-          f"bucketed scan {'yes' if plan_info.get('bucketed scan') else 'NO'}; "
-          f"collected {b['collected_rows']:,} rows, {b['collected_mb']:.0f} MB of Arrow")
+    print(
+        f"  physical plan: {plan_info.get('shuffles')} shuffles, {plan_info.get('broadcasts')} broadcasts, "
+        f"{plan_info.get('windows')} window operators, {plan_info.get('sorts')} sorts, "
+        f"bucketed scan {'yes' if plan_info.get('bucketed scan') else 'NO'}; "
+        f"collected {b['collected_rows']:,} rows, {b['collected_mb']:.0f} MB of Arrow"
+    )
     if b["stages"]:
         print(f"  Spark stages of the execution ({len(b['stages'])}):")
-        print(f"    {'stage':>5} {'status':<9}{'tasks':>6}{'wall s':>8}{'task s':>8}{'in rows':>10}"
-              f"{'shuf rd MB':>11}{'shuf wr MB':>11}{'spill MB':>9}  name")
+        print(
+            f"    {'stage':>5} {'status':<9}{'tasks':>6}{'wall s':>8}{'task s':>8}{'in rows':>10}"
+            f"{'shuf rd MB':>11}{'shuf wr MB':>11}{'spill MB':>9}  name"
+        )
         for s in b["stages"]:
             wall = "" if s["wall_seconds"] is None else f"{s['wall_seconds']:.2f}"
-            print(f"    {s['stage']:>5} {s['status']:<9}{s['tasks']:>6}{wall:>8}{s['task_seconds']:>8.2f}"
-                  f"{s['input_records']:>10,}{s['shuffle_read_mb']:>11.1f}{s['shuffle_write_mb']:>11.1f}"
-                  f"{s['spill_mb']:>9.1f}  {s['name'][:40]}")
+            print(
+                f"    {s['stage']:>5} {s['status']:<9}{s['tasks']:>6}{wall:>8}{s['task_seconds']:>8.2f}"
+                f"{s['input_records']:>10,}{s['shuffle_read_mb']:>11.1f}{s['shuffle_write_mb']:>11.1f}"
+                f"{s['spill_mb']:>9.1f}  {s['name'][:40]}"
+            )
     if b.get("operators"):
         print("  SQL operators with metrics (totals over tasks; Window operators report none; a WholeStageCodegen's")
         print("  duration is the wall time its iterator was open, consumers included: they overlap, do not add them):")
@@ -637,24 +715,34 @@ def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
             print(f"    {o['name'][:26]:<26} {metrics}{contains}")
     p = r["plan"]
     print()
-    print(f"plan output: {p['segments']:,} segment rows, {p['partitions']:,} partitions, {p['groups']:,} group rows, "
-          f"{p['topics']:,} topics; deletes {p['deleted_segments']:,} segments ({p['deleted_bytes'] / 1e9:.2f} GB)")
+    print(
+        f"plan output: {p['segments']:,} segment rows, {p['partitions']:,} partitions, {p['groups']:,} group rows, "
+        f"{p['topics']:,} topics; deletes {p['deleted_segments']:,} segments ({p['deleted_bytes'] / 1e9:.2f} GB)"
+    )
     print("  reasons: " + ", ".join(f"{k} {v:,}" for k, v in p["reasons"].items()))
-    print(f"  partitions: {p['rolls']:,} rolls, {p['partitions_with_barrier']:,} with a barrier, "
-          f"{p['partitions_moving_log_start']:,} moving the log start; groups: {p['expired_group_rows']:,} expired rows, "
-          f"{p['over_quota_group_rows']:,} over quota; skipped by TTL {p['ttl_skipped']:,}, eviction "
-          f"{p['evicted_skipped']:,}, moves {p['moved_skipped']:,}; {p['topics_quota_exceeded']:,} topics quota-exceeded")
+    print(
+        f"  partitions: {p['rolls']:,} rolls, {p['partitions_with_barrier']:,} with a barrier, "
+        f"{p['partitions_moving_log_start']:,} moving the log start; groups: {p['expired_group_rows']:,} expired rows, "
+        f"{p['over_quota_group_rows']:,} over quota; skipped by TTL {p['ttl_skipped']:,}, eviction "
+        f"{p['evicted_skipped']:,}, moves {p['moved_skipped']:,}; {p['topics_quota_exceeded']:,} topics quota-exceeded"
+    )
     for item in r["invariants"]:
         print(f"  {'ok  ' if item['ok'] else 'FAIL'} {item['name']}" + ("" if item["ok"] else f" ({item['detail']})"))
     print()
     c = r["cycle_medians"]
     jvm = "n/a (not a local master)" if r["jvm_peak_rss_mb"] is None else f"{r['jvm_peak_rss_mb']:,.0f} MB"
-    print(f"summary ({args.partitions * args.segments:,} segments, {args.master}, snapshot as {r['transport']}, "
-          f"load average {fmt_load(r['load_before'])} before, {fmt_load(r['load_after'])} after):")
-    print(f"  first snapshot {r['snapshot_seconds']:.2f} s; spark start {r['spark_start_seconds']:.2f} s; "
-          f"plan cold {r['plan_cold_seconds']:.2f} s")
-    print(f"  warm cycle median {c['cycle']:.2f} s, min {r['cycle_min']:.2f} s (of {args.repeat}): snapshot "
-          f"{c['snapshot']:.2f} s + plan {c['plan']:.2f} s + apply-nothing {c['apply-nothing']:.2f} s (medians)")
+    print(
+        f"summary ({args.partitions * args.segments:,} segments, {args.master}, snapshot as {r['transport']}, "
+        f"load average {fmt_load(r['load_before'])} before, {fmt_load(r['load_after'])} after):"
+    )
+    print(
+        f"  first snapshot {r['snapshot_seconds']:.2f} s; spark start {r['spark_start_seconds']:.2f} s; "
+        f"plan cold {r['plan_cold_seconds']:.2f} s"
+    )
+    print(
+        f"  warm cycle median {c['cycle']:.2f} s, min {r['cycle_min']:.2f} s (of {args.repeat}): snapshot "
+        f"{c['snapshot']:.2f} s + plan {c['plan']:.2f} s + apply-nothing {c['apply-nothing']:.2f} s (medians)"
+    )
     print(f"  plan warm median {warm:.2f} s, min {r['plan_warm_min']:.2f} s")
     if "baseline_segments_fetch_seconds" in r:
         rows_way = r["baseline_segments_fetch_seconds"] + r["baseline_segments_arrow_seconds"]
@@ -673,27 +761,43 @@ def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=10_000, help="partitions in all (default 10000)")
-    parser.add_argument("--segments", type=int, default=100, help="segments per partition, active included (default 100)")
+    parser.add_argument(
+        "--segments", type=int, default=100, help="segments per partition, active included (default 100)"
+    )
     parser.add_argument("--topics", type=int, default=None, help="topics (default: partitions / 10)")
     parser.add_argument("--repeat", type=int, default=3, help="warm plans; median and min are reported (default 3)")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic catalog (default 0)")
     parser.add_argument(
-        "--model-fraction", type=float, default=None,
+        "--model-fraction",
+        type=float,
+        default=None,
         help=f"fraction of topics the reference model runs on (default: all up to {AUTO_MODEL_SEGMENTS:,} segments, "
         "else that many segments' worth)",
     )
     parser.add_argument(
-        "--conf", action="append", default=[], type=lambda text: tuple(text.split("=", 1)), metavar="KEY=VALUE",
+        "--conf",
+        action="append",
+        default=[],
+        type=lambda text: tuple(text.split("=", 1)),
+        metavar="KEY=VALUE",
         help="a Spark setting on top of the engine's defaults (repeatable), as [spark.conf] in ebb.toml",
     )
     parser.add_argument(
-        "--transport", choices=("auto", "files", "arrow"), default="auto",
+        "--transport",
+        choices=("auto", "files", "arrow"),
+        default="auto",
         help="how the snapshot reaches Spark, as [spark] transport in ebb.toml (default auto)",
     )
-    parser.add_argument("--no-model", dest="model", action="store_false",
-                        help="skip the reference model (which needs the test extra, for hypothesis)")
-    parser.add_argument("--dir", type=Path, default=None, help="parent of the temporary directory (default: system temp)")
+    parser.add_argument(
+        "--no-model",
+        dest="model",
+        action="store_false",
+        help="skip the reference model (which needs the test extra, for hypothesis)",
+    )
+    parser.add_argument(
+        "--dir", type=Path, default=None, help="parent of the temporary directory (default: system temp)"
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON after the report")
     args = parser.parse_args()
     if args.topics is None:
@@ -703,7 +807,9 @@ def parse_args() -> argparse.Namespace:
     if args.model_fraction is not None and not 0 < args.model_fraction <= 1:
         parser.error("--model-fraction must be in (0, 1]")
     if args.model and importlib.util.find_spec("hypothesis") is None:
-        parser.error("the reference model (tests/reference) needs the test extra: pip install -e '.[test]'; or --no-model")
+        parser.error(
+            "the reference model (tests/reference) needs the test extra: pip install -e '.[test]'; or --no-model"
+        )
     return args
 
 
@@ -722,8 +828,11 @@ def main() -> None:
         result["ratios"]["warm_plan_to_model"] = result["plan_warm_median"] / result["model_seconds_full"]
     report(args, result)
     if args.json:
-        print(json.dumps({"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, **result},
-                         indent=2))
+        print(
+            json.dumps(
+                {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, **result}, indent=2
+            )
+        )
 
 
 if __name__ == "__main__":

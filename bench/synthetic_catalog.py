@@ -120,7 +120,9 @@ class SyntheticCatalog:
     def partition_of(self) -> dict[tuple[str, int], int]:
         """(topic name, partition) -> global partition index."""
         names = [t.name for t in self.topics]
-        return {(names[t], int(i)): p for p, (t, i) in enumerate(zip(self.part_topic.tolist(), self.part_index.tolist()))}
+        return {
+            (names[t], int(i)): p for p, (t, i) in enumerate(zip(self.part_topic.tolist(), self.part_index.tolist()))
+        }
 
     def timestamps(self, p: int, k: int) -> range | tuple[int, ...]:
         """Every record timestamp of segment ``k`` of partition ``p``, in offset order."""
@@ -171,7 +173,9 @@ class SyntheticCatalog:
                 (
                     (*group_keys[g], part_numbers[p], pos, at)
                     for g, p, pos, at in zip(
-                        self.pos_group.tolist(), self.pos_partition.tolist(), self.position.tolist(),
+                        self.pos_group.tolist(),
+                        self.pos_partition.tolist(),
+                        self.position.tolist(),
                         self.committed_at.tolist(),
                     )
                 ),
@@ -192,7 +196,14 @@ class SyntheticCatalog:
         last = self.segments_per_partition - 1
         max_ts = self.max_ts
         for p, (base, nxt, size, first, mx, n) in enumerate(
-            zip(self.base.tolist(), self.next.tolist(), self.size.tolist(), self.first_ts.tolist(), max_ts.tolist(), self.count.tolist())
+            zip(
+                self.base.tolist(),
+                self.next.tolist(),
+                self.size.tolist(),
+                self.first_ts.tolist(),
+                max_ts.tolist(),
+                self.count.tolist(),
+            )
         ):
             name, number = part_names[p], part_numbers[p]
             for k in range(last + 1):
@@ -211,7 +222,9 @@ class LinearRecordTimes:
         self.partition_of = data.partition_of()
         self.calls = 0
 
-    def first_at_or_after(self, topic: str, partition: int, segment_base: int, start_offset: int, theta: int) -> int | None:
+    def first_at_or_after(
+        self, topic: str, partition: int, segment_base: int, start_offset: int, theta: int
+    ) -> int | None:
         self.calls += 1
         p = self.partition_of.get((topic, partition))
         if p is None:
@@ -268,9 +281,7 @@ def _policy(rng: np.random.Generator, span: int, partition_bytes: int, segment_b
         "message_ttl": maybe(0.25, span * between(0.1, 0.8)),
         "backlog_size": maybe(0.25, partition_bytes * between(0.1, 0.5)),
         "backlog_age": maybe(0.25, span * between(0.05, 0.5)),
-        "backlog_policy": str(
-            rng.choice(["producer_request_hold", "producer_exception", "consumer_backlog_eviction"])
-        ),
+        "backlog_policy": str(rng.choice(["producer_request_hold", "producer_exception", "consumer_backlog_eviction"])),
         "max_deletes_per_cycle": int(rng.choice([0, 1, 5, 20])) if rng.random() < 0.05 else None,
         "hold": bool(rng.random() < 0.02),
     }
@@ -326,7 +337,9 @@ def generate(partitions: int, segments: int, topics: int, seed: int = 0, now: in
     rel_first = np.cumsum(duration, axis=1) - duration
     last_nonempty = np.where(count[:, -1] > 0, S - 1, max(S - 2, 0))
     rows = np.arange(P)
-    rel_last = rel_first[rows, last_nonempty] + np.maximum(count[rows, last_nonempty] - 1, 0) * step[rows, last_nonempty]
+    rel_last = (
+        rel_first[rows, last_nonempty] + np.maximum(count[rows, last_nonempty] - 1, 0) * step[rows, last_nonempty]
+    )
     lag = rng.integers(0, 60_000, P)
     idle = rng.random(P) < 0.10
     lag[idle] = rng.integers(1 * HOUR, 48 * HOUR, int(idle.sum()))

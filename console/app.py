@@ -37,10 +37,10 @@ from console.messages import (
     ViewLoaded,
     ViewLoadFailed,
 )
-from console.model.header import HeaderFacts, load_header
 from console.modals.ask import AskScreen
 from console.modals.help import HelpScreen
 from console.modals.prune_now import PruneNowScreen
+from console.model.header import HeaderFacts, load_header
 from console.screens.base import MUTATING_ACTIONS, LiveScreen
 from console.screens.engine import EngineScreen
 from console.screens.forecast import ForecastScreen
@@ -62,6 +62,7 @@ R = TypeVar("R")
 STATUS_TICK_SECONDS = 1.0
 #: file changes closer together than this are one refresh
 WATCH_DEBOUNCE_MS = 1000
+
 
 class EbbApp(App[None]):
     """See the module docstring."""
@@ -164,13 +165,16 @@ class EbbApp(App[None]):
 
         def interesting(_change: watchfiles.Change, path: str) -> bool:
             # Spark's log, plan scratch and journal exports are not the catalog's news.
-            parts = set(path[len(str(root)):].split("/"))
+            parts = set(path[len(str(root)) :].split("/"))
             return not ({"logs", "snapshots", "exports"} & parts) and not path.endswith(".tmp")
 
         try:
             for _changes in watchfiles.watch(
-                *paths, watch_filter=interesting, stop_event=self._stop_watching,
-                debounce=WATCH_DEBOUNCE_MS, raise_interrupt=False,
+                *paths,
+                watch_filter=interesting,
+                stop_event=self._stop_watching,
+                debounce=WATCH_DEBOUNCE_MS,
+                raise_interrupt=False,
             ):
                 if self._live:
                     self.post_message(FilesChanged())
@@ -326,14 +330,17 @@ class EbbApp(App[None]):
     def ask_deletion_paused(self, paused: bool) -> None:
         """``z`` and the palette: pause (or resume) all deletion, once confirmed."""
         if paused:
-            heading, body = "Pause all deletion?", (
-                "Cycles go on planning and journaling, and nothing is deleted (manual deletion "
-                "neither) until deletion is resumed; disks keep filling meanwhile."
+            heading, body = (
+                "Pause all deletion?",
+                (
+                    "Cycles go on planning and journaling, and nothing is deleted (manual deletion "
+                    "neither) until deletion is resumed; disks keep filling meanwhile."
+                ),
             )
         else:
-            heading, body = "Resume deletion?", (
-                "The next cycle deletes everything the policies make eligible, including what "
-                "piled up while paused."
+            heading, body = (
+                "Resume deletion?",
+                ("The next cycle deletes everything the policies make eligible, including what piled up while paused."),
             )
         self.ask(heading, body, lambda: self.set_deletion_paused(paused))
 

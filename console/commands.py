@@ -28,8 +28,10 @@ class EbbCommands(Provider):
         app = self.ebb
         for mode, (key, title) in VIEWS.items():
             yield f"{title.lower()}", f"go to the {title} view (key {key})", partial(app.action_view, mode)
-        yield "policy changes", "the Journal's policy changes: who changed which field, when", partial(
-            app.show_journal_kind, POLICY_CHANGE
+        yield (
+            "policy changes",
+            "the Journal's policy changes: who changed which field, when",
+            partial(app.show_journal_kind, POLICY_CHANGE),
         )
         for topic in app.known_topics:
             yield f"topic {topic}", f"open topic {topic}", partial(app.open_topic, topic)

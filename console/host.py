@@ -29,8 +29,9 @@ from engine.forecast.forecast import Forecast, Request, forecast
 from engine.prune.planner import Plan
 from engine.prune.pruner import CycleOutcome, Pruner
 from engine.prune.scheduler import CycleReport, Scheduler
-from engine.prune.session import LOG_NAME, SparkEngine, spark_engine_for
+from engine.prune.session import SparkEngine, spark_engine_for
 from engine.prune.snapshot import StoreRecordTimes
+from engine.prune.spark_settings import LOG_NAME
 
 
 def _signature(path: Path) -> tuple[int, int] | None:
@@ -90,7 +91,7 @@ class _GatedPruner(Pruner):
         super().__init__(broker, spark)
         self.gate = gate
 
-    def cycle(self, **kwargs: Any) -> CycleOutcome:  # type: ignore[override]
+    def cycle(self, **kwargs: Any) -> CycleOutcome:
         with self.gate:
             return super().cycle(**kwargs)
 
@@ -180,7 +181,9 @@ class ConsoleHost:
             )
         self._spark.start()
         if not self.read_only:
-            self._scheduler = Scheduler(_GatedPruner(self._open(), self._spark, self._cycle_gate), on_cycle=self._cycled)
+            self._scheduler = Scheduler(
+                _GatedPruner(self._open(), self._spark, self._cycle_gate), on_cycle=self._cycled
+            )
             self._scheduler.start()
 
     def _cycled(self, report: CycleReport) -> None:
@@ -251,7 +254,12 @@ class ConsoleHost:
             )  # fmt: skip
 
     def prune_as_previewed(
-        self, topics: Sequence[str] | None, previewed: Plan, unchanged: Callable[[Plan], bool], *, tag: str | None = None
+        self,
+        topics: Sequence[str] | None,
+        previewed: Plan,
+        unchanged: Callable[[Plan], bool],
+        *,
+        tag: str | None = None,
     ) -> CycleOutcome | Plan:
         """Apply what the operator previewed, or say it changed. With the schedule held
         off, plan ``topics`` again at the preview's instant (so the clock alone changes

@@ -10,11 +10,14 @@ from textual.screen import Screen
 
 from console.model.header import HeaderFacts
 
+if TYPE_CHECKING:
+    from console.screens.base import LiveScreen
+
 
 class ViewLoaded(Message):
     """A view's data, loaded off the UI thread."""
 
-    def __init__(self, screen: Screen, data: Any, load_ms: float, header: HeaderFacts) -> None:
+    def __init__(self, screen: LiveScreen[Any], data: Any, load_ms: float, header: HeaderFacts) -> None:
         super().__init__()
         self.screen = screen
         self.data = data

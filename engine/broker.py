@@ -194,7 +194,9 @@ class Broker:
         self.reserve.ensure()
         return effective
 
-    def alter_topic(self, name: str, changes: Mapping[str, str | None], *, actor: str = "cli") -> list[tuple[str, str | None, str | None]]:
+    def alter_topic(
+        self, name: str, changes: Mapping[str, str | None], *, actor: str = "cli"
+    ) -> list[tuple[str, str | None, str | None]]:
         """Apply policy changes (None resets a field); returns (field, old, new) per change."""
         with self.catalog.write():
             current = self.catalog.overrides(self.catalog.topic(name).name)
@@ -368,7 +370,11 @@ class Broker:
                 size = record_size(record)
                 if size > largest:
                     raise unfit_record(sequence, size, segment_size)
-                p = partition if partition is not None else self.choose_partition(topic, record.key, sequence // MAX_BATCH_RECORDS)
+                p = (
+                    partition
+                    if partition is not None
+                    else self.choose_partition(topic, record.key, sequence // MAX_BATCH_RECORDS)
+                )
                 sequence += 1
                 chunk = pending.setdefault(p, [])
                 chunk.append(record)
@@ -389,7 +395,9 @@ class Broker:
             self.catalog.reconcile_segments(topic, partition, writer.segments())
 
     @contextmanager
-    def locked_partition(self, topic: str, partition: int, *, timeout: float | None = None) -> Iterator[PartitionWriter]:
+    def locked_partition(
+        self, topic: str, partition: int, *, timeout: float | None = None
+    ) -> Iterator[PartitionWriter]:
         """A partition's writer under its lock (waited for ``timeout`` seconds, default
         the writer's), its files repaired and the catalog's segments made exactly the
         files' (what pruning re-checks its plan against)."""
@@ -451,7 +459,9 @@ class Broker:
 
     # -- groups -------------------------------------------------------------------------
 
-    def create_group(self, topic: str, name: str, kind: GroupKind = "subscriber", start_from: StartFrom = "earliest") -> GroupRow:
+    def create_group(
+        self, topic: str, name: str, kind: GroupKind = "subscriber", start_from: StartFrom = "earliest"
+    ) -> GroupRow:
         check_group_name(name)
         if kind not in ("subscriber", "reader"):
             raise InvalidInput(f"invalid group kind {kind!r}: use subscriber or reader")
@@ -459,9 +469,7 @@ class Broker:
             raise InvalidInput(f"invalid start {start_from!r}: use earliest or latest")
         with self.catalog.write():
             rows = self.catalog.partitions(self.catalog.topic(topic).name)
-            positions = {
-                r.partition: (r.log_start_offset if start_from == "earliest" else r.next_offset) for r in rows
-            }
+            positions = {r.partition: (r.log_start_offset if start_from == "earliest" else r.next_offset) for r in rows}
             self.catalog.add_group(topic, name, kind, start_from, positions, self.clock())
         return self.catalog.group(topic, name)
 

@@ -142,8 +142,7 @@ def _config_from(document: Mapping[str, Any]) -> Config:
     spark = tables["spark"]
     if "remote" in spark and "master" in spark:
         raise InvalidInput(
-            "[spark] set either master or remote, not both (remote is a Spark Connect "
-            "server, which has its own master)"
+            "[spark] set either master or remote, not both (remote is a Spark Connect server, which has its own master)"
         )
     remote = spark.get("remote")
     if remote is not None and (not isinstance(remote, str) or not remote.startswith("sc://")):
@@ -157,19 +156,18 @@ def _config_from(document: Mapping[str, Any]) -> Config:
     scratch = spark.get("scratch")
     if scratch is not None and (not isinstance(scratch, str) or "://" not in scratch):
         raise InvalidInput(
-            f"[spark] scratch must be a URI like 'file:///shared/ebb' or 's3a://bucket/ebb', got {_shown_value(scratch)}"
+            "[spark] scratch must be a URI like 'file:///shared/ebb' or 's3a://bucket/ebb',"
+            f" got {_shown_value(scratch)}"
         )
 
     fsync = tables["engine"].get("fsync", "batch")
     if fsync not in ("batch", "never"):
-        raise InvalidInput(f"[engine] fsync must be \"batch\" or \"never\" (unsafe), got {_shown_value(fsync)}")
+        raise InvalidInput(f'[engine] fsync must be "batch" or "never" (unsafe), got {_shown_value(fsync)}')
 
     return Config(
         policy_defaults=policy_defaults,
         fsync=fsync == "batch",
-        prune_interval_ms=_interval(
-            tables["engine"], "engine", "prune_interval", DEFAULT_CONFIG.prune_interval_ms
-        ),
+        prune_interval_ms=_interval(tables["engine"], "engine", "prune_interval", DEFAULT_CONFIG.prune_interval_ms),
         spark_master=_name(spark, "spark", "master", "local[*]") if "master" in spark else None,
         spark_remote=remote,
         spark_conf={key: _text("spark.conf", key, value) for key, value in conf.items()},
@@ -177,9 +175,7 @@ def _config_from(document: Mapping[str, Any]) -> Config:
         spark_transport=transport,
         spark_scratch=scratch,
         console_theme=_name(tables["console"], "console", "theme", DEFAULT_CONFIG.console_theme),
-        console_refresh_ms=_interval(
-            tables["console"], "console", "refresh", DEFAULT_CONFIG.console_refresh_ms
-        ),
+        console_refresh_ms=_interval(tables["console"], "console", "refresh", DEFAULT_CONFIG.console_refresh_ms),
         journal_retention_ms=_retention(
             tables["engine"], "engine", "journal_retention", DEFAULT_CONFIG.journal_retention_ms
         ),
@@ -223,9 +219,7 @@ def _shown_value(value: Any) -> str:
     return _VALUE_REPR.repr(value)
 
 
-def _refuse_unknown(
-    table: Mapping[str, Any], known: Iterable[str], where: str, hint_policy: bool = False
-) -> None:
+def _refuse_unknown(table: Mapping[str, Any], known: Iterable[str], where: str, hint_policy: bool = False) -> None:
     """Refuse a key that is not in ``known``, suggesting the closest valid one."""
     known = tuple(known)
     for key in table:
@@ -291,8 +285,7 @@ def _interval(table: Mapping[str, Any], label: str, key: str, default_ms: int) -
     text, interval = _duration(table, label, key)
     if interval is None or interval <= 0:
         raise InvalidInput(
-            f"[{label}] invalid value for {key}: {shown(text)} (must be a finite duration "
-            "above 0, e.g. 1m or 30s)"
+            f"[{label}] invalid value for {key}: {shown(text)} (must be a finite duration above 0, e.g. 1m or 30s)"
         )
     return interval
 
@@ -303,6 +296,4 @@ def _duration(table: Mapping[str, Any], label: str, key: str) -> tuple[str, int 
     try:
         return text, parse_duration(text)
     except InvalidValue as error:
-        raise InvalidInput(
-            f"[{label}] invalid value for {key}: {shown(error.text)} ({error.reason})"
-        ) from None
+        raise InvalidInput(f"[{label}] invalid value for {key}: {shown(error.text)} ({error.reason})") from None

@@ -90,55 +90,85 @@ class DemoTopic:
 TOPICS: tuple[DemoTopic, ...] = (
     # Short time retention (30 s), an idle roll (10 s); a reader that keeps up.
     DemoTopic(
-        "demo-clickstream", 2, {"retention_time": "30s", "segment_size": "4 KiB", "segment_roll": "10s"},
-        record_bytes=200, rate=4, groups=(DemoGroup("dashboard", "reader"),),
+        "demo-clickstream",
+        2,
+        {"retention_time": "30s", "segment_size": "4 KiB", "segment_roll": "10s"},
+        record_bytes=200,
+        rate=4,
+        groups=(DemoGroup("dashboard", "reader"),),
     ),
     # A size cap (DELETE_MAX_SIZE), no time retention.
     DemoTopic(
-        "demo-metrics", 1, {"retention_time": "infinite", "max_partition_size": "16 KiB", "segment_size": "4 KiB"},
-        record_bytes=250, rate=4,
+        "demo-metrics",
+        1,
+        {"retention_time": "infinite", "max_partition_size": "16 KiB", "segment_size": "4 KiB"},
+        record_bytes=250,
+        rate=4,
     ),
     # Protected consumption: a subscriber at half the pace holds data back
     # (KEEP_BARRIER) until the hard cap max_time overruns it; another keeps up.
     DemoTopic(
-        "demo-orders", 2,
+        "demo-orders",
+        2,
         {"retention_time": "20s", "max_time": "3m", "consumption": "protect", "segment_size": "4 KiB"},
-        record_bytes=150, rate=3,
+        record_bytes=150,
+        rate=3,
         groups=(DemoGroup("billing", "subscriber"), DemoGroup("audit", "subscriber", pace=0.5)),
     ),
     # A backlog quota with consumer_backlog_eviction: a slow subscriber is moved on.
     DemoTopic(
-        "demo-payments", 1,
+        "demo-payments",
+        1,
         {
-            "retention_time": "30s", "consumption": "protect", "segment_size": "4 KiB",
-            "backlog_size": "8 KiB", "backlog_policy": "consumer_backlog_eviction",
+            "retention_time": "30s",
+            "consumption": "protect",
+            "segment_size": "4 KiB",
+            "backlog_size": "8 KiB",
+            "backlog_policy": "consumer_backlog_eviction",
         },
-        record_bytes=200, rate=2, groups=(DemoGroup("ledger", "subscriber", pace=0.25),),
+        record_bytes=200,
+        rate=2,
+        groups=(DemoGroup("ledger", "subscriber", pace=0.25),),
     ),
     # A backlog quota with producer_request_hold: the topic is quota exceeded, and its
     # producer held and refused, while a subscriber that reads in bursts is behind.
     DemoTopic(
-        "demo-alerts", 1,
+        "demo-alerts",
+        1,
         {
-            "retention_time": "30s", "consumption": "protect", "segment_size": "4 KiB",
-            "backlog_size": "8 KiB", "backlog_policy": "producer_request_hold",
+            "retention_time": "30s",
+            "consumption": "protect",
+            "segment_size": "4 KiB",
+            "backlog_size": "8 KiB",
+            "backlog_policy": "producer_request_hold",
         },
-        record_bytes=150, rate=2, groups=(DemoGroup("pager", "subscriber", burst_every_s=40),),
+        record_bytes=150,
+        rate=2,
+        groups=(DemoGroup("pager", "subscriber", burst_every_s=40),),
     ),
     # A message TTL moves a stalled subscriber on (without it, nothing would go);
     # message granularity.
     DemoTopic(
-        "demo-sessions", 1,
+        "demo-sessions",
+        1,
         {
-            "retention_time": "30s", "message_ttl": "20s", "consumption": "protect",
-            "granularity": "message", "segment_size": "4 KiB",
+            "retention_time": "30s",
+            "message_ttl": "20s",
+            "consumption": "protect",
+            "granularity": "message",
+            "segment_size": "4 KiB",
         },
-        record_bytes=120, rate=3, groups=(DemoGroup("tracker", "subscriber", pace=0),),
+        record_bytes=120,
+        rate=3,
+        groups=(DemoGroup("tracker", "subscriber", pace=0),),
     ),
     # A retention hold: nothing goes although the data is past its retention time.
     DemoTopic(
-        "demo-legal", 1, {"retention_time": "30s", "hold": "on", "segment_size": "4 KiB"},
-        record_bytes=100, rate=1,
+        "demo-legal",
+        1,
+        {"retention_time": "30s", "hold": "on", "segment_size": "4 KiB"},
+        record_bytes=100,
+        rate=1,
     ),
 )
 
@@ -293,7 +323,8 @@ class _Worker:
         # A send timeout of the demo's own (see SEND_TIMEOUT_MS), not the config's.
         timeout = broker.config.producer_hold_timeout_ms
         broker.config = dataclasses.replace(
-            broker.config, producer_hold_timeout_ms=SEND_TIMEOUT_MS if timeout is None else min(timeout, SEND_TIMEOUT_MS)
+            broker.config,
+            producer_hold_timeout_ms=SEND_TIMEOUT_MS if timeout is None else min(timeout, SEND_TIMEOUT_MS),
         )
         with broker:
             delay = 0.0

@@ -69,10 +69,22 @@ def journal_history(root: Path) -> None:
         set_hold(broker, "metrics", False, actor="operator")
         journal = Journal(broker.catalog)
         for minutes, freed in ((30, 4096), (20, 0), (10, 12288)):
-            cycle = journal.start_cycle(trigger="schedule", actor="engine", scope="all", now=NOW - minutes * 60_000,
-                                        started=NOW - minutes * 60_000, spark_master="local[2]")
-            journal.finish_cycle(cycle, status="done", planned=freed // 2048, applied=freed // 2048,
-                                 bytes_freed=freed, finished=NOW - minutes * 60_000 + 1500)
+            cycle = journal.start_cycle(
+                trigger="schedule",
+                actor="engine",
+                scope="all",
+                now=NOW - minutes * 60_000,
+                started=NOW - minutes * 60_000,
+                spark_master="local[2]",
+            )
+            journal.finish_cycle(
+                cycle,
+                status="done",
+                planned=freed // 2048,
+                applied=freed // 2048,
+                bytes_freed=freed,
+                finished=NOW - minutes * 60_000 + 1500,
+            )
 
 
 async def take(shot: Shot, catalog: Path, spark: SparkEngine, out: Path) -> None:

@@ -62,7 +62,11 @@ def ebb_process(data_dir: Path):
 
     def run(*args: str, stdin: bytes = b"", timeout: float = 120) -> CliResult:
         done = subprocess.run(
-            ebb_command(data_dir, *args), input=stdin, capture_output=True, timeout=timeout, cwd=REPO,
+            ebb_command(data_dir, *args),
+            input=stdin,
+            capture_output=True,
+            timeout=timeout,
+            cwd=REPO,
             env={**os.environ, "PYTHONPATH": str(REPO)},
         )
         return CliResult(done.returncode, done.stdout.decode(), done.stderr.decode())

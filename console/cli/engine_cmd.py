@@ -36,7 +36,8 @@ _WAIT_SECONDS = 0.2
 def register(commands: argparse._SubParsersAction) -> None:
     engine = commands.add_parser("engine", help="headless engine: prune cycles until interrupted")
     engine.add_argument(
-        "--prune-interval", metavar="DURATION",
+        "--prune-interval",
+        metavar="DURATION",
         help="time between the starts of two cycles [default: config [engine] prune_interval, else 1m]",
     )
     engine.add_argument("--cycles", type=positive_int, metavar="N", help="stop after N cycles")

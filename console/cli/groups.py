@@ -22,7 +22,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     create.add_argument("topic")
     create.add_argument("group")
     create.add_argument(
-        "--kind", choices=("subscriber", "reader"), default="subscriber",
+        "--kind",
+        choices=("subscriber", "reader"),
+        default="subscriber",
         help="subscriber: holds data back under consumption=protect; reader: never does [default: subscriber]",
     )
     create.add_argument("--from", dest="start", choices=("earliest", "latest"), default="earliest")
@@ -58,7 +60,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     move.add_argument("--partition", type=non_negative_int, required=True)
     target = move.add_mutually_exclusive_group(required=True)
     target.add_argument("--to-offset", type=non_negative_int, metavar="OFFSET")
-    target.add_argument("--to-time", metavar="TIME", help="the first record at or after this time (ISO 8601 or epoch ms)")
+    target.add_argument(
+        "--to-time", metavar="TIME", help="the first record at or after this time (ISO 8601 or epoch ms)"
+    )
     target.add_argument("--to-earliest", action="store_const", const="earliest", dest="to", help="the log start")
     target.add_argument("--to-latest", action="store_const", const="latest", dest="to", help="the log end")
     move.add_argument("--json", action="store_true")
@@ -79,7 +83,8 @@ def run_list(broker: Broker, args: argparse.Namespace) -> int:
         emit_json(
             [
                 {
-                    "name": g.name, "kind": g.kind,
+                    "name": g.name,
+                    "kind": g.kind,
                     "positions": {str(p): pos for p, (pos, _) in sorted(g.positions.items())},
                     "lag": {str(p): ends[p] - pos for p, (pos, _) in sorted(g.positions.items())},
                     "committed_at": {str(p): at for p, (_, at) in sorted(g.positions.items())},
@@ -127,7 +132,10 @@ def run_move(broker: Broker, args: argparse.Namespace) -> int:
     from engine.prune import operations
 
     result = operations.move_group(
-        broker, args.topic, args.group, args.partition,
+        broker,
+        args.topic,
+        args.group,
+        args.partition,
         to_offset=args.to_offset,
         to_time=parse_instant(args.to_time) if args.to_time is not None else None,
         to=args.to,

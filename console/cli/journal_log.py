@@ -41,10 +41,14 @@ def register(commands: argparse._SubParsersAction) -> None:
     log.add_argument("--since", metavar="DURATION", help="only the last DURATION (e.g. 1h, 7d)")
     log.add_argument("--topic", help="only actions or policy changes of this topic")
     log.add_argument("--action", help=f"only this kind of action ({', '.join(sorted(ACTION_KINDS))})")
-    log.add_argument("--cycle", type=positive_int, metavar="ID", help="only the actions of this cycle (or, with --cycles, it)")
+    log.add_argument(
+        "--cycle", type=positive_int, metavar="ID", help="only the actions of this cycle (or, with --cycles, it)"
+    )
     log.add_argument("--status", help="only actions or cycles with this status")
     log.add_argument(
-        "--limit", type=non_negative_int, default=DEFAULT_LIMIT,
+        "--limit",
+        type=non_negative_int,
+        default=DEFAULT_LIMIT,
         help=f"at most this many rows, 0 for all [default: {DEFAULT_LIMIT}]",
     )
     form = log.add_mutually_exclusive_group()
@@ -138,12 +142,36 @@ def _details(row: dict[str, Any]) -> str | None:
 
 def _action_table(rows: list[dict[str, Any]]) -> str:
     return table(
-        ("TIME", "CYCLE", "TRIGGER", "ACTOR", "ACTION", "TOPIC", "PART", "OFFSETS", "MESSAGES", "BYTES", "REASON", "STATUS", "DETAILS"),
+        (
+            "TIME",
+            "CYCLE",
+            "TRIGGER",
+            "ACTOR",
+            "ACTION",
+            "TOPIC",
+            "PART",
+            "OFFSETS",
+            "MESSAGES",
+            "BYTES",
+            "REASON",
+            "STATUS",
+            "DETAILS",
+        ),
         [
             (
-                instant(r["time"]), r["cycle"], r["trigger"], r["actor"], r["action"], r["topic"], r["partition"],
-                _offsets(r), r["messages"], None if r["bytes"] is None else size(r["bytes"]), r["reason"],
-                r["status"], _details(r),
+                instant(r["time"]),
+                r["cycle"],
+                r["trigger"],
+                r["actor"],
+                r["action"],
+                r["topic"],
+                r["partition"],
+                _offsets(r),
+                r["messages"],
+                None if r["bytes"] is None else size(r["bytes"]),
+                r["reason"],
+                r["status"],
+                _details(r),
             )
             for r in rows
         ],
@@ -152,13 +180,34 @@ def _action_table(rows: list[dict[str, Any]]) -> str:
 
 def _cycle_table(rows: list[dict[str, Any]]) -> str:
     return table(
-        ("ID", "STARTED", "TRIGGER", "ACTOR", "SCOPE", "STATUS", "PLANNED", "APPLIED", "FREED", "DURATION", "SPARK", "ERROR"),
+        (
+            "ID",
+            "STARTED",
+            "TRIGGER",
+            "ACTOR",
+            "SCOPE",
+            "STATUS",
+            "PLANNED",
+            "APPLIED",
+            "FREED",
+            "DURATION",
+            "SPARK",
+            "ERROR",
+        ),
         [
             (
-                r["id"], instant(r["started"]), r["trigger"], r["actor"],
-                "all" if r["scope"] == "all" else ",".join(r["scope"]), r["status"], r["planned"], r["applied"],
-                size(r["bytes_freed"]), None if r["duration_ms"] is None else f"{r['duration_ms'] / 1000:.1f} s",
-                r["spark_master"], r["error"],
+                r["id"],
+                instant(r["started"]),
+                r["trigger"],
+                r["actor"],
+                "all" if r["scope"] == "all" else ",".join(r["scope"]),
+                r["status"],
+                r["planned"],
+                r["applied"],
+                size(r["bytes_freed"]),
+                None if r["duration_ms"] is None else f"{r['duration_ms'] / 1000:.1f} s",
+                r["spark_master"],
+                r["error"],
             )
             for r in rows
         ],

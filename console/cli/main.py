@@ -17,8 +17,20 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from console.cli import completion, forecast
-from console.cli import console_cmd, engine_cmd, groups, journal_log, manage, prune, records, spark_cmd, topics, verify
+from console.cli import (
+    completion,
+    console_cmd,
+    engine_cmd,
+    forecast,
+    groups,
+    journal_log,
+    manage,
+    prune,
+    records,
+    spark_cmd,
+    topics,
+    verify,
+)
 from console.cli.parser import OneLineParser, Run, mutates, one_line
 from engine.broker import Broker
 from engine.catalog.damage import damaged, holds_topics
@@ -40,14 +52,18 @@ def build_parser() -> argparse.ArgumentParser:
         description="Ebbtide: retention engine and admin console for segmented message logs.",
     )
     parser.add_argument(
-        "--data-dir", type=_path, default=None,
+        "--data-dir",
+        type=_path,
+        default=None,
         help=f"data directory [default: $EBB_DATA_DIR or {default_data_dir()}]",
     )
     parser.add_argument("--config", type=_path, default=None, help="config file [default: DATA_DIR/ebb.toml]")
     # Its own dest: the console's `--read-only` (dest read_only) would overwrite it with
     # its default, since a subcommand's defaults replace the main parser's values.
     parser.add_argument(
-        "--read-only", dest="read_only_all", action="store_true",
+        "--read-only",
+        dest="read_only_all",
+        action="store_true",
         help="refuse every command that writes to the data directory (the console hides them)",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)

@@ -36,7 +36,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     where = truncate.add_mutually_exclusive_group(required=True)
     where.add_argument("--before-offset", type=non_negative_int, metavar="OFFSET", help="the new log start")
     where.add_argument(
-        "--before-time", metavar="TIME",
+        "--before-time",
+        metavar="TIME",
         help="the first record at or after this time (ISO 8601 or epoch ms) becomes the log start",
     )
     where.add_argument("--oldest-segments", type=positive_int, metavar="N", help="delete the oldest N sealed segments")
@@ -147,7 +148,10 @@ def _print_switch(result: SwitchResult, as_json: bool) -> None:
         emit_json(result.to_json())
         return
     lines = {
-        ("hold", True): f"topic {result.topic} is now on hold: nothing of it is deleted until `ebb release {result.topic}`",
+        (
+            "hold",
+            True,
+        ): f"topic {result.topic} is now on hold: nothing of it is deleted until `ebb release {result.topic}`",
         ("hold", False): f"topic {result.topic} was already on hold",
         ("release", True): f"topic {result.topic} released: retention applies again from the next cycle",
         ("release", False): f"topic {result.topic} was not on hold",

@@ -21,18 +21,28 @@ def add_policy_flags(parser: argparse.ArgumentParser, *, allow_reset: bool = Fal
     for name, field in FIELDS.items():
         if field.kind == "bool":
             group.add_argument(
-                flag_name(name), dest=f"policy_{name}", action=argparse.BooleanOptionalAction, default=None,
+                flag_name(name),
+                dest=f"policy_{name}",
+                action=argparse.BooleanOptionalAction,
+                default=None,
                 help=field.help,
             )
         else:
             choices = f" ({'|'.join(field.choices)})" if field.choices else ""
             group.add_argument(
-                flag_name(name), dest=f"policy_{name}", metavar="VALUE", default=None,
+                flag_name(name),
+                dest=f"policy_{name}",
+                metavar="VALUE",
+                default=None,
                 help=f"{field.help}{choices} [default: {field.default_text}]",
             )
     if allow_reset:
         group.add_argument(
-            "--reset", metavar="FIELD", action="append", default=[], choices=list(FIELDS),
+            "--reset",
+            metavar="FIELD",
+            action="append",
+            default=[],
+            choices=list(FIELDS),
             help="reset a field to the engine default (repeatable)",
         )
 

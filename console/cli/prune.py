@@ -109,12 +109,25 @@ def run_prune(broker: Broker, args: argparse.Namespace) -> int:
         )
         return 0
     verb = "would delete" if args.dry_run else "deleted"
-    print(f"cycle {result.cycle_id} ({result.status}) at {instant(plan.now)}: {verb} {deleted} segment(s), {size(freed)}")
+    print(
+        f"cycle {result.cycle_id} ({result.status}) at {instant(plan.now)}: {verb} {deleted} segment(s), {size(freed)}"
+    )
     if actions:
         print(
             table(
                 ["ACTION", "TOPIC", "PARTITION", "FROM", "TO", "BYTES", "REASON"],
-                [[a["action"], a["topic"], a["partition"], a["base_offset"], a["next_offset"], a["bytes"], a["reason"]] for a in actions],
+                [
+                    [
+                        a["action"],
+                        a["topic"],
+                        a["partition"],
+                        a["base_offset"],
+                        a["next_offset"],
+                        a["bytes"],
+                        a["reason"],
+                    ]
+                    for a in actions
+                ],
             )
         )
     for where, why in {**result.skipped, **result.failed}.items():
@@ -186,7 +199,9 @@ def run_explain(broker: Broker, args: argparse.Namespace) -> int:
     pruner = _pruner(broker, args)
     try:
         saved = pruner.plan(now=now, topics=[topic])
-        proposed = pruner.plan(now=saved.now, topics=[topic], overrides={topic: what_if}) if what_if is not None else None
+        proposed = (
+            pruner.plan(now=saved.now, topics=[topic], overrides={topic: what_if}) if what_if is not None else None
+        )
     finally:
         pruner.spark.stop()
     segments = _explained(saved, args.partition)
@@ -204,7 +219,15 @@ def run_explain(broker: Broker, args: argparse.Namespace) -> int:
         headers.insert(5, "SAVED")
     rows = []
     for s in segments:
-        cells = [s["partition"], s["base_offset"], s["next_offset"], s["decision"], s["reason"], instant(s["eligible_at"]) if s["eligible_at"] is not None else None, s["detail"]]
+        cells = [
+            s["partition"],
+            s["base_offset"],
+            s["next_offset"],
+            s["decision"],
+            s["reason"],
+            instant(s["eligible_at"]) if s["eligible_at"] is not None else None,
+            s["detail"],
+        ]
         if proposed is not None:
             cells.insert(5, f"{s['saved_decision']} {s['saved_reason']}")
         rows.append(cells)

@@ -29,7 +29,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     produce.add_argument("--key", help="key of every record")
     produce.add_argument("--timestamp", help="record timestamp: ISO 8601 or epoch ms [default: now]")
     produce.add_argument(
-        "--timestamp-step", metavar="DURATION",
+        "--timestamp-step",
+        metavar="DURATION",
         help="with --timestamp: add this much to each next record's timestamp (backfill a time range)",
     )
     produce.add_argument("--count", type=non_negative_int, help="generate this many records")
@@ -42,7 +43,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     consume.add_argument("--group", required=True)
     consume.add_argument("--partition", type=non_negative_int)
     consume.add_argument("--max", type=positive_int, default=100, help="at most this many records [default: 100]")
-    consume.add_argument("--no-commit", action="store_true", help="read without moving the group's positions or creating it: writes nothing")
+    consume.add_argument(
+        "--no-commit",
+        action="store_true",
+        help="read without moving the group's positions or creating it: writes nothing",
+    )
     consume.add_argument("--json", action="store_true", help="one JSON object per record")
     command(consume, run_consume, mutates=_commits)
 
@@ -103,8 +108,12 @@ def run_produce(broker: Broker, args: argparse.Namespace) -> int:
         totals[partition] = [min(first, result.base_offset), max(last, result.next_offset)]
         if args.json:
             emit_json(
-                {"partition": partition, "base_offset": result.base_offset, "next_offset": result.next_offset,
-                 "count": result.next_offset - result.base_offset}
+                {
+                    "partition": partition,
+                    "base_offset": result.base_offset,
+                    "next_offset": result.next_offset,
+                    "count": result.next_offset - result.base_offset,
+                }
             )
 
     first = next(records, None)
@@ -139,7 +148,11 @@ def run_consume(broker: Broker, args: argparse.Namespace) -> int:
     for item in consumed:
         record = item.record
         if args.json:
-            payload: dict[str, object] = {"partition": item.partition, "offset": record.offset, "timestamp": record.timestamp}
+            payload: dict[str, object] = {
+                "partition": item.partition,
+                "offset": record.offset,
+                "timestamp": record.timestamp,
+            }
             payload.update({"key" + k: v for k, v in _text(record.key).items()})
             payload.update({"value" + k: v for k, v in _text(record.value).items()})
             emit_json(payload)

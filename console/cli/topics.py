@@ -81,7 +81,12 @@ def run_list(broker: Broker, args: argparse.Namespace) -> int:
     elif not rows:
         print("no topics yet; create one with `ebb topic create NAME`")
     else:
-        print(table(("TOPIC", "PARTITIONS", "SEGMENTS", "SIZE", "RETENTION"), [(n, p, s, size(b), r) for n, p, s, b, r in rows]))
+        print(
+            table(
+                ("TOPIC", "PARTITIONS", "SEGMENTS", "SIZE", "RETENTION"),
+                [(n, p, s, size(b), r) for n, p, s, b, r in rows],
+            )
+        )
     return 0
 
 
@@ -110,8 +115,14 @@ def render_description(d: TopicDescription) -> str:
             table(
                 ("BASE", "NEXT", "SIZE", "FIRST TIMESTAMP", "MAX TIMESTAMP", "STATE"),
                 [
-                    (s.base_offset, s.next_offset, s.size_bytes, instant(s.first_timestamp), instant(s.max_timestamp),
-                     "sealed" if s.sealed else "active")
+                    (
+                        s.base_offset,
+                        s.next_offset,
+                        s.size_bytes,
+                        instant(s.first_timestamp),
+                        instant(s.max_timestamp),
+                        "sealed" if s.sealed else "active",
+                    )
                     for s in p.segments
                 ],
             ),
@@ -121,7 +132,10 @@ def render_description(d: TopicDescription) -> str:
         out.append(
             table(
                 ("GROUP", "KIND", "POSITIONS"),
-                [(g.name, g.kind, " ".join(f"{p}:{pos}" for p, (pos, _) in sorted(g.positions.items()))) for g in d.groups],
+                [
+                    (g.name, g.kind, " ".join(f"{p}:{pos}" for p, (pos, _) in sorted(g.positions.items())))
+                    for g in d.groups
+                ],
             )
         )
     return "\n".join(out)

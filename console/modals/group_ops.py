@@ -49,7 +49,9 @@ def expiry_text(facts: TopicFacts, group: str) -> Text:
     positions = facts.group_positions(group)
     where = ", ".join(f"{p}: {pos:,}" for p, pos in sorted(positions.items())) or "none"
     return Text.assemble(
-        "Removes the ", (f"{facts.groups[group]} group {group}", "bold"), f" of {facts.topic} now, as "
+        "Removes the ",
+        (f"{facts.groups[group]} group {group}", "bold"),
+        f" of {facts.topic} now, as "
         f"subscription_expiry would (journaled as group_expired, with its positions: {where}). "
         "From then on it holds no data back.",
     )
@@ -106,8 +108,14 @@ class MoveRequest:
 
     def run(self, broker: Broker) -> GroupResult:
         return move_group(
-            broker, self.topic, self.group, self.partition,
-            to_offset=self.to_offset, to_time=self.to_time, to=self.to, actor=ACTOR,
+            broker,
+            self.topic,
+            self.group,
+            self.partition,
+            to_offset=self.to_offset,
+            to_time=self.to_time,
+            to=self.to,
+            actor=ACTOR,
         )
 
     def describe(self) -> str:

@@ -49,8 +49,12 @@ class TruncateRequest:
         if self.oldest_segments is not None:
             return delete_oldest(broker, self.topic, self.partition, self.oldest_segments, actor=ACTOR)
         return truncate(
-            broker, self.topic, self.partition,
-            before_offset=self.before_offset, before_time=self.before_time, actor=ACTOR,
+            broker,
+            self.topic,
+            self.partition,
+            before_offset=self.before_offset,
+            before_time=self.before_time,
+            actor=ACTOR,
         )
 
     def describe(self) -> str:
@@ -135,7 +139,8 @@ def purge_text(facts: TopicFacts) -> Text:
     """What a purge of the topic deletes, from its facts."""
     groups = sorted({g.group for p in facts.partitions for g in p.groups})
     text = Text.assemble(
-        "Deletes every record of ", (facts.topic, "bold"),
+        "Deletes every record of ",
+        (facts.topic, "bold"),
         f": {len(facts.partitions)} partition(s), {facts.segments} segment(s), {format.size(facts.bytes)}. "
         "Each active segment is rolled and deleted too; the log start moves to the log end and offsets go "
         "on from there (never reused).",

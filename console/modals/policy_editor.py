@@ -33,6 +33,7 @@ from textual.widgets import Button, Footer, Input, Static
 
 from console import format
 from console.errors import describe_error
+from console.modals.what_if_pane import WhatIfPane
 from console.model.policy_form import (
     Change,
     FieldEcho,
@@ -112,8 +113,8 @@ def _input_id(name: str) -> str:
 
 def _field_of(widget_id: str | None, prefix: str) -> str | None:
     """The field a widget id names (``field-retention_time``), None for other widgets."""
-    if widget_id and widget_id.startswith(prefix) and widget_id[len(prefix):] in FIELDS:
-        return widget_id[len(prefix):]
+    if widget_id and widget_id.startswith(prefix) and widget_id[len(prefix) :] in FIELDS:
+        return widget_id[len(prefix) :]
     return None
 
 
@@ -186,8 +187,12 @@ class FieldRow(Horizontal):
         suggester = SuggestFromList(words, case_sensitive=False) if words else None
         yield Static(self.field_name, classes="name")
         yield Input(
-            id=_input_id(self.field_name), classes="value", suggester=suggester, disabled=True,
-            select_on_focus=False, compact=True,
+            id=_input_id(self.field_name),
+            classes="value",
+            suggester=suggester,
+            disabled=True,
+            select_on_focus=False,
+            compact=True,
         )
         yield Static("", classes="echo")
         yield Static("", classes="source")
@@ -382,9 +387,7 @@ class PolicyEditorScreen(ModalScreen[None]):
 
     @staticmethod
     def _summary(form: PolicyForm) -> str:
-        return ", ".join(
-            f"{name} {'(default)' if text is None else text}" for name, text in form.changes().items()
-        )
+        return ", ".join(f"{name} {'(default)' if text is None else text}" for name, text in form.changes().items())
 
     def _status(self, text: str, level: str) -> None:
         status = self.query_one("#status", Static)
@@ -449,7 +452,9 @@ class PolicyEditorScreen(ModalScreen[None]):
         what_if, form = self._what_if, self.form
         if what_if is None or form is None or self._previewed != form.merged() or not what_if.segments:
             return None
-        return f"this change deletes {what_if.segments} more segment(s), {format.size(what_if.bytes)}, at the next cycle"
+        return (
+            f"this change deletes {what_if.segments} more segment(s), {format.size(what_if.bytes)}, at the next cycle"
+        )
 
     def on_save_refused(self, message: SaveRefused) -> None:
         self._saving = False
@@ -522,7 +527,9 @@ class PolicyEditorScreen(ModalScreen[None]):
         if form is not None and form.changes() and not self._discard_armed:
             self._discard_armed = True
             self._status("unsaved changes: esc again discards them (nothing is saved), ctrl+s saves", "-warning")
-            self.notify("esc again discards your changes; ctrl+s saves them", title="Unsaved changes", severity="warning")
+            self.notify(
+                "esc again discards your changes; ctrl+s saves them", title="Unsaved changes", severity="warning"
+            )
             return
         if form is not None and form.changes():
             self.notify(f"{self.topic}: edits discarded, nothing saved", title="Policy")

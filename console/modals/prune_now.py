@@ -145,7 +145,15 @@ def deletion_row(p: PartitionPreview) -> LiveRow:
     moved = f"{p.log_start_offset:,} → {p.new_log_start_offset:,}" if p.messages else f"{p.log_start_offset:,}"
     return LiveRow(
         key=f"{p.topic}/{p.partition}",
-        cells=(p.topic, str(p.partition), format.count(p.segments), format.size(p.bytes), moved, _counted(p.reasons), kept),
+        cells=(
+            p.topic,
+            str(p.partition),
+            format.count(p.segments),
+            format.size(p.bytes),
+            moved,
+            _counted(p.reasons),
+            kept,
+        ),
         sort_values=(p.topic, p.partition, p.segments, p.bytes, p.messages, _counted(p.reasons), kept),
     )
 
@@ -154,8 +162,13 @@ def group_row(g: GroupEffect) -> LiveRow:
     return LiveRow(
         key=f"{g.topic}/{g.group}/{g.partition}",
         cells=(
-            g.topic, g.group, g.kind, str(g.partition), f"{g.position:,} → {g.new_position:,}",
-            format.count(g.skipped), g.why,
+            g.topic,
+            g.group,
+            g.kind,
+            str(g.partition),
+            f"{g.position:,} → {g.new_position:,}",
+            format.count(g.skipped),
+            g.why,
         ),
         sort_values=(g.topic, g.group, g.kind, g.partition, g.new_position - g.position, g.skipped, g.why),
     )

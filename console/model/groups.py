@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.catalog.lag import GroupLag, by_group, partition_lags
 from console.model.policies import policies
 from console.model.quota import Quota
 from engine.broker import Broker
+from engine.catalog.lag import GroupLag, by_group, partition_lags
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,17 @@ def summarize(group: GroupLag, quota: Quota, expiry_ms: int | None, policy_error
     last_commit = group.last_commit
     expires_at = None if expiry_ms is None or last_commit is None else last_commit + expiry_ms
     return GroupSummary(
-        topic=group.topic, group=group.group, kind=group.kind, partitions=len(group.partitions),
-        lag_messages=group.lag_messages, lag_bytes=group.lag_bytes, lag_ms=group.lag_ms(now),
-        last_commit=last_commit, expires_at=expires_at, over_quota=over, policy_error=policy_error,
+        topic=group.topic,
+        group=group.group,
+        kind=group.kind,
+        partitions=len(group.partitions),
+        lag_messages=group.lag_messages,
+        lag_bytes=group.lag_bytes,
+        lag_ms=group.lag_ms(now),
+        last_commit=last_commit,
+        expires_at=expires_at,
+        over_quota=over,
+        policy_error=policy_error,
     )
 
 

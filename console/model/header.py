@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.catalog.lag import partition_lags
 from console.model.policies import policies
 from console.model.quota import quota_statuses
 from engine.broker import Broker
+from engine.catalog.lag import partition_lags
 from engine.journal.state import EngineState
 
 

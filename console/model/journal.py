@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +79,10 @@ class CycleTimes:
     apply_ms: int | None
 
     @classmethod
-    def of(cls, cycle: dict[str, Any]) -> "CycleTimes":
-        plan = cycle["started"] - cycle["now"] if cycle["now"] is not None and cycle["started"] >= cycle["now"] else None
+    def of(cls, cycle: dict[str, Any]) -> CycleTimes:
+        plan = (
+            cycle["started"] - cycle["now"] if cycle["now"] is not None and cycle["started"] >= cycle["now"] else None
+        )
         return cls(plan, cycle["duration_ms"])
 
     @property
@@ -94,8 +96,14 @@ def policy_change_row(change: dict[str, Any]) -> dict[str, Any]:
     is negated so that it never collides with an action's."""
     return {
         **dict.fromkeys(ACTION_FIELDS),
-        "id": -change["id"], "time": change["time"], "settled": change["time"], "trigger": "manual",
-        "actor": change["actor"], "action": POLICY_CHANGE, "topic": change["topic"], "status": "applied",
+        "id": -change["id"],
+        "time": change["time"],
+        "settled": change["time"],
+        "trigger": "manual",
+        "actor": change["actor"],
+        "action": POLICY_CHANGE,
+        "topic": change["topic"],
+        "status": "applied",
         "reason": f"{change['field']} {change['old'] or '(default)'} → {change['new'] or '(default)'}",
         "details": {"field": change["field"], "old": change["old"], "new": change["new"]},
     }

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.catalog.lag import partition_lags
 from console.model.policies import policies
 from console.model.quota import QuotaStatus, quota_statuses
 from console.model.states import topic_states
 from engine.broker import Broker
+from engine.catalog.lag import partition_lags
 from engine.catalog.queries import topic_totals
 from engine.journal.journal import Journal
 from engine.journal.state import EngineState
@@ -64,9 +64,13 @@ def load_overview(broker: Broker) -> OverviewData:
         policy, error = topic_policies.get(row["name"], (None, "no policy"))
         topics.append(
             TopicSummary(
-                name=row["name"], partitions=row["partitions"], segments=row["segments"],
-                size_bytes=row["size_bytes"], oldest_timestamp=row["oldest_timestamp"],
-                policy=policy, policy_error=error,
+                name=row["name"],
+                partitions=row["partitions"],
+                segments=row["segments"],
+                size_bytes=row["size_bytes"],
+                oldest_timestamp=row["oldest_timestamp"],
+                policy=policy,
+                policy_error=error,
                 quota=quotas[row["name"]],
             )
         )

@@ -144,10 +144,10 @@ class PlanPreview:
                 )
         moves_before = {(g.topic, g.group, g.partition): g for g in self.groups}
         moves_after = {(g.topic, g.group, g.partition): g for g in later.groups}
-        for key in sorted(moves_before.keys() | moves_after.keys()):
-            old_g, new_g = moves_before.get(key), moves_after.get(key)
+        for topic, group, partition in sorted(moves_before.keys() | moves_after.keys()):
+            old_g, new_g = moves_before.get((topic, group, partition)), moves_after.get((topic, group, partition))
             if (old_g and (old_g.new_position, old_g.expired)) != (new_g and (new_g.new_position, new_g.expired)):
-                lines.append(f"group {key[1]} on {key[0]}/{key[2]}: {_move(old_g)} → {_move(new_g)}")
+                lines.append(f"group {group} on {topic}/{partition}: {_move(old_g)} → {_move(new_g)}")
         return lines
 
 

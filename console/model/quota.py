@@ -37,7 +37,7 @@ class Quota:
     age_ms: int | None
 
     @classmethod
-    def of(cls, policy: EffectivePolicy | None) -> "Quota":
+    def of(cls, policy: EffectivePolicy | None) -> Quota:
         if policy is None:
             return cls(None, None)
         return cls(policy["backlog_size"], policy["backlog_age"])  # type: ignore[arg-type]

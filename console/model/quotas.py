@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.catalog.lag import PartitionLag, partition_lags
 from console.model.policies import policies
 from console.model.quota import QuotaStatus, quota_statuses
 from engine.broker import Broker
+from engine.catalog.lag import PartitionLag, partition_lags
 from engine.journal.state import EngineState
 from engine.policy.effective import EffectivePolicy
 
@@ -62,7 +62,10 @@ def load_quotas(broker: Broker) -> QuotasData:
         per_topic.setdefault(lag.topic, []).append(lag)
     summaries = [
         QuotaSummary(
-            topic=topic, policy=policy, policy_error=error, status=statuses[topic],
+            topic=topic,
+            policy=policy,
+            policy_error=error,
+            status=statuses[topic],
             furthest_behind=_furthest_behind(per_topic.get(topic, []), now),
         )
         for topic, (policy, error) in topic_policies.items()

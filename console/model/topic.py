@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
-from engine.catalog.lag import GroupLag, by_group, partition_lags
 from console.model.quota import QuotaStatus, quota_statuses
 from console.model.states import topic_states
 from engine.broker import Broker
+from engine.catalog.lag import GroupLag, by_group, partition_lags
 from engine.catalog.queries import topic_segments
 from engine.errors import InvalidPolicy
 from engine.journal.journal import Journal
@@ -27,7 +27,6 @@ from engine.prune.planner import Plan
 
 #: the keep reason that names the subscriber whose position stops deletion
 KEEP_BARRIER = "KEEP_BARRIER"
-
 
 
 @dataclass(frozen=True)
@@ -220,9 +219,14 @@ def load_topic(broker: Broker, topic: str, plan: Plan | None) -> TopicData:
     decisions = plan_decisions(plan, topic) if plan is not None else {}
     segments = tuple(
         SegmentState(
-            partition=r["partition"], base_offset=r["base_offset"], next_offset=r["next_offset"],
-            size_bytes=r["size_bytes"], first_timestamp=r["first_timestamp"], max_timestamp=r["max_timestamp"],
-            sealed=bool(r["sealed"]), decision=decisions.get((r["partition"], r["base_offset"])),
+            partition=r["partition"],
+            base_offset=r["base_offset"],
+            next_offset=r["next_offset"],
+            size_bytes=r["size_bytes"],
+            first_timestamp=r["first_timestamp"],
+            max_timestamp=r["max_timestamp"],
+            sealed=bool(r["sealed"]),
+            decision=decisions.get((r["partition"], r["base_offset"])),
         )
         for r in segment_rows
     )
@@ -246,9 +250,16 @@ def load_topic(broker: Broker, topic: str, plan: Plan | None) -> TopicData:
             holds_back = held.get(lag.group, 0) if plan is not None else None
         groups.append(GroupState(lag, holds_back, outcomes.get(lag.group)))
     return TopicData(
-        name=topic, now=broker.clock(), policy=policy, policy_error=policy_error,
-        partitions=partitions, segments=segments, groups=tuple(groups),
+        name=topic,
+        now=broker.clock(),
+        policy=policy,
+        policy_error=policy_error,
+        partitions=partitions,
+        segments=segments,
+        groups=tuple(groups),
         plan_now=plan.now if plan is not None else None,
         plan_rejected=plan.rejected.get(topic) if plan is not None else None,
-        quota=quota, paused=paused, plan_stale=stale,
+        quota=quota,
+        paused=paused,
+        plan_stale=stale,
     )

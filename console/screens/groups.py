@@ -72,8 +72,16 @@ def group_row(group: GroupSummary, now: int, palette: Palette) -> LiveRow:
             quota,
         ),
         sort_values=(
-            group.topic, group.group, group.kind, group.partitions, group.lag_messages, group.lag_bytes,
-            group.lag_ms, commit_age, group.expires_at, quota.plain,
+            group.topic,
+            group.group,
+            group.kind,
+            group.partitions,
+            group.lag_messages,
+            group.lag_bytes,
+            group.lag_ms,
+            commit_age,
+            group.expires_at,
+            quota.plain,
         ),
         search=f"{group.topic} {group.group} {group.kind} {expires.plain} {quota.plain}",
     )

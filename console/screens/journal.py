@@ -95,8 +95,14 @@ def cycle_row(cycle: dict[str, Any], palette: Palette, *, split: bool = False) -
         format.elapsed(times.total_ms),
     )
     sorts: tuple[Any, ...] = (
-        cycle["id"], cycle["started"], cycle["trigger"], scope_text(cycle["scope"]), cycle["status"],
-        cycle["applied"], cycle["bytes_freed"], times.total_ms,
+        cycle["id"],
+        cycle["started"],
+        cycle["trigger"],
+        scope_text(cycle["scope"]),
+        cycle["status"],
+        cycle["applied"],
+        cycle["bytes_freed"],
+        times.total_ms,
     )
     if split:
         cells += (format.elapsed(times.plan_ms), format.elapsed(times.apply_ms))
@@ -105,7 +111,9 @@ def cycle_row(cycle: dict[str, Any], palette: Palette, *, split: bool = False) -
         key=str(cycle["id"]),
         cells=cells,
         sort_values=sorts,
-        search=f"{cycle['id']} {cycle['trigger']} {scope_text(cycle['scope'])} {cycle['status']} {cycle['error'] or ''}",
+        search=" ".join(
+            [str(cycle["id"]), cycle["trigger"], scope_text(cycle["scope"]), cycle["status"], cycle["error"] or ""]
+        ),
     )
 
 
@@ -133,12 +141,26 @@ def action_row(action: dict[str, Any], palette: Palette) -> LiveRow:
             state(action["status"], palette),
         ),
         sort_values=(
-            action["time"], action["action"], (action["topic"], action["partition"]), action["reason"],
-            action["messages"], action["bytes"], action["status"],
+            action["time"],
+            action["action"],
+            (action["topic"], action["partition"]),
+            action["reason"],
+            action["messages"],
+            action["bytes"],
+            action["status"],
         ),
         search=" ".join(
-            str(v) for v in (action["action"], where_text(action), action["reason"], action["status"],
-                             action["trigger"], action["actor"], action["cycle"]) if v is not None
+            str(v)
+            for v in (
+                action["action"],
+                where_text(action),
+                action["reason"],
+                action["status"],
+                action["trigger"],
+                action["actor"],
+                action["cycle"],
+            )
+            if v is not None
         ),
     )
 
@@ -150,7 +172,7 @@ def action_detail(action: dict[str, Any]) -> str:
         parts.append(f"cycle {action['cycle']}")
     if action["segment"] is not None:
         parts.append(f"segment {action['segment']}")
-    if (offsets := _offsets(action)):
+    if offsets := _offsets(action):
         parts.append(f"offsets {offsets}")
     if action["settled"] is not None and action["settled"] != action["time"]:
         parts.append(f"settled {format.instant(action['settled'])}")
@@ -358,7 +380,9 @@ class JournalScreen(LiveScreen[JournalRows]):
             )
             return
         self.app.call_from_thread(
-            self.notify, f"{len(rows)} action(s) written to {csv_path} and {json_path.name}", title="Export",
+            self.notify,
+            f"{len(rows)} action(s) written to {csv_path} and {json_path.name}",
+            title="Export",
             markup=False,
         )
 

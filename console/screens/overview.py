@@ -70,8 +70,14 @@ def topic_row(topic: TopicSummary, data: OverviewData, palette: Palette) -> Live
             state(", ".join(states), palette) if len(states) > 1 else state(states[0], palette),
         ),
         sort_values=(
-            topic.name, topic.partitions, topic.segments, topic.size_bytes, oldest_age,
-            retention, quota.fraction if quota.quota.finite else quota.backlog_bytes, states,
+            topic.name,
+            topic.partitions,
+            topic.segments,
+            topic.size_bytes,
+            oldest_age,
+            retention,
+            quota.fraction if quota.quota.finite else quota.backlog_bytes,
+            states,
         ),
     )
 

@@ -59,10 +59,16 @@ def quota_row(topic: QuotaSummary, now: int, palette: Palette) -> LiveRow:
         cells=(
             topic.topic,
             Text(policy or "-", style="" if policy else palette.muted),
-            against(format.size(status.backlog_bytes), status.backlog_bytes, quota.size_bytes,
-                    format.size(quota.size_bytes), palette),
-            against(format.age(status.oldest_ms), status.oldest_ms, quota.age_ms,
-                    format.duration(quota.age_ms), palette),
+            against(
+                format.size(status.backlog_bytes),
+                status.backlog_bytes,
+                quota.size_bytes,
+                format.size(quota.size_bytes),
+                palette,
+            ),
+            against(
+                format.age(status.oldest_ms), status.oldest_ms, quota.age_ms, format.duration(quota.age_ms), palette
+            ),
             state,
             topic.furthest_behind or "-",
         ),

@@ -161,13 +161,22 @@ def partition_row(p: PartitionState, cap: int | None, palette: Palette) -> LiveR
     return LiveRow(
         key=str(p.partition),
         cells=(
-            str(p.partition), format.count(p.log_start_offset), format.count(p.next_offset),
-            format.count(p.messages), format.size(p.size_bytes), gauge(p.size_bytes, cap, palette),
+            str(p.partition),
+            format.count(p.log_start_offset),
+            format.count(p.next_offset),
+            format.count(p.messages),
+            format.size(p.size_bytes),
+            gauge(p.size_bytes, cap, palette),
             format.count(p.segments),
         ),
         sort_values=(
-            p.partition, p.log_start_offset, p.next_offset, p.messages, p.size_bytes,
-            p.size_bytes / cap if cap else None, p.segments,
+            p.partition,
+            p.log_start_offset,
+            p.next_offset,
+            p.messages,
+            p.size_bytes,
+            p.size_bytes / cap if cap else None,
+            p.segments,
         ),
     )
 
@@ -196,7 +205,12 @@ def eligible_text(eligible_at: int | None, plan_now: int) -> str:
 
 
 def segment_row(
-    s: SegmentState, now: int, limit_ms: int | None, palette: Palette, *, plan_now: int | None = None,
+    s: SegmentState,
+    now: int,
+    limit_ms: int | None,
+    palette: Palette,
+    *,
+    plan_now: int | None = None,
     stale: bool = False,
 ) -> LiveRow:
     """``stale``: the plan is out of date, so its cells are muted (the subtitle says why)."""
@@ -211,16 +225,27 @@ def segment_row(
         if reason == "KEEP_ACTIVE" and s.sealed:
             reason = "KEEP_ACTIVE (then)"  # sealed since the plan: no longer its decision
         plan_cells = (
-            Text(decision.decision, style=palette.muted if stale else palette.error if decision.decision == "delete" else ""),
+            Text(
+                decision.decision,
+                style=palette.muted if stale else palette.error if decision.decision == "delete" else "",
+            ),
             Text(reason, style=palette.muted if stale else palette.warning if decision.detail else ""),
             Text(eligible_text(decision.eligible_at, plan_now), style=palette.muted if stale else ""),
         )
         plan_sorts = (decision.decision, decision.reason, decision.eligible_at)
-        search = " ".join((decision.decision, decision.reason, decision.detail or "", format.instant(decision.eligible_at)))
+        search = " ".join(
+            (decision.decision, decision.reason, decision.detail or "", format.instant(decision.eligible_at))
+        )
     state = "sealed" if s.sealed else "active"
     cells = (
-        str(s.partition), format.count(s.base_offset), format.count(s.next_offset), format.size(s.size_bytes),
-        format.age(age), age_bar(age, limit_ms, palette, width=AGE_BAR_WIDTH), state, *plan_cells,
+        str(s.partition),
+        format.count(s.base_offset),
+        format.count(s.next_offset),
+        format.size(s.size_bytes),
+        format.age(age),
+        age_bar(age, limit_ms, palette, width=AGE_BAR_WIDTH),
+        state,
+        *plan_cells,
     )
     return LiveRow(
         key=f"{s.partition}:{s.base_offset}",
@@ -244,14 +269,26 @@ def group_row(g: GroupState, now: int, palette: Palette) -> LiveRow:
     return LiveRow(
         key=g.name,
         cells=(
-            g.name, lag.kind, positions_text(g), format.count(lag.lag_messages), format.size(lag.lag_bytes),
-            format.age(lag.lag_ms(now)), format.since(now, lag.last_commit),
+            g.name,
+            lag.kind,
+            positions_text(g),
+            format.count(lag.lag_messages),
+            format.size(lag.lag_bytes),
+            format.age(lag.lag_ms(now)),
+            format.since(now, lag.last_commit),
             Text(format.size(holds), style=palette.warning if holds else ""),
             Text(outcome, style=palette.warning if outcome not in ("-", "unchanged") else ""),
         ),
         sort_values=(
-            g.name, lag.kind, tuple(p.position for p in lag.partitions), lag.lag_messages, lag.lag_bytes, lag.lag_ms(now),
-            lag.last_commit, holds, outcome,
+            g.name,
+            lag.kind,
+            tuple(p.position for p in lag.partitions),
+            lag.lag_messages,
+            lag.lag_bytes,
+            lag.lag_ms(now),
+            lag.last_commit,
+            holds,
+            outcome,
         ),
         search=f"{g.name} {lag.kind} {' '.join(f'{p.partition}:{p.position}' for p in lag.partitions)} {outcome}",
     )

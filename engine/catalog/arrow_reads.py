@@ -29,7 +29,7 @@ _SEGMENTS = (
 )
 #: with each group's latest commit on any partition of the topic (for expiry)
 _POSITIONS = (
-    "SELECT p.topic, p.group_name AS \"group\", g.kind, p.partition, p.position, p.committed_at,"
+    'SELECT p.topic, p.group_name AS "group", g.kind, p.partition, p.position, p.committed_at,'
     " MAX(p.committed_at) OVER (PARTITION BY p.topic, p.group_name) AS group_last_commit"
     " FROM positions p JOIN groups g ON g.topic = p.topic AND g.name = p.group_name"
     "{where} ORDER BY p.topic, p.group_name, p.partition"
@@ -106,7 +106,9 @@ class ArrowReads:
         if names is None:
             return self._table(query.format(where=""), (), schema)
         one = query.format(where=_OF_TOPIC.get(query, " WHERE topic = ?"))
-        return pa.concat_tables([self._table(one, (name,), schema) for name in names]) if names else schema.empty_table()
+        return (
+            pa.concat_tables([self._table(one, (name,), schema) for name in names]) if names else schema.empty_table()
+        )
 
     def _table(self, sql: str, params: tuple, schema: pa.Schema) -> pa.Table:
         self._cursor.execute(sql, params)

@@ -12,10 +12,11 @@ changed, and once it commits their files are rewritten (see that module for when
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Literal, Mapping
+from typing import TYPE_CHECKING, Literal
 
 import sqlite_utils
 
@@ -26,6 +27,7 @@ from engine.catalog.metadata_files import GroupMeta, TopicMeta
 from engine.catalog.schema import ensure_schema
 from engine.errors import AlreadyExists, CatalogDamaged, EbbError, NotFound
 from engine.journal.schema import ensure_journal_schema
+from engine.journal.state import EngineState
 from engine.store.segment import SegmentInfo
 
 if TYPE_CHECKING:
@@ -146,7 +148,7 @@ class Catalog:
         self._identity: tuple[int, int] | None = None
 
     @classmethod
-    def open(cls, path: Path) -> "Catalog":
+    def open(cls, path: Path) -> Catalog:
         """Open the catalog of the data directory that ``path`` lies in; refused (with
         the remedy) when it is missing or empty while that directory holds topics."""
         root = path.parent
@@ -254,8 +256,6 @@ class Catalog:
             self.write_metadata(name)
 
     def _write_engine_file(self) -> None:
-        from engine.journal.state import EngineState  # it builds on this module
-
         assert self.root is not None
         metadata_files.replace_file(
             self.root / metadata_files.ENGINE_FILE, metadata_files.engine_bytes(EngineState(self).is_paused())
@@ -324,8 +324,14 @@ class Catalog:
         self.db.table("segments").insert_all(
             [
                 {
-                    "topic": name, "partition": p, "base_offset": 0, "next_offset": 0, "size_bytes": 0,
-                    "first_timestamp": None, "max_timestamp": None, "sealed": 0,
+                    "topic": name,
+                    "partition": p,
+                    "base_offset": 0,
+                    "next_offset": 0,
+                    "size_bytes": 0,
+                    "first_timestamp": None,
+                    "max_timestamp": None,
+                    "sealed": 0,
                 }
                 for p in range(partitions)
             ]
@@ -339,9 +345,13 @@ class Catalog:
     # -- policies ---------------------------------------------------------------
 
     def overrides(self, topic: str) -> dict[str, str]:
-        return {r["field"]: r["value"] for r in self.db.query("SELECT field, value FROM policies WHERE topic = ?", (topic,))}
+        return {
+            r["field"]: r["value"] for r in self.db.query("SELECT field, value FROM policies WHERE topic = ?", (topic,))
+        }
 
-    def replace_overrides(self, topic: str, new: Mapping[str, str], *, actor: str, now_ms: int) -> list[tuple[str, str | None, str | None]]:
+    def replace_overrides(
+        self, topic: str, new: Mapping[str, str], *, actor: str, now_ms: int
+    ) -> list[tuple[str, str | None, str | None]]:
         """Store a topic's new overrides and journal each field that changed."""
         old = self.overrides(topic)
         changes = [
@@ -407,9 +417,13 @@ class Catalog:
         self.db.table("segments").upsert_all(
             [
                 {
-                    "topic": topic, "partition": partition, "base_offset": s.base_offset,
-                    "next_offset": s.next_offset, "size_bytes": s.size_bytes,
-                    "first_timestamp": s.first_timestamp, "max_timestamp": s.max_timestamp,
+                    "topic": topic,
+                    "partition": partition,
+                    "base_offset": s.base_offset,
+                    "next_offset": s.next_offset,
+                    "size_bytes": s.size_bytes,
+                    "first_timestamp": s.first_timestamp,
+                    "max_timestamp": s.max_timestamp,
                     "sealed": int(s.sealed),
                 }
                 for s in infos
@@ -451,8 +465,12 @@ class Catalog:
     def add_quarantined(self, lost: QuarantinedRange) -> None:
         self.db.table("quarantined").upsert(
             {
-                "topic": lost.topic, "partition": lost.partition, "base_offset": lost.base_offset,
-                "next_offset": lost.next_offset, "path": lost.path, "reason": lost.reason,
+                "topic": lost.topic,
+                "partition": lost.partition,
+                "base_offset": lost.base_offset,
+                "next_offset": lost.next_offset,
+                "path": lost.path,
+                "reason": lost.reason,
                 "quarantined_at": lost.quarantined_at,
             },
             pk=("topic", "partition", "base_offset"),

@@ -22,7 +22,6 @@ from engine.catalog.catalog import Catalog
 from engine.catalog.queries import group_lags
 
 
-
 @dataclass(frozen=True)
 class PartitionLag:
     topic: str

@@ -21,8 +21,9 @@ once complete, after the damaged file (and its ``-wal``) moved to
 ``catalog.db.damaged-<UTC time>``; a crash before leaves the catalog missing, which
 every command reports and the next ``--repair`` rebuilds again. The rebuild is
 journaled (action ``repair``, reason ``CATALOG_REBUILT``) in the new journal, after
-the old journal's rows (cycles, actions, policy changes) as far as they can be read. ``ebb verify --repair`` then checks and
-repairs the rebuilt catalog against the files as it would any other.
+the old journal's rows (cycles, actions, policy changes) as far as they can be read.
+``ebb verify --repair`` then checks and repairs the rebuilt catalog against the files
+as it would any other.
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-import sqlite_utils
 
 from engine.catalog.catalog import Catalog
 from engine.catalog.damage import holds_topics, open_by
@@ -51,6 +50,7 @@ from engine.catalog.schema import ensure_schema
 from engine.datadir import DataDir
 from engine.errors import CatalogDamaged, InvalidInput, StoreError
 from engine.journal.journal import Entry, Journal
+from engine.journal.salvage import salvage_history
 from engine.journal.schema import ensure_journal_schema
 from engine.journal.state import EngineState
 from engine.names import check_group_name, check_topic_name
@@ -120,7 +120,7 @@ def rebuild_catalog(data: DataDir, policy_defaults: Mapping[str, str], *, now: i
         catalog = Catalog(db)  # no data directory: the metadata files are the source here
         notes: list[str] = []
         # First, so that the rebuild's own journal rows come after the old ones.
-        salvaged = _salvage_journal(path, db, notes)
+        salvaged = salvage_history(path, db, notes)
         topics, groups = [], 0
         for topic_dir in sorted(data.topics_root.iterdir()) if data.topics_root.is_dir() else []:
             added = _rebuild_topic(data, catalog, topic_dir, policy_defaults, now, actor, notes)
@@ -156,50 +156,6 @@ def rebuild_catalog(data: DataDir, policy_defaults: Mapping[str, str], *, now: i
     os.replace(building, path)
     fsync_dir(path.parent)
     return Rebuilt(moved_to, topics, groups, notes)
-
-
-#: the journal's history, kept from the old catalog as far as it can be read
-_HISTORY = {
-    "cycles": "SELECT * FROM cycles",
-    "actions": "SELECT * FROM actions",
-    "policy_changes": "SELECT * FROM policy_changes",
-}
-
-
-def _salvage_journal(path: Path, db: sqlite_utils.Database, notes: list[str]) -> int:
-    """Copy the rows of the old catalog's journal that can still be read (a table is
-    read up to its first damaged page); returns how many were kept."""
-    if not path.exists():
-        return 0
-    kept = 0
-    try:
-        old = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    except sqlite3.Error as error:
-        notes.append(f"the old journal could not be opened ({error}): its history stays in the file moved aside")
-        return 0
-    try:
-        try:
-            present = {r[0] for r in old.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        except sqlite3.DatabaseError as error:
-            notes.append(f"the old journal could not be read ({error}): its history stays in the file moved aside")
-            return 0
-        for table, query in _HISTORY.items():
-            if table not in present:
-                continue  # an emptied catalog: nothing to keep
-            rows: list[dict[str, object]] = []
-            try:
-                cursor = old.execute(query)
-                names = [d[0] for d in cursor.description]
-                for row in cursor:
-                    rows.append(dict(zip(names, row)))
-            except sqlite3.DatabaseError as error:
-                notes.append(f"the old journal's {table} was read up to row {len(rows)} ({error})")
-            with write_transaction(db):
-                db.table(table).insert_all(rows, ignore=True)
-            kept += len(rows)
-    finally:
-        old.close()
-    return kept
 
 
 def _rebuild_pause(data: DataDir, catalog: Catalog, notes: list[str]) -> None:

@@ -8,9 +8,13 @@ journal row recording it commit together.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from engine.catalog.catalog import Catalog
 from engine.journal.schema import ensure_journal_schema, write_or_join
+
+if TYPE_CHECKING:
+    # Only its connection is used: the catalog itself keeps the pause in engine.json.
+    from engine.catalog.catalog import Catalog
 
 _PAUSED = "paused"
 

@@ -81,15 +81,10 @@ class EffectivePolicy(Mapping[str, Value]):
 
     def to_json(self) -> dict[str, dict[str, str]]:
         """The ``policy`` object of ``topic describe --json`` (SPEC §7)."""
-        return {
-            e.field: {"value": e.text, "normalized": e.normalized, "source": e.source}
-            for e in self._entries
-        }
+        return {e.field: {"value": e.text, "normalized": e.normalized, "source": e.source} for e in self._entries}
 
 
-def resolve(
-    overrides: Mapping[str, str], defaults: Mapping[str, str] | None = None
-) -> EffectivePolicy:
+def resolve(overrides: Mapping[str, str], defaults: Mapping[str, str] | None = None) -> EffectivePolicy:
     """The effective policy of ``overrides`` on top of ``defaults``.
 
     ``defaults`` are the engine defaults of the config file; a field it leaves out
@@ -113,9 +108,7 @@ def resolve(
     return EffectivePolicy(tuple(entries))
 
 
-def merge_overrides(
-    current: Mapping[str, str], changes: Mapping[str, str | None]
-) -> dict[str, str]:
+def merge_overrides(current: Mapping[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:
     """``current`` overrides with ``changes`` applied; ``None`` resets a field to default.
 
     Field names are checked here so that a typo is refused before anything is saved;

@@ -53,16 +53,11 @@ class PolicyField:
             choice = text.strip().lower()
             if choice in self.choices:
                 return choice
-            raise InvalidPolicy(
-                f"invalid value for {self.name}: {shown(text)} "
-                f"(use one of: {', '.join(self.choices)})"
-            )
+            raise InvalidPolicy(f"invalid value for {self.name}: {shown(text)} (use one of: {', '.join(self.choices)})")
         try:
             return _PARSERS[self.kind](text)
         except InvalidValue as error:
-            raise InvalidPolicy(
-                f"invalid value for {self.name}: {shown(error.text)} ({error.reason})"
-            ) from None
+            raise InvalidPolicy(f"invalid value for {self.name}: {shown(error.text)} ({error.reason})") from None
 
     def normalize(self, value: Value) -> str:
         """The normalized form shown next to every effective value (SPEC §3)."""
@@ -90,71 +85,98 @@ def _fields(*fields: PolicyField) -> dict[str, PolicyField]:
 
 FIELDS: dict[str, PolicyField] = _fields(
     PolicyField(
-        "segment_size", "size", "1 GiB",
+        "segment_size",
+        "size",
+        "1 GiB",
         "roll the active segment before it would exceed this",
     ),
     PolicyField(
-        "segment_roll", "duration", "none",
-        "roll a non-empty active segment once its first record is this old, "
-        "so idle topics can age out",
+        "segment_roll",
+        "duration",
+        "none",
+        "roll a non-empty active segment once its first record is this old, so idle topics can age out",
     ),
     PolicyField(
-        "retention_time", "duration", "7d",
+        "retention_time",
+        "duration",
+        "7d",
         "retain target: data older than this is eligible to go",
     ),
     PolicyField(
-        "retention_size", "size", "infinite",
-        "retain target: keep at least this many bytes per partition; "
-        "older data beyond it is eligible",
+        "retention_size",
+        "size",
+        "infinite",
+        "retain target: keep at least this many bytes per partition; older data beyond it is eligible",
     ),
     PolicyField(
-        "max_time", "duration", "infinite",
+        "max_time",
+        "duration",
+        "infinite",
         "hard cap: data older than this goes even if unconsumed",
     ),
     PolicyField(
-        "max_partition_size", "size", "100 GiB",
+        "max_partition_size",
+        "size",
+        "100 GiB",
         "hard cap: a partition's bytes, active segment included, are brought back "
         "under this, oldest first, even if unconsumed",
     ),
     PolicyField(
-        "granularity", "enum", "segment",
-        "segment: only whole sealed segments go; message: the log start moves "
-        "message by message",
+        "granularity",
+        "enum",
+        "segment",
+        "segment: only whole sealed segments go; message: the log start moves message by message",
         ("segment", "message"),
     ),
     PolicyField(
-        "consumption", "enum", "ignore",
+        "consumption",
+        "enum",
+        "ignore",
         "ignore: positions never hold data back; protect: eligible data is kept "
         "until every subscriber group has consumed it",
         ("ignore", "protect"),
     ),
     PolicyField(
-        "subscription_expiry", "duration", "infinite",
+        "subscription_expiry",
+        "duration",
+        "infinite",
         "a group whose last commit on the topic is older than this is removed",
     ),
     PolicyField(
-        "message_ttl", "duration", "infinite",
+        "message_ttl",
+        "duration",
+        "infinite",
         "subscriber positions skip past messages older than this (auto-acknowledge)",
     ),
     PolicyField(
-        "backlog_size", "size", "infinite",
+        "backlog_size",
+        "size",
+        "infinite",
         "backlog quota per subscriber group: bytes not yet consumed",
     ),
     PolicyField(
-        "backlog_age", "duration", "infinite",
+        "backlog_age",
+        "duration",
+        "infinite",
         "backlog quota per subscriber group: age of the oldest unconsumed message",
     ),
     PolicyField(
-        "backlog_policy", "enum", "producer_request_hold",
+        "backlog_policy",
+        "enum",
+        "producer_request_hold",
         "what happens when a group is over its backlog quota",
         ("producer_request_hold", "producer_exception", "consumer_backlog_eviction"),
     ),
     PolicyField(
-        "max_deletes_per_cycle", "count", "unlimited",
+        "max_deletes_per_cycle",
+        "count",
+        "unlimited",
         "at most this many segments per partition per cycle; the rest wait",
     ),
     PolicyField(
-        "hold", "bool", "off",
+        "hold",
+        "bool",
+        "off",
         "retention hold: nothing of this topic is deleted, by any path, while set",
     ),
 )
@@ -164,9 +186,7 @@ def field_named(name: str) -> PolicyField:
     """The field called ``name``; an unknown name is refused with the valid ones."""
     field = FIELDS.get(name)
     if field is None:
-        raise InvalidPolicy(
-            f"unknown policy field {shown(name)} (valid fields: {', '.join(FIELDS)})"
-        )
+        raise InvalidPolicy(f"unknown policy field {shown(name)} (valid fields: {', '.join(FIELDS)})")
     return field
 
 
@@ -205,9 +225,7 @@ def validate(values: Mapping[str, Value]) -> None:
                 "(segments are the unit of deletion; an endless one could never go)"
             )
         if segment_size == 0:
-            raise InvalidPolicy(
-                "invalid policy: segment_size must be > 0 (a 0-byte segment can hold nothing)"
-            )
+            raise InvalidPolicy("invalid policy: segment_size must be > 0 (a 0-byte segment can hold nothing)")
     _check_order(values, "max_partition_size", ">=", "segment_size", describe_size)
     _check_order(values, "retention_size", "<=", "max_partition_size", describe_size)
     _check_order(values, "retention_time", "<=", "max_time", describe_duration)
@@ -230,8 +248,7 @@ def _check_order(
     holds = left_value >= right_value if operator == ">=" else left_value <= right_value
     if not holds:
         raise InvalidPolicy(
-            f"invalid policy: {left} ({describe(left_value)}) must be {operator} "
-            f"{right} ({describe(right_value)})"
+            f"invalid policy: {left} ({describe(left_value)}) must be {operator} {right} ({describe(right_value)})"
         )
 
 

@@ -123,9 +123,7 @@ def _prepare(kind: str, text: str, hint: str) -> str | None:
     if cleaned.lower() in NO_LIMIT_WORDS:
         return None
     if cleaned.startswith("-"):
-        raise InvalidValue(
-            kind, text, "negative values are invalid; use -1 or infinite for no limit"
-        )
+        raise InvalidValue(kind, text, "negative values are invalid; use -1 or infinite for no limit")
     return cleaned
 
 

@@ -232,9 +232,7 @@ class _Cycle:
     def settle(self, ids: Sequence[int], status: ActionStatus, details: Mapping[str, Any] | None = None) -> None:
         self.journal.settle(ids, status, time=self.broker.clock(), details=details)
 
-    def skip(
-        self, topic: str, partition: int | None, ids: Sequence[int], why: str, reason: str = "STALE_PLAN"
-    ) -> None:
+    def skip(self, topic: str, partition: int | None, ids: Sequence[int], why: str, reason: str = "STALE_PLAN") -> None:
         """Journal that the plan was not applied to a topic or partition, and why."""
         self.skipped[topic if partition is None else f"{topic}/{partition}"] = why
         with self.catalog.write():
@@ -648,7 +646,15 @@ def execute(
         # ``now``, which may be a simulated future.
         journal.apply_retention(now=broker.clock(), retention_ms=broker.config.journal_retention_ms)
     return CycleResult(
-        cycle_id, status, planned, cycle.applied, cycle.bytes_freed, cycle.skipped, cycle.failed, recovered, cycle.locked
+        cycle_id,
+        status,
+        planned,
+        cycle.applied,
+        cycle.bytes_freed,
+        cycle.skipped,
+        cycle.failed,
+        recovered,
+        cycle.locked,
     )
 
 

@@ -157,9 +157,7 @@ class GroupResult:
         out: dict[str, Any] = {"operation": self.operation, "topic": self.topic, "group": self.group, "kind": self.kind}
         if self.operation == "group_move":
             ((partition, (old, new)),) = self.positions.items()
-            out.update(
-                {"partition": partition, "old_position": old, "new_position": new, "messages": new - old}
-            )
+            out.update({"partition": partition, "old_position": old, "new_position": new, "messages": new - old})
         else:
             out["positions"] = {str(p): old for p, (old, _new) in sorted(self.positions.items())}
         return out
@@ -181,7 +179,9 @@ def _refuse_if_paused(broker: Broker) -> None:
 # -- deleting operations ---------------------------------------------------------------------------
 
 
-def _moves_below(broker: Broker, topic: str, partition: int, log_start: int, new_log_start: int) -> tuple[GroupMove, ...]:
+def _moves_below(
+    broker: Broker, topic: str, partition: int, log_start: int, new_log_start: int
+) -> tuple[GroupMove, ...]:
     """Every group (either kind) below ``new_log_start`` on ``partition``, moved up to
     it; the messages skipped are those it had not read above the old log start."""
     moves = []
@@ -242,7 +242,9 @@ def _topic_work(broker: Broker, topic: str, partitions: Sequence[PartitionWork])
 
 
 def _changes(work: TopicWork) -> bool:
-    return any(pw.deletions or pw.moves or pw.roll or pw.new_log_start_offset != pw.log_start_offset for pw in work.partitions)
+    return any(
+        pw.deletions or pw.moves or pw.roll or pw.new_log_start_offset != pw.log_start_offset for pw in work.partitions
+    )
 
 
 def _apply(
@@ -268,13 +270,18 @@ def _apply(
                 topic,
                 False,
                 None,
-                tuple(PartitionChange(pw.partition, pw.log_start_offset, pw.log_start_offset, 0, 0) for pw in work.partitions),
+                tuple(
+                    PartitionChange(pw.partition, pw.log_start_offset, pw.log_start_offset, 0, 0)
+                    for pw in work.partitions
+                ),
             )
         result = execute(broker, [work], now=broker.clock(), trigger=TRIGGER, actor=actor, scope=[topic])
         if result.status == "paused":
             _refuse_if_paused(broker)  # paused between the check and the cycle
         if result.failed:
-            raise EbbError(f"{operation} of topic {topic} failed: {result.failed[topic]} (see `ebb log --cycle {result.cycle_id}`)")
+            raise EbbError(
+                f"{operation} of topic {topic} failed: {result.failed[topic]} (see `ebb log --cycle {result.cycle_id}`)"
+            )
         if result.locked:
             # A writer holds the partition (a producer stopped while appending):
             # building the work again would only wait for it again.
@@ -328,7 +335,16 @@ def _journal_request(
         "groups_moved": sorted({g.group for g in moved}),
     }
     if operation == "purge":
-        entries = [Entry("purge", topic, messages=outcome.messages, bytes=outcome.bytes_freed, reason=DELETE_MANUAL, details=details)]
+        entries = [
+            Entry(
+                "purge",
+                topic,
+                messages=outcome.messages,
+                bytes=outcome.bytes_freed,
+                reason=DELETE_MANUAL,
+                details=details,
+            )
+        ]
     else:
         (change,) = changes
         entries = [
@@ -379,11 +395,15 @@ def truncate(
             cut = before_offset
         else:
             assert before_time is not None
-            found = time_cut(broker.catalog, StoreRecordTimes(broker.data), topic, partition, row.log_start_offset, before_time)
+            found = time_cut(
+                broker.catalog, StoreRecordTimes(broker.data), topic, partition, row.log_start_offset, before_time
+            )
             cut = row.next_offset if found is None else found
         return cut_work(broker, topic, {partition: cut})
 
-    request: dict[str, Any] = {"before_offset": before_offset} if before_offset is not None else {"before_time": before_time}
+    request: dict[str, Any] = (
+        {"before_offset": before_offset} if before_offset is not None else {"before_time": before_time}
+    )
     return _apply(broker, "truncate", topic, build, actor=actor, request=request)
 
 
@@ -495,7 +515,9 @@ def expire_group(broker: Broker, topic: str, group: str, *, actor: str = "cli") 
             actor=actor,
             status="applied",
         )
-    return GroupResult("group_expire", topic, group, row.kind, {p: (pos, pos) for p, (pos, _at) in row.positions.items()})
+    return GroupResult(
+        "group_expire", topic, group, row.kind, {p: (pos, pos) for p, (pos, _at) in row.positions.items()}
+    )
 
 
 def move_group(
@@ -552,7 +574,11 @@ def move_group(
                     start_offset=old,
                     end_offset=new,
                     messages=new - old,
-                    details={"group": group, "kind": state.kind, "to": to or ("time" if to_time is not None else "offset")},
+                    details={
+                        "group": group,
+                        "kind": state.kind,
+                        "to": to or ("time" if to_time is not None else "offset"),
+                    },
                 )
             ],
             time=broker.clock(),

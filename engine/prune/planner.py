@@ -244,7 +244,9 @@ def _spark_inputs(snapshot: dict[str, pa.Table], now: int) -> SparkInputs:
     snapshot_row = np.arange(segments.num_rows)
     if not _in_offset_order(segments):
         # The snapshot reads them in this order; anything else pays for a sort.
-        snapshot_row = pc.sort_indices(segments, sort_keys=[("pid", "ascending"), ("base_offset", "ascending")]).to_numpy()
+        snapshot_row = pc.sort_indices(
+            segments, sort_keys=[("pid", "ascending"), ("base_offset", "ascending")]
+        ).to_numpy()
         segments = segments.take(snapshot_row)
     others = pa.concat_tables(
         [
@@ -420,7 +422,8 @@ def _with_facts(source: str) -> str:
     separate columns it prunes each join's side to the facts that step reads, and
     then reads and broadcasts them once per join."""
     unpacked = ", ".join(
-        f"CAST(f.facts[{i}] AS {bucketed.SQL_TYPES[field.type]}) AS `{field.name}`" for i, field in enumerate(_FACT_FIELDS)
+        f"CAST(f.facts[{i}] AS {bucketed.SQL_TYPES[field.type]}) AS `{field.name}`"
+        for i, field in enumerate(_FACT_FIELDS)
     )
     return f"(SELECT /*+ BROADCAST(f) */ s.*, {unpacked} FROM {source} s JOIN packed f ON s.pid = f.pid)"
 
@@ -506,7 +509,17 @@ _FIRST_NOT = {
 #: what rows carry into level one (running sizes and ranks come with the rows)
 _RANKED = [*_SNAPSHOT_COLUMNS, "suffix_after", "rn"]
 #: what rows carry through level one: what ``flags`` stands for stays behind
-_LEVEL_ONE_CARRIED = ["pid", "base_offset", "next_offset", "size_bytes", "gid", "position", "rn", "flags", "eligible_at"]
+_LEVEL_ONE_CARRIED = [
+    "pid",
+    "base_offset",
+    "next_offset",
+    "size_bytes",
+    "gid",
+    "position",
+    "rn",
+    "flags",
+    "eligible_at",
+]
 
 
 def _level_one() -> str:
@@ -614,7 +627,9 @@ def _decide() -> str:
       WHEN retention_size IS NOT NULL THEN {_code("KEEP_SIZE_TARGET")}
       ELSE {_code("KEEP_NO_LIMIT")} END"""
     # pos_after_eviction and backlog's over_quota; "Per topic, before the cut" 3
-    evicted = f"CASE WHEN {subscriber} AND evicting THEN greatest({pos_ttl}, {size_floor}, {age_floor}) ELSE {pos_ttl} END"
+    evicted = (
+        f"CASE WHEN {subscriber} AND evicting THEN greatest({pos_ttl}, {size_floor}, {age_floor}) ELSE {pos_ttl} END"
+    )
     decided = f"""SELECT {_names(_DECIDED_CARRIED)}, {rules["roll"]} AS roll, barrier, behind.gid AS barrier_group,
     cut, wanted, deleted, base_offset, next_offset, size_bytes,
     CASE WHEN deleted THEN {delete_reason} ELSE {keep_reason} END AS reason_code,
@@ -736,7 +751,11 @@ def _split(frame: pa.Table, snapshot: dict[str, pa.Table], inputs: SparkInputs) 
     # A segment held back by a group names its partition's barrier: the detail is
     # written once per partition and taken by the segments that need it.
     barrier_detail = pc.binary_join_element_wise(
-        "group ", names.take(partition_rows["barrier_group"]), " at ", pc.cast(partition_rows["barrier"], pa.string()), ""
+        "group ",
+        names.take(partition_rows["barrier_group"]),
+        " at ",
+        pc.cast(partition_rows["barrier"], pa.string()),
+        "",
     )
     held = pc.equal(decided["reason_code"], _code("KEEP_BARRIER"))
     of_partition = pc.index_in(decided["pid"], value_set=partition_rows["pid"])

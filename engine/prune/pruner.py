@@ -6,7 +6,6 @@ The same :meth:`Pruner.plan` serves the scheduled cycle, a one-off prune, a dry 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 

@@ -47,7 +47,9 @@ _NUMERIC_FIELDS = (
 class RecordTimes(Protocol):
     """Where record timestamps come from (the store; a fake in the tests)."""
 
-    def first_at_or_after(self, topic: str, partition: int, segment_base: int, start_offset: int, theta: int) -> int | None:
+    def first_at_or_after(
+        self, topic: str, partition: int, segment_base: int, start_offset: int, theta: int
+    ) -> int | None:
         """The first offset >= ``start_offset`` in the segment at ``segment_base``
         whose record timestamp is >= ``theta``, or None."""
 
@@ -58,7 +60,9 @@ class StoreRecordTimes:
 
     data: DataDir
 
-    def first_at_or_after(self, topic: str, partition: int, segment_base: int, start_offset: int, theta: int) -> int | None:
+    def first_at_or_after(
+        self, topic: str, partition: int, segment_base: int, start_offset: int, theta: int
+    ) -> int | None:
         directory = self.data.partition_dir(topic, partition)
         try:
             # Sealed: nothing past the valid data is cut, and nothing is repaired here.
@@ -129,7 +133,9 @@ def build_snapshot(
         rejected: dict[str, str] = {}
         for name in topic_table["topic"].to_pylist():
             try:
-                policies[name] = _resolved(frozenset(overrides.get(name, saved.get(name, {})).items()), frozenset(defaults.items()))
+                policies[name] = _resolved(
+                    frozenset(overrides.get(name, saved.get(name, {})).items()), frozenset(defaults.items())
+                )
             except InvalidPolicy as error:
                 rejected[name] = str(error)
         # All topics in one read each, less the rejected; or the topics asked for, by name.
@@ -146,7 +152,9 @@ def build_snapshot(
     return Snapshot(
         now,
         {
-            "topics": pa.Table.from_pylist([dict(zip(tables.TOPICS.names, row)) for row in topic_rows], schema=tables.TOPICS),
+            "topics": pa.Table.from_pylist(
+                [dict(zip(tables.TOPICS.names, row)) for row in topic_rows], schema=tables.TOPICS
+            ),
             "partitions": partitions,
             "segments": segments,
             "positions": positions,
@@ -203,7 +211,9 @@ def _time_cuts(
         unresolved = []
         for i, base in zip(pending, reads.next_cut_candidates(requests).to_pylist()):
             topic, partition, log_start, log_end, _kind, theta = wanted[i]
-            found = None if base is None else records.first_at_or_after(topic, partition, base, max(base, log_start), theta)
+            found = (
+                None if base is None else records.first_at_or_after(topic, partition, base, max(base, log_start), theta)
+            )
             if base is None:
                 cuts[i] = log_end  # no record at or after θ: the cut is the end
             elif found is not None:
@@ -223,7 +233,9 @@ def _time_cuts(
     )
 
 
-def time_cut(catalog: Catalog, records: RecordTimes, topic: str, partition: int, log_start: int, theta: int) -> int | None:
+def time_cut(
+    catalog: Catalog, records: RecordTimes, topic: str, partition: int, log_start: int, theta: int
+) -> int | None:
     """The first offset >= the log start whose timestamp is >= θ; None if none is.
 
     Every record of a segment whose max timestamp is below θ is below θ, so only

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from engine.errors import SparkUnavailable
+from engine.prune.spark_settings import server_conf, spark_home
 
 SERVICE_DIR = "spark"
 STATE_NAME = "server.json"
@@ -120,7 +121,10 @@ class ServiceDir:
 
     def write_conf(self, conf: Mapping[str, str]) -> Path:
         # A properties file, not --conf arguments: settings may hold secrets, and `ps` shows argv.
-        lines = (f"{key}={str(value).replace(chr(92), chr(92) * 2).replace(chr(10), chr(92) + 'n')}" for key, value in conf.items())
+        lines = (
+            f"{key}={str(value).replace(chr(92), chr(92) * 2).replace(chr(10), chr(92) + 'n')}"
+            for key, value in conf.items()
+        )
         self._write_private(CONF_NAME, "\n".join(lines) + "\n")
         return self.path(CONF_NAME)
 
@@ -176,13 +180,13 @@ class ServiceDir:
         """Hold ``attached.lock`` shared until the returned file is closed: the server
         does not stop for idleness while any client holds it."""
         self.ensure()
-        handle = open(self.path(ATTACH_LOCK), "ab")  # noqa: SIM115 - the caller holds it, and closes it
+        handle = open(self.path(ATTACH_LOCK), "ab")
         fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
         return handle
 
     def try_exclusive_attach(self) -> IO[bytes] | None:
         """``attached.lock`` held exclusively if no client holds it, else None."""
-        handle = open(self.path(ATTACH_LOCK), "ab")  # noqa: SIM115 - the caller holds it, and closes it
+        handle = open(self.path(ATTACH_LOCK), "ab")
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -268,7 +272,6 @@ def ensure_running(spec: ServiceSpec, on_wait: Callable[[float], None] | None = 
 
 
 def _start(spec: ServiceSpec, service: ServiceDir, on_wait: Callable[[float], None] | None) -> ServerState:
-    from engine.prune.session import server_conf, spark_home  # pyspark only when a server is started
 
     stale = service.read_state()
     if stale is not None:
@@ -373,7 +376,17 @@ def _is_zombie(pid: int) -> bool:
         return False
 
 
-_RUNNING_FIELDS = ("master", "pid", "port", "address", "uptime_s", "rss_bytes", "idle_timeout_s", "idle_s", "token_file")
+_RUNNING_FIELDS = (
+    "master",
+    "pid",
+    "port",
+    "address",
+    "uptime_s",
+    "rss_bytes",
+    "idle_timeout_s",
+    "idle_s",
+    "token_file",
+)
 
 
 def status(data_root: Path) -> dict[str, Any]:

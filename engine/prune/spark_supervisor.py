@@ -53,9 +53,7 @@ def _launch(args: argparse.Namespace, port: int, token: str) -> subprocess.Popen
         "--conf", "spark.connect.grpc.port.maxRetries=0",
         "--class", _SERVER_CLASS, "--name", "ebbtide-service", "spark-internal",
     ]  # fmt: skip
-    env = {
-        key: value for key, value in os.environ.items() if key not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")
-    }
+    env = {key: value for key, value in os.environ.items() if key not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
     env.update(
         SPARK_HOME=args.spark_home, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
         SPARK_CONNECT_AUTHENTICATE_TOKEN=token,
@@ -91,7 +89,9 @@ def _stop_jvm(jvm: subprocess.Popen[bytes]) -> None:
         jvm.wait()
 
 
-def _start_jvm(args: argparse.Namespace, token: str, stopping: threading.Event) -> tuple[subprocess.Popen[bytes], int] | None:
+def _start_jvm(
+    args: argparse.Namespace, token: str, stopping: threading.Event
+) -> tuple[subprocess.Popen[bytes], int] | None:
     """The JVM listening on its port; None if it could not start (or a stop came first).
     A free port can be taken between choosing it and the JVM's bind: try again."""
     for _attempt in range(_PORT_ATTEMPTS):
@@ -130,8 +130,13 @@ def serve(args: argparse.Namespace) -> int:
     started = time.time()
     service.write_state(
         ServerState(
-            supervisor_pid=os.getpid(), pid=jvm.pid, port=port, started=int(started * 1000), master=args.master,
-            token_file=args.token_file, idle_timeout_ms=args.idle_timeout_ms,
+            supervisor_pid=os.getpid(),
+            pid=jvm.pid,
+            port=port,
+            started=int(started * 1000),
+            master=args.master,
+            token_file=args.token_file,
+            idle_timeout_ms=args.idle_timeout_ms,
         )
     )
     _log(log, f"Spark Connect server (pid {jvm.pid}) ready on 127.0.0.1:{port}, master {args.master}")

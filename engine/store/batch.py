@@ -77,7 +77,9 @@ def record_size(record: NewRecord) -> int:
     return RECORD_OVERHEAD + len(record.value) + (len(record.key) if record.key else 0)
 
 
-def encode_batch(base_offset: int, records: Sequence[NewRecord], timestamps: Sequence[int]) -> tuple[bytearray, BatchHeader]:
+def encode_batch(
+    base_offset: int, records: Sequence[NewRecord], timestamps: Sequence[int]
+) -> tuple[bytearray, BatchHeader]:
     """Encode records (with their resolved timestamps) as one checksummed batch; the
     header describes it as if it started at position 0."""
     first_ts, max_ts = timestamps[0], max(timestamps)

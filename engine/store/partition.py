@@ -120,7 +120,9 @@ class OffsetGap(StoreError):
         self.next_present = next_present
 
 
-def open_segments(directory: Path, bases: list[int], *, repair: bool, cached: dict[int, Segment] | None = None) -> list[Segment]:
+def open_segments(
+    directory: Path, bases: list[int], *, repair: bool, cached: dict[int, Segment] | None = None
+) -> list[Segment]:
     """Open the segments at ``bases`` (oldest first, the last one active).
 
     Segments are contiguous by construction, so a sealed segment ends where its
@@ -275,7 +277,7 @@ class PartitionWriter:
 
     # -- locking and recovery ---------------------------------------------------
 
-    def locked(self, log_start_offset: int, *, timeout: float | None = None) -> "PartitionWriter":
+    def locked(self, log_start_offset: int, *, timeout: float | None = None) -> PartitionWriter:
         """The writer for a ``with`` block under the partition's lock, waiting for it
         ``timeout`` seconds (default: the writer's ``lock_timeout``)."""
         self._log_start = log_start_offset

@@ -18,8 +18,17 @@ T0 = parse_instant("2026-11-01T00:00:00Z")
 def test_judged_scenario_describe_reports_segments_exactly_as_written(ebb, data_dir: Path) -> None:
     assert ebb("topic", "create", "orders", "--partitions", "3", "--segment-size", "1 MiB").code == 0
     produced = ebb(
-        "produce", "orders", "--count", "20000", "--size", "1KiB",
-        "--timestamp", "2026-11-01T00:00:00Z", "--timestamp-step", "1s", "--json",
+        "produce",
+        "orders",
+        "--count",
+        "20000",
+        "--size",
+        "1KiB",
+        "--timestamp",
+        "2026-11-01T00:00:00Z",
+        "--timestamp-step",
+        "1s",
+        "--json",
     )
     assert produced.code == 0, produced.err
     acks = [json.loads(line) for line in produced.out.splitlines()]
@@ -94,7 +103,10 @@ def test_group_create_commit_and_delete(ebb) -> None:
     assert ebb("group", "create", "t", "sub", "--kind", "subscriber", "--from", "latest").code == 0
     listed = {g["name"]: g for g in json.loads(ebb("group", "list", "t", "--json").out)}
     assert listed["sub"]["positions"] == {"0": 0, "1": 10} and listed["sub"]["kind"] == "subscriber"
-    assert ebb("group", "commit", "t", "sub", "--partition", "1", "--offset", "4", "--at", "2026-01-01T00:00:00Z").code == 0
+    assert (
+        ebb("group", "commit", "t", "sub", "--partition", "1", "--offset", "4", "--at", "2026-01-01T00:00:00Z").code
+        == 0
+    )
     listed = {g["name"]: g for g in json.loads(ebb("group", "list", "t", "--json").out)}
     assert listed["sub"]["positions"]["1"] == 4
     assert listed["sub"]["committed_at"]["1"] == parse_instant("2026-01-01T00:00:00Z")

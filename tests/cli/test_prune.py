@@ -119,14 +119,27 @@ def test_engine_runs_n_cycles_with_one_json_line_each(ebb, data_dir: Path, event
     assert [line["number"] for line in lines] == [1, 2]
     assert [line["status"] for line in lines] == ["done", "done"]
     first = lines[0]
-    assert {"cycle_id", "status", "started", "finished", "duration_ms", "planned", "applied", "bytes_freed", "failed", "error"} <= set(first)
+    assert {
+        "cycle_id",
+        "status",
+        "started",
+        "finished",
+        "duration_ms",
+        "planned",
+        "applied",
+        "bytes_freed",
+        "failed",
+        "error",
+    } <= set(first)
     # Real time now is far past the records (all older than an hour): the first
     # cycle deletes every sealed segment, the second finds nothing.
     assert first["applied"] == sum(len(s) for s in events.values()) and lines[1]["applied"] == 0
     assert ran.err == ""
 
 
-def test_engine_refuses_a_bad_interval_before_starting_spark(ebb, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_engine_refuses_a_bad_interval_before_starting_spark(
+    ebb, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(engine_cmd, "spark_engine_for", lambda *a, **k: pytest.fail("Spark started"))
     for bad in ("0", "soon", "infinite"):
         assert "invalid --prune-interval" in one_error_line(ebb("engine", "--prune-interval", bad))
@@ -151,7 +164,12 @@ def test_truncate_purge_hold_release_pause_resume_one_line_each(ebb, data_dir: P
     assert ebb("hold", TOPIC).out.startswith(f"topic {TOPIC} is now on hold")
     assert ebb("hold", TOPIC).out == f"topic {TOPIC} was already on hold\n"
     assert "is on hold: release it first" in one_error_line(ebb("purge", TOPIC, "--yes"))
-    assert json.loads(ebb("release", TOPIC, "--json").out) == {"operation": "release", "changed": True, "topic": TOPIC, "hold": False}
+    assert json.loads(ebb("release", TOPIC, "--json").out) == {
+        "operation": "release",
+        "changed": True,
+        "topic": TOPIC,
+        "hold": False,
+    }
 
     assert ebb("pause").out.startswith("engine paused")
     assert "paused" in one_error_line(ebb("truncate", TOPIC, "--partition", "1", "--before-offset", "5"))
@@ -160,10 +178,22 @@ def test_truncate_purge_hold_release_pause_resume_one_line_each(ebb, data_dir: P
     purged = json.loads(ebb("purge", TOPIC, "--yes", "--json").out)
     assert purged["operation"] == "purge" and purged["changed"] and purged["cycle_id"] >= 1
     assert [p["new_log_start_offset"] for p in purged["partitions"]] == [300, 300]
-    assert {"partition", "log_start_offset", "new_log_start_offset", "segments_deleted", "bytes_freed"} <= set(purged["partitions"][0])
+    assert {"partition", "log_start_offset", "new_log_start_offset", "segments_deleted", "bytes_freed"} <= set(
+        purged["partitions"][0]
+    )
 
     actions = [a["action"] for a in json.loads(ebb("log", "--json", "--limit", "0").out)]
-    for kind in ("truncate", "purge", "hold", "release", "pause", "resume", "subscriber_overrun", "delete_segment", "roll"):
+    for kind in (
+        "truncate",
+        "purge",
+        "hold",
+        "release",
+        "pause",
+        "resume",
+        "subscriber_overrun",
+        "delete_segment",
+        "roll",
+    ):
         assert kind in actions
 
 
@@ -217,7 +247,11 @@ def test_group_move_and_expire(ebb, data_dir: Path, events) -> None:
         "from 0 to 0 (nowhere, 0 record(s))\n"
     )
     moves = json.loads(ebb("log", "--action", "manual_move", "--json").out)
-    assert [(m["start_offset"], m["end_offset"], m["messages"]) for m in moves] == [(0, 0, 0), (20, 300, 280), (120, 20, -100)]
+    assert [(m["start_offset"], m["end_offset"], m["messages"]) for m in moves] == [
+        (0, 0, 0),
+        (20, 300, 280),
+        (120, 20, -100),
+    ]
 
     assert ebb("group", "expire", TOPIC, "sub").out == f"expired subscriber group sub of {TOPIC}\n"
     assert ebb("group", "list", TOPIC).out == f"topic {TOPIC} has no groups\n"

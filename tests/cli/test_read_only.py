@@ -163,7 +163,9 @@ def test_the_refused_arguments_are_valid_without_read_only(ebb, seeded: Path, ar
 
 
 @pytest.mark.parametrize("argv", [["prune"], ["prune", "--dry-run"], ["engine", "--cycles", "1"]])
-def test_the_refused_spark_commands_are_valid_without_read_only(ebb, seeded: Path, argv: list[str], no_spark: None) -> None:
+def test_the_refused_spark_commands_are_valid_without_read_only(
+    ebb, seeded: Path, argv: list[str], no_spark: None
+) -> None:
     with pytest.raises(SparkReached):
         ebb(*argv)
 
@@ -197,7 +199,9 @@ def shared_spark(spark_engine: SparkEngine, monkeypatch: pytest.MonkeyPatch) -> 
     return spark_engine
 
 
-def test_explain_works_read_only_and_changes_neither_catalog_nor_segments(ebb, seeded: Path, shared_spark: SparkEngine) -> None:
+def test_explain_works_read_only_and_changes_neither_catalog_nor_segments(
+    ebb, seeded: Path, shared_spark: SparkEngine
+) -> None:
     def kept(root: Path) -> dict[str, str]:
         # The planner's scratch snapshot (removed after the plan) is no state.
         return {p: digest for p, digest in everything(root).items() if not p.startswith("snapshots")}

@@ -47,7 +47,10 @@ def test_a_command_that_does_not_plan_loads_no_spark_arrow_or_numpy(data_dir: Pa
         broker.create_group("orders", "billing", "reader", "earliest")
     done = subprocess.run(
         [sys.executable, "-c", PROBE.format(heavy=HEAVY), "--data-dir", str(data_dir), *argv],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert "loaded:" in done.stdout, done.stderr
     loaded = done.stdout.rsplit("loaded:", 1)[1].split("exit:")[0].strip()
@@ -59,6 +62,9 @@ def test_the_probe_sees_a_command_that_applies_load_arrow(data_dir: Path) -> Non
     Arrow (here it stops at an unknown topic, after its handler imported the executor)."""
     done = subprocess.run(
         [sys.executable, "-c", PROBE.format(heavy=HEAVY), "--data-dir", str(data_dir), "group", "expire", "nope", "x"],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert "pyarrow" in done.stdout.rsplit("loaded:", 1)[1], done.stdout + done.stderr

@@ -19,17 +19,6 @@ TABLES = ("topics", "partitions", "segments", "groups", "positions", "cycles", "
 OWNERS = ("engine/catalog/", "engine/journal/")
 SCANNED = ("engine", "console")
 
-#: Files with such SQL that other branches of issue 16 move behind the catalog (the
-#: executor's shape, the console's models, the snapshot). The lead empties this list
-#: after merging them; a file fixed meanwhile fails the test until it leaves the list.
-KNOWN_OFFENDERS = {
-    "console/model/lag.py",
-    "console/model/overview.py",
-    "console/model/topic.py",
-    "engine/prune/executor.py",
-    "engine/prune/snapshot.py",
-}
-
 _SQL = re.compile(
     r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE)\s+(" + "|".join(TABLES) + r")\b(?!\s*\()",
 )
@@ -96,12 +85,9 @@ def offenders() -> dict[str, list[tuple[int, str]]]:
 
 def test_no_sql_on_the_catalog_tables_outside_the_catalog_and_the_journal() -> None:
     found = offenders()
-    new = {name: uses for name, uses in found.items() if name not in KNOWN_OFFENDERS}
-    assert not new, "SQL on catalog tables (add a named method to engine/catalog/ or engine/journal/):\n" + "\n".join(
-        f"{name}:{line}: {table}" for name, uses in sorted(new.items()) for line, table in uses
+    assert not found, "SQL on catalog tables (add a named method to engine/catalog/ or engine/journal/):\n" + "\n".join(
+        f"{name}:{line}: {table}" for name, uses in sorted(found.items()) for line, table in uses
     )
-    fixed = KNOWN_OFFENDERS - set(found)
-    assert not fixed, f"no longer offending, remove from KNOWN_OFFENDERS: {sorted(fixed)}"
 
 
 def test_the_scan_finds_sql_and_table_handles_and_skips_docstrings_and_prose() -> None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tests.codebase.import_graph import build, cycles, describe
 
 
@@ -16,7 +14,6 @@ def test_engine_has_no_import_cycle() -> None:
     assert not found, describe(found)
 
 
-@pytest.mark.xfail(strict=True, reason="console cycle broken on branch h6-console")
 def test_console_has_no_import_cycle() -> None:
     found = cycles(build(["console"]))
     assert not found, describe(found)

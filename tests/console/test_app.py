@@ -22,14 +22,23 @@ from tests.support.console_fixtures import HOUR, NOW, TERMINAL, settle
 
 @pytest.mark.parametrize(
     ("ms", "text"),
-    [(None, "-"), (0, "0s"), (999, "0s"), (65_000, "1m 5s"), (3 * 86_400_000 + 4 * 3_600_000 + 5_000, "3d 4h"),
-     (2 * HOUR, "2h"), (-90_000, "in 1m 30s")],
+    [
+        (None, "-"),
+        (0, "0s"),
+        (999, "0s"),
+        (65_000, "1m 5s"),
+        (3 * 86_400_000 + 4 * 3_600_000 + 5_000, "3d 4h"),
+        (2 * HOUR, "2h"),
+        (-90_000, "in 1m 30s"),
+    ],
 )
 def test_ages_read_in_at_most_two_units(ms: int | None, text: str) -> None:
     assert format.age(ms) == text
 
 
-@pytest.mark.parametrize(("n", "text"), [(None, "-"), (0, "0 B"), (1023, "1023 B"), (1536, "1.5 KiB"), (3 << 30, "3.0 GiB")])
+@pytest.mark.parametrize(
+    ("n", "text"), [(None, "-"), (0, "0 B"), (1023, "1023 B"), (1536, "1.5 KiB"), (3 << 30, "3.0 GiB")]
+)
 def test_sizes_are_binary_and_short(n: int | None, text: str) -> None:
     assert format.size(n) == text
 
@@ -41,8 +50,10 @@ def test_overview_model_counts_each_topic_and_its_backlog(console_data: Path) ->
     with Broker(console_data, clock=lambda: NOW) as broker:
         data = load_overview(broker)
         expected = {
-            name: (len(broker.catalog.partitions(name)),
-                   sum(len(broker.catalog.segments(name, p.partition)) for p in broker.catalog.partitions(name)))
+            name: (
+                len(broker.catalog.partitions(name)),
+                sum(len(broker.catalog.segments(name, p.partition)) for p in broker.catalog.partitions(name)),
+            )
             for name in ("clickstream", "orders", "payments")
         }
     topics = {t.name: t for t in data.topics}
@@ -73,7 +84,14 @@ async def test_overview_lists_every_topic_and_opens_one(make_console) -> None:
     async with app.run_test(size=TERMINAL) as pilot:
         await settle(pilot)
         table = app.screen.query_one("#topics", LiveTable)
-        assert [r.key for r in table.shown_rows] == ["clickstream", "legal", "metrics", "orders", "payments", "sessions"]
+        assert [r.key for r in table.shown_rows] == [
+            "clickstream",
+            "legal",
+            "metrics",
+            "orders",
+            "payments",
+            "sessions",
+        ]
         assert app.known_topics == [r.key for r in table.shown_rows]
         await pilot.press("down", "down", "down", "enter")
         await settle(pilot)
@@ -184,7 +202,9 @@ async def test_palette_offers_views_topics_and_no_mutation_when_read_only(make_c
             await settle(pilot)
             provider = EbbCommands(app.screen)
             names = [name for name, _help, _run in provider._commands()]
-            assert {"overview", "groups", "quotas", "journal", "engine", "topic orders", "theme ebbtide-light"} <= set(names)
+            assert {"overview", "groups", "quotas", "journal", "engine", "topic orders", "theme ebbtide-light"} <= set(
+                names
+            )
             assert ({"prune", "pause", "resume"} & set(names)) == (set() if read_only else {"prune", "pause", "resume"})
 
 

@@ -61,11 +61,15 @@ def test_the_form_opens_with_every_field_its_text_meaning_and_source(console_dat
     echoes = {e.name: e for e in form.echoes()}
     assert list(echoes) == list(FIELDS)
     assert (echoes["retention_time"].text, echoes["retention_time"].normalized, echoes["retention_time"].source) == (
-        "30m", "30m = 1800 s", "topic",
+        "30m",
+        "30m = 1800 s",
+        "topic",
     )
     assert (echoes["segment_size"].normalized, echoes["segment_size"].source) == ("2 KiB = 2048 B", "topic")
     assert (echoes["max_time"].text, echoes["max_time"].normalized, echoes["max_time"].source) == (
-        "infinite", "infinite", "default",
+        "infinite",
+        "infinite",
+        "default",
     )
     assert echoes["backlog_policy"].text == "producer_request_hold"
     assert form.valid and form.changes() == {} and form.merged() == ORDERS
@@ -159,11 +163,17 @@ def test_the_change_set_is_what_topic_alter_takes_in_field_order(console_data: P
         .typed("max_time", "2h")
     )
     assert list(form.changes().items()) == [
-        ("retention_time", "1h"), ("max_time", "2h"), ("consumption", None), ("hold", "on"),
+        ("retention_time", "1h"),
+        ("max_time", "2h"),
+        ("consumption", None),
+        ("hold", "on"),
     ]
     assert form.merged() == {"segment_size": "2 KiB", "retention_time": "1h", "max_time": "2h", "hold": "on"}
     assert {e.name: e.source for e in form.echoes() if e.source != "default"} == {
-        "segment_size": "topic", "retention_time": "changed", "max_time": "changed", "consumption": "reset",
+        "segment_size": "topic",
+        "retention_time": "changed",
+        "max_time": "changed",
+        "consumption": "reset",
         "hold": "changed",
     }
 
@@ -206,20 +216,21 @@ def plan_of(segments: list[tuple], partitions: list[tuple], groups: list[tuple])
         schema = PLAN_TABLES[name]
         return pa.Table.from_pylist([dict(zip(schema.names, ("t", *row))) for row in rows], schema=schema)
 
-    return Plan(NOW, {
-        "segments": table("segments", segments),
-        "partitions": table("partitions", partitions),
-        "groups": table("groups", groups),
-        "topics": table("topics", []),
-    }, {})
+    return Plan(
+        NOW,
+        {
+            "segments": table("segments", segments),
+            "partitions": table("partitions", partitions),
+            "groups": table("groups", groups),
+            "topics": table("topics", []),
+        },
+        {},
+    )
 
 
 def segments_deciding(*decisions: str) -> list[tuple]:
     """Partition 0: segments of 10 offsets and 100 B, the last one active."""
-    return [
-        (0, 10 * i, 10 * i + 10, 100, i < len(decisions) - 1, d, "R", None, None)
-        for i, d in enumerate(decisions)
-    ]
+    return [(0, 10 * i, 10 * i + 10, 100, i < len(decisions) - 1, d, "R", None, None) for i, d in enumerate(decisions)]
 
 
 def test_what_if_counts_what_goes_only_with_the_proposed_policy_and_who_skips() -> None:
@@ -246,10 +257,16 @@ def test_what_if_counts_what_goes_only_with_the_proposed_policy_and_who_skips() 
 
 
 def test_what_if_names_expired_groups_and_ignores_other_topics() -> None:
-    saved = plan_of(segments_deciding("keep", "keep"), [(0, 0, 0, 20, False, None, 0, 0)],
-                    [("idle", "subscriber", 0, 3, 3, False, 0, 0, 0, False)])
-    proposed = plan_of(segments_deciding("keep", "keep"), [(0, 0, 0, 20, False, None, 0, 0)],
-                       [("idle", "subscriber", 0, 3, 3, True, 0, 0, 0, False)])
+    saved = plan_of(
+        segments_deciding("keep", "keep"),
+        [(0, 0, 0, 20, False, None, 0, 0)],
+        [("idle", "subscriber", 0, 3, 3, False, 0, 0, 0, False)],
+    )
+    proposed = plan_of(
+        segments_deciding("keep", "keep"),
+        [(0, 0, 0, 20, False, None, 0, 0)],
+        [("idle", "subscriber", 0, 3, 3, True, 0, 0, 0, False)],
+    )
     (idle,) = compare("t", saved, proposed).groups
     assert (idle.expired, idle.new_position, idle.why, idle.worse) == (True, None, "expired", True)
     assert compare("other", saved, proposed) == compare("other", saved, saved)
@@ -337,7 +354,8 @@ async def test_a_valid_edit_is_saved_and_journaled_as_console(make_console, cons
     overrides, journal = saved_state(console_data)
     assert overrides == {"segment_size": "2 KiB", "retention_time": "1h"}
     assert {(c["field"], c["old"], c["new"], c["actor"]) for c in journal[:2]} == {
-        ("retention_time", "30m", "1h", "console"), ("consumption", "protect", None, "console"),
+        ("retention_time", "30m", "1h", "console"),
+        ("consumption", "protect", None, "console"),
     }
 
 
@@ -444,7 +462,12 @@ async def test_the_what_if_shows_what_would_go_and_who_would_skip(
     assert "with max_time 1h" in text
     billing_line = next(line for line in text.splitlines() if line.lstrip().startswith("billing"))
     assert billing_line.split()[:6] == [
-        "billing", "subscriber", "0", str(row["position"]), str(row["new_position"]), str(row["moved_skipped"]),
+        "billing",
+        "subscriber",
+        "0",
+        str(row["position"]),
+        str(row["new_position"]),
+        str(row["moved_skipped"]),
     ]
     assert "audit-reader" not in text  # a reader at the end of the log skips nothing
 

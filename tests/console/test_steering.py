@@ -63,8 +63,12 @@ def catalog_state(root: Path) -> dict[str, Any]:
                 t.name: (
                     catalog.overrides(t.name),
                     [
-                        (p.partition, p.log_start_offset, p.next_offset,
-                         [(s.base_offset, s.next_offset) for s in catalog.segments(t.name, p.partition)])
+                        (
+                            p.partition,
+                            p.log_start_offset,
+                            p.next_offset,
+                            [(s.base_offset, s.next_offset) for s in catalog.segments(t.name, p.partition)],
+                        )
                         for p in catalog.partitions(t.name)
                     ],
                     [(g.name, g.kind, g.positions) for g in catalog.groups(t.name)],
@@ -112,7 +116,10 @@ def test_oldest_cut_agrees_with_the_engines_delete_oldest(console_data: Path) ->
 @pytest.mark.parametrize(
     ("check", "error"),
     [
-        (lambda p: p.offset("121", "truncate"), "invalid offset 121: truncate to an offset from the log start 0 to the log end 120"),
+        (
+            lambda p: p.offset("121", "truncate"),
+            "invalid offset 121: truncate to an offset from the log start 0 to the log end 120",
+        ),
         (lambda p: p.offset("ten", "truncate"), "invalid offset 'ten': a whole number is needed"),
         (lambda p: p.oldest_cut("0"), "invalid segment count '0': delete at least 1"),
         (lambda p: p.oldest_cut("99"), "fewer than 99"),
@@ -145,13 +152,17 @@ async def test_prune_now_previews_the_plan_then_prunes_it(make_console, spark_en
         assert isinstance(dialog, PruneNowScreen) and dialog.topics == ["orders"]
         assert dialog.phase == "preview"
         assert "Scope: orders" in text(dialog.query_one("#prune-scope"))
-        shown = {(r.cells[0], int(r.cells[1])): (r.cells[2], r.cells[3])
-                 for r in dialog.query_one("#prune-deletions", LiveTable).shown_rows}
+        shown = {
+            (r.cells[0], int(r.cells[1])): (r.cells[2], r.cells[3])
+            for r in dialog.query_one("#prune-deletions", LiveTable).shown_rows
+        }
         assert shown == {k: (format.count(len(v)), format.size(sum(b for _, b in v))) for k, v in expected.items()}
         status = text(dialog.query_one("#prune-status"))
         assert f"would delete {deleted} segment(s)" in status and format.instant(NOW) in status
         # billing (at 30 on partition 0) holds back segments the time rule wants
-        assert any("group billing at 30" in str(r.cells[6]) for r in dialog.query_one("#prune-deletions", LiveTable).shown_rows)
+        assert any(
+            "group billing at 30" in str(r.cells[6]) for r in dialog.query_one("#prune-deletions", LiveTable).shown_rows
+        )
         with Broker(console_data, clock=lambda: NOW) as broker:
             assert Journal(broker.catalog).cycles() == []  # a preview journals nothing
 
@@ -159,7 +170,9 @@ async def test_prune_now_previews_the_plan_then_prunes_it(make_console, spark_en
         await settle(pilot)
         assert dialog.phase == "done" and dialog.outcome is not None
         result = dialog.outcome.result
-        assert f"Cycle {result.cycle_id} (done): deleted {deleted} segment(s)" in text(dialog.query_one("#prune-status"))
+        assert f"Cycle {result.cycle_id} (done): deleted {deleted} segment(s)" in text(
+            dialog.query_one("#prune-status")
+        )
         # the result replaces the preview: its tables said what would go
         assert not dialog.query_one("#prune-deletions-box").display
         await pilot.press("escape")
@@ -169,7 +182,12 @@ async def test_prune_now_previews_the_plan_then_prunes_it(make_console, spark_en
     with Broker(console_data, clock=lambda: NOW) as broker:
         journal = Journal(broker.catalog)
         (cycle,) = journal.cycles()
-        assert (cycle["id"], cycle["trigger"], cycle["actor"], cycle["status"]) == (result.cycle_id, "manual", "console", "done")
+        assert (cycle["id"], cycle["trigger"], cycle["actor"], cycle["status"]) == (
+            result.cycle_id,
+            "manual",
+            "console",
+            "done",
+        )
         assert cycle["scope"] == ["orders"] and cycle["applied"] == deleted
         actions = journal.actions(cycle=cycle["id"], action="delete_segment", status="applied", limit=None)
         assert {(a["topic"], a["partition"], a["segment"]) for a in actions} == {
@@ -198,7 +216,9 @@ async def test_prune_now_shows_what_changed_since_the_preview_and_asks_again(
         await pilot.press("c")
         await settle(pilot)
         assert dialog.phase == "preview" and dialog.outcome is None
-        assert text(dialog.query_one("#prune-status")).startswith("Nothing was deleted: the store changed since the preview.")
+        assert text(dialog.query_one("#prune-status")).startswith(
+            "Nothing was deleted: the store changed since the preview."
+        )
         note = text(dialog.query_one("#prune-note"))
         assert "Changed since the preview:" in note and "orders/0:" in note
         with Broker(console_data, clock=lambda: NOW) as broker:
@@ -210,7 +230,9 @@ async def test_prune_now_shows_what_changed_since_the_preview_and_asks_again(
         assert dialog.outcome.result.applied == dialog.preview.plan.segments
 
 
-async def test_prune_now_cancel_stops_a_running_plan(make_console, spark_engine, console_data: Path, monkeypatch) -> None:
+async def test_prune_now_cancel_stops_a_running_plan(
+    make_console, spark_engine, console_data: Path, monkeypatch
+) -> None:
     """Escape while the plan's Spark job runs: Spark cancels it, the dialog says so,
     and nothing is journaled or deleted."""
     job_running = threading.Event()
@@ -258,7 +280,9 @@ async def test_prune_now_cancel_stops_a_running_plan(make_console, spark_engine,
     assert catalog_state(console_data) == before
 
 
-async def test_prune_now_while_paused_deletes_nothing_and_says_so(make_console, spark_engine, console_data: Path) -> None:
+async def test_prune_now_while_paused_deletes_nothing_and_says_so(
+    make_console, spark_engine, console_data: Path
+) -> None:
     with Broker(console_data, clock=lambda: NOW) as broker:
         operations.pause(broker, actor="test")
     before = catalog_state(console_data)["topics"]
@@ -337,7 +361,12 @@ async def test_truncate_is_refused_until_the_topic_is_typed_exactly(make_console
         assert broker.catalog.partition("orders", 0).log_start_offset == 48
         assert broker.catalog.group("orders", "billing").positions[0][0] == 48
         (request,) = Journal(broker.catalog).actions(action="truncate")
-        assert (request["topic"], request["partition"], request["actor"], request["trigger"]) == ("orders", 0, "console", "manual")
+        assert (request["topic"], request["partition"], request["actor"], request["trigger"]) == (
+            "orders",
+            0,
+            "console",
+            "manual",
+        )
         assert (request["start_offset"], request["end_offset"], request["details"]["before_offset"]) == (0, 48, 48)
         assert request["cycle"] is not None
 
@@ -428,10 +457,15 @@ async def test_a_held_topic_refuses_truncate_and_purge(make_console, console_dat
         assert dialog.query_one("#confirm-word", Input).disabled
         await pilot.press("escape")
         # the engine's own refusal, had the hold come after the dialog opened: one line
-        app.perform("Truncate legal/0", lambda b: operations.truncate(b, "legal", 0, before_offset=10, actor="console"), str)
+        app.perform(
+            "Truncate legal/0", lambda b: operations.truncate(b, "legal", 0, before_offset=10, actor="console"), str
+        )
         await settle(pilot)
         (note,) = [n for n in app._notifications if n.title == "Truncate legal/0"]
-        assert note.severity == "error" and note.message == "topic legal is on hold: release it first (`ebb release legal`)"
+        assert (
+            note.severity == "error"
+            and note.message == "topic legal is on hold: release it first (`ebb release legal`)"
+        )
     assert catalog_state(console_data) == before
 
 
@@ -448,7 +482,9 @@ async def test_group_move_and_expire(make_console, console_data: Path) -> None:
         dialog = app.screen
         assert isinstance(dialog, GroupMoveScreen)
         await type_into(pilot, "#target-value", "130")
-        assert "invalid offset 130: move the group to an offset from the log start 0" in text(dialog.query_one("#target-echo"))
+        assert "invalid offset 130: move the group to an offset from the log start 0" in text(
+            dialog.query_one("#target-echo")
+        )
         await type_into(pilot, "#target-value", "60")
         assert text(dialog.query_one("#target-echo")) == (
             "Moves billing on orders/0 from 30 to 60: forward 30 message(s), which it will not read"
@@ -491,7 +527,8 @@ async def test_group_move_and_expire(make_console, console_data: Path) -> None:
         journal = Journal(broker.catalog)
         moves = sorted(journal.actions(action="manual_move"), key=lambda a: a["id"])
         assert [(a["partition"], a["start_offset"], a["end_offset"], a["messages"], a["actor"]) for a in moves] == [
-            (0, 30, 60, 30, "console"), (1, 90, 0, -90, "console"),
+            (0, 30, 60, 30, "console"),
+            (1, 90, 0, -90, "console"),
         ]
         (expired,) = journal.actions(action="group_expired")
         assert expired["details"]["group"] == "billing" and expired["details"]["positions"] == {"0": 60, "1": 0}

@@ -37,7 +37,9 @@ def test_loader_reads_partitions_segments_and_lags(console_data: Path) -> None:
     ]
     assert [p.size_bytes for p in data.partitions] == [view.size_bytes for view in described.partitions]
     assert [p.segments for p in data.partitions] == [len(view.segments) for view in described.partitions]
-    catalog_segments = [(v.row.partition, s.base_offset, s.size_bytes) for v in described.partitions for s in v.segments]
+    catalog_segments = [
+        (v.row.partition, s.base_offset, s.size_bytes) for v in described.partitions for s in v.segments
+    ]
     assert [(s.partition, s.base_offset, s.size_bytes) for s in data.segments] == catalog_segments
     assert all(s.decision is None for s in data.segments)
     assert [s.sealed for s in data.segments if s.partition == 0][-1] is False  # the active one
@@ -76,19 +78,70 @@ def test_loader_joins_the_plan_by_segment(console_data: Path) -> None:
             "segments": _plan_table(
                 "segments",
                 [
-                    {**segment, "base_offset": p0[0].base_offset, "decision": "delete", "reason": "DELETE_TIME", "eligible_at": NOW - 9},
-                    {**segment, "base_offset": p0[1].base_offset, "decision": "keep", "reason": "KEEP_BARRIER", "detail": "group billing at 30"},
-                    {**segment, "base_offset": p0[2].base_offset, "decision": "keep", "reason": "KEEP_BARRIER", "detail": "group billing at 30"},
+                    {
+                        **segment,
+                        "base_offset": p0[0].base_offset,
+                        "decision": "delete",
+                        "reason": "DELETE_TIME",
+                        "eligible_at": NOW - 9,
+                    },
+                    {
+                        **segment,
+                        "base_offset": p0[1].base_offset,
+                        "decision": "keep",
+                        "reason": "KEEP_BARRIER",
+                        "detail": "group billing at 30",
+                    },
+                    {
+                        **segment,
+                        "base_offset": p0[2].base_offset,
+                        "decision": "keep",
+                        "reason": "KEEP_BARRIER",
+                        "detail": "group billing at 30",
+                    },
                     # another topic's row at the same key must not leak in
-                    {**segment, "topic": "payments", "base_offset": p0[3].base_offset, "decision": "delete", "reason": "DELETE_SIZE"},
+                    {
+                        **segment,
+                        "topic": "payments",
+                        "base_offset": p0[3].base_offset,
+                        "decision": "delete",
+                        "reason": "DELETE_SIZE",
+                    },
                 ],
             ),
             "groups": _plan_table(
                 "groups",
                 [
-                    {"topic": "orders", "group": "billing", "partition": 0, "evicted_skipped": 4, "moved_skipped": 0, "ttl_skipped": 0, "expired": False, "over_quota": True},
-                    {"topic": "orders", "group": "billing", "partition": 1, "evicted_skipped": 6, "moved_skipped": 2, "ttl_skipped": 0, "expired": False, "over_quota": False},
-                    {"topic": "payments", "group": "audit-reader", "partition": 0, "expired": True, "ttl_skipped": 0, "evicted_skipped": 0, "moved_skipped": 0, "over_quota": False},
+                    {
+                        "topic": "orders",
+                        "group": "billing",
+                        "partition": 0,
+                        "evicted_skipped": 4,
+                        "moved_skipped": 0,
+                        "ttl_skipped": 0,
+                        "expired": False,
+                        "over_quota": True,
+                    },
+                    {
+                        "topic": "orders",
+                        "group": "billing",
+                        "partition": 1,
+                        "evicted_skipped": 6,
+                        "moved_skipped": 2,
+                        "ttl_skipped": 0,
+                        "expired": False,
+                        "over_quota": False,
+                    },
+                    {
+                        "topic": "payments",
+                        "group": "audit-reader",
+                        "partition": 0,
+                        "expired": True,
+                        "ttl_skipped": 0,
+                        "evicted_skipped": 0,
+                        "moved_skipped": 0,
+                        "over_quota": False,
+                    },
                 ],
             ),
             "partitions": _plan_table("partitions", []),

@@ -18,6 +18,7 @@ from rich.text import Text
 from textual.widgets import OptionList, Static
 
 from console.host import ConsoleHost
+from console.modals.kind_picker import KindPicker
 from console.model.engine import load_engine
 from console.model.groups import load_groups
 from console.model.journal import KINDS, POLICY_CHANGE, JournalFilter, export_actions, load_journal
@@ -28,7 +29,6 @@ from console.screens.journal import JournalScreen, journal_rows
 from console.screens.quotas import QuotasScreen
 from console.screens.topic import TopicScreen
 from console.widgets.cells import Palette
-from console.modals.kind_picker import KindPicker
 from console.widgets.live_table import LiveTable
 from console.widgets.top_bar import TopBar
 from engine.broker import Broker
@@ -49,24 +49,47 @@ def write_history(root: Path) -> None:
     with Broker(root, clock=lambda: NOW - MINUTE) as broker:
         journal = Journal(broker.catalog)
         done = journal.start_cycle(
-            trigger="schedule", actor="engine", scope="all", now=NOW - 30 * MINUTE, started=NOW - 30 * MINUTE,
+            trigger="schedule",
+            actor="engine",
+            scope="all",
+            now=NOW - 30 * MINUTE,
+            started=NOW - 30 * MINUTE,
             spark_master="local[2]",
         )
         journal.append(
-            [Entry("delete_segment", "clickstream", 0, base, base, end, end - base, size, "DELETE_TIME")
-             for base, end, size in DELETED],
-            time=NOW - 30 * MINUTE + 800, trigger="schedule", actor="engine", status="applied", cycle=done,
+            [
+                Entry("delete_segment", "clickstream", 0, base, base, end, end - base, size, "DELETE_TIME")
+                for base, end, size in DELETED
+            ],
+            time=NOW - 30 * MINUTE + 800,
+            trigger="schedule",
+            actor="engine",
+            status="applied",
+            cycle=done,
         )
         journal.finish_cycle(
-            done, status="done", finished=NOW - 30 * MINUTE + 1500, planned=2, applied=2,
+            done,
+            status="done",
+            finished=NOW - 30 * MINUTE + 1500,
+            planned=2,
+            applied=2,
             bytes_freed=sum(size for _b, _e, size in DELETED),
         )
         failed = journal.start_cycle(
-            trigger="manual", actor="console", scope=["orders"], now=NOW - 10 * MINUTE,
-            started=NOW - 10 * MINUTE, spark_master="local[2]",
+            trigger="manual",
+            actor="console",
+            scope=["orders"],
+            now=NOW - 10 * MINUTE,
+            started=NOW - 10 * MINUTE,
+            spark_master="local[2]",
         )
         journal.finish_cycle(
-            failed, status="failed", finished=NOW - 10 * MINUTE + 2500, planned=0, applied=0, bytes_freed=0,
+            failed,
+            status="failed",
+            finished=NOW - 10 * MINUTE + 2500,
+            planned=0,
+            applied=0,
+            bytes_freed=0,
             error="Spark session failed: no Java runtime",
         )
         set_hold(broker, "legal", False, actor="cli")
@@ -97,7 +120,10 @@ def test_groups_model_on_the_fixed_catalog(console_data: Path) -> None:
     with reader(console_data) as broker:
         groups = {(g.topic, g.group): g for g in load_groups(broker).groups}
     assert sorted(groups) == [
-        ("orders", "audit-reader"), ("orders", "billing"), ("payments", "ledger"), ("sessions", "tracker"),
+        ("orders", "audit-reader"),
+        ("orders", "billing"),
+        ("payments", "ledger"),
+        ("sessions", "tracker"),
     ]
     billing = groups["orders", "billing"]
     # positions 30 and 90 of 120; whole segments from the one holding each position

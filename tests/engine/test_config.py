@@ -102,10 +102,16 @@ def test_non_utf8_file_is_refused(tmp_path: Path) -> None:
     [
         ('[polcy]\nretention_time = "1d"\n', "unknown key 'polcy' at the top level (did you mean 'policy'?)"),
         ('retention_time = "1d"\n', "unknown key 'retention_time' at the top level (policy fields go under [policy])"),
-        ('[policy]\nretention_tme = "1d"\n', "unknown key 'retention_tme' in [policy] (did you mean 'retention_time'?)"),
-        ('[engine]\nprune_intervall = "1m"\n', "unknown key 'prune_intervall' in [engine] (did you mean 'prune_interval'?)"),
+        (
+            '[policy]\nretention_tme = "1d"\n',
+            "unknown key 'retention_tme' in [policy] (did you mean 'retention_time'?)",
+        ),
+        (
+            '[engine]\nprune_intervall = "1m"\n',
+            "unknown key 'prune_intervall' in [engine] (did you mean 'prune_interval'?)",
+        ),
         ('[spark]\nmastr = "local"\n', "unknown key 'mastr' in [spark] (did you mean 'master'?)"),
-        ('[console]\nzzz = 1\n', "unknown key 'zzz' in [console] (valid: theme, refresh)"),
+        ("[console]\nzzz = 1\n", "unknown key 'zzz' in [console] (valid: theme, refresh)"),
         ('policy = "7d"\n', "[policy] must be a table"),
         ('[spark]\nconf = "x"\n', "[spark.conf] must be a table"),
     ],
@@ -133,7 +139,10 @@ def test_unknown_or_misplaced_keys_are_refused(tmp_path: Path, text: str, messag
         ),
         ("[policy]\nretention_size = 0\n", "[policy] invalid policy: retention_time (7d) and retention_size (0 B)"),
         ('[engine]\nprune_interval = "0s"\n', "[engine] invalid value for prune_interval: '0s' (must be a finite"),
-        ('[engine]\nprune_interval = "never"\n', "[engine] invalid value for prune_interval: 'never' (expected a number before 'never'"),
+        (
+            '[engine]\nprune_interval = "never"\n',
+            "[engine] invalid value for prune_interval: 'never' (expected a number before 'never'",
+        ),
         ("[engine]\nprune_interval = -1\n", "[engine] invalid value for prune_interval: '-1' (must be a finite"),
         ('[console]\nrefresh = "infinite"\n', "[console] invalid value for refresh: 'infinite' (must be a finite"),
         ('[console]\ntheme = ""\n', "[console] theme must be a non-empty string"),
@@ -154,7 +163,10 @@ def test_config_defaults_change_the_default_values(tmp_path: Path) -> None:
     policy = resolve({"segment_size": "1 MiB"}, config.policy_defaults)
     retention = policy.entry("retention_time")
     assert (retention.text, retention.value, retention.normalized, retention.source) == (
-        "3d", 3 * 86_400_000, "259200 s", "default"
+        "3d",
+        3 * 86_400_000,
+        "259200 s",
+        "default",
     )
     assert policy.entry("max_partition_size").normalized == "10737418240 B"
     assert policy.entry("max_deletes_per_cycle").value == 4

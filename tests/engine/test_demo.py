@@ -77,13 +77,14 @@ def test_seed_creates_a_topic_per_policy(data_dir: Path) -> None:
     # a backlog quota with eviction, and one that holds producers
     for backlog_policy in ("consumer_backlog_eviction", "producer_request_hold"):
         assert topics_where(
-            lambda t, backlog_policy=backlog_policy: policy[t]["backlog_policy"] == backlog_policy and policy[t]["backlog_size"] is not None
-            and "subscriber" in groups[t].values()
+            lambda t, backlog_policy=backlog_policy: (
+                policy[t]["backlog_policy"] == backlog_policy
+                and policy[t]["backlog_size"] is not None
+                and "subscriber" in groups[t].values()
+            )
         ), backlog_policy
     # a TTL on a protected topic with a subscriber
-    assert topics_where(
-        lambda t: policy[t]["message_ttl"] is not None and "subscriber" in groups[t].values()
-    )
+    assert topics_where(lambda t: policy[t]["message_ttl"] is not None and "subscriber" in groups[t].values())
     # a hold
     assert topics_where(lambda t: policy[t]["hold"])
 
@@ -138,6 +139,7 @@ def test_traffic_seeds_produces_and_consumes_with_lagging_groups(data_dir: Path,
     assert demo.wrote_config == data_dir / "ebb.toml"
 
     with Broker(data_dir) as broker:
+
         def busy() -> bool:
             # records() is 0 for a topic not created yet, so the groups exist after it.
             # Both groups must have read every partition: a step reads billing's

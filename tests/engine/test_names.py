@@ -13,8 +13,30 @@ from engine.errors import InvalidName
 from engine.names import check_group_name, check_topic_name
 
 ESCAPES = [
-    "..", "../x", "../../etc/passwd", "a/b", "a\\b", "/abs", ".hidden", "-flag", "x\n", "\nx", "a\x00b",
-    "a..b", "~", "~root", "", " ", "has space", "tab\tname", "é", "x" * 250, "C:", "a:b", "a*b", "$HOME",
+    "..",
+    "../x",
+    "../../etc/passwd",
+    "a/b",
+    "a\\b",
+    "/abs",
+    ".hidden",
+    "-flag",
+    "x\n",
+    "\nx",
+    "a\x00b",
+    "a..b",
+    "~",
+    "~root",
+    "",
+    " ",
+    "has space",
+    "tab\tname",
+    "é",
+    "x" * 250,
+    "C:",
+    "a:b",
+    "a*b",
+    "$HOME",
 ]
 
 

@@ -110,12 +110,8 @@ def test_validate_checks_only_rules_whose_fields_are_present() -> None:
 
 def test_defaults_and_sources() -> None:
     policy = resolve({"retention_time": "6h"})
-    assert policy.entry("retention_time") == PolicyValue(
-        "retention_time", "6h", 6 * 3_600_000, "21600 s", "topic"
-    )
-    assert policy.entry("segment_size") == PolicyValue(
-        "segment_size", "1 GiB", GiB, "1073741824 B", "default"
-    )
+    assert policy.entry("retention_time") == PolicyValue("retention_time", "6h", 6 * 3_600_000, "21600 s", "topic")
+    assert policy.entry("segment_size") == PolicyValue("segment_size", "1 GiB", GiB, "1073741824 B", "default")
     assert [entry.field for entry in policy.entries()] == list(FIELDS)
     assert {entry.source for entry in policy.entries()} == {"default", "topic"}
     assert policy.overrides() == {"retention_time": "6h"}

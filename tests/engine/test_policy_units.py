@@ -197,8 +197,13 @@ def test_parse_count(text: str, count: int | None) -> None:
 
 @pytest.mark.parametrize(
     ("text", "problem"),
-    [("-2", "negative"), ("1.5", "not a whole number"), ("ten", "not a whole number"),
-     ("", "empty"), ("9" * 10_000, "too large")],
+    [
+        ("-2", "negative"),
+        ("1.5", "not a whole number"),
+        ("ten", "not a whole number"),
+        ("", "empty"),
+        ("9" * 10_000, "too large"),
+    ],
 )
 def test_parse_count_refuses(text: str, problem: str) -> None:
     with pytest.raises(InvalidPolicy, match=problem):
@@ -207,8 +212,16 @@ def test_parse_count_refuses(text: str, problem: str) -> None:
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("true", True), ("on", True), ("YES", True), ("1", True),
-     ("false", False), ("off", False), ("No", False), ("0", False)],
+    [
+        ("true", True),
+        ("on", True),
+        ("YES", True),
+        ("1", True),
+        ("false", False),
+        ("off", False),
+        ("No", False),
+        ("0", False),
+    ],
 )
 def test_parse_bool(text: str, value: bool) -> None:
     assert parse_bool(text) is value

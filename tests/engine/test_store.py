@@ -30,7 +30,9 @@ def part(tmp_path: Path) -> Path:
     return directory
 
 
-def append(directory: Path, records: list[NewRecord], *, segment_size: int = MiB, roll: int | None = None, now: int = 0):
+def append(
+    directory: Path, records: list[NewRecord], *, segment_size: int = MiB, roll: int | None = None, now: int = 0
+):
     writer = PartitionWriter(directory)
     try:
         with writer.locked(0):
@@ -55,7 +57,9 @@ def test_batch_round_trip_and_checksum() -> None:
 
 
 def test_records_round_trip_with_keys_and_timestamps(part: Path) -> None:
-    records = [NewRecord(f"value-{i}".encode(), None if i % 3 == 0 else f"k{i}".encode(), 1000 + i) for i in range(2500)]
+    records = [
+        NewRecord(f"value-{i}".encode(), None if i % 3 == 0 else f"k{i}".encode(), 1000 + i) for i in range(2500)
+    ]
     result = append(part, records)
     assert (result.base_offset, result.next_offset) == (0, 2500)
     assert result.batches == 3  # batches hold at most MAX_BATCH_RECORDS records
@@ -216,7 +220,9 @@ def test_recovery_never_truncates_a_sealed_segment(part: Path) -> None:
     assert [r.offset for r in read_records(part, 40, 5)] == [40]
 
 
-def test_a_read_skips_a_segment_deleted_between_its_open_and_its_read(part: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_read_skips_a_segment_deleted_between_its_open_and_its_read(
+    part: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Found by the crash campaign: a consumer raised FileNotFoundError when a prune
     # unlinked the segment it had just opened.
     writer = PartitionWriter(part)
@@ -241,7 +247,9 @@ def test_a_read_skips_a_segment_deleted_between_its_open_and_its_read(part: Path
     assert [r.value for r in read_records(part, 2, 10)] == [b"c"]
 
 
-def test_read_by_time_tolerates_a_segment_deleted_after_the_listing(part: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_read_by_time_tolerates_a_segment_deleted_after_the_listing(
+    part: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import engine.store.partition as partition_module
 
     writer = PartitionWriter(part)

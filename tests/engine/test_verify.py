@@ -398,7 +398,9 @@ def test_a_missing_segment_file_is_lost_data_and_the_log_start_moves_past_it(
     assert (quarantined["reason"], quarantined["details"]["quarantined_to"]) == ("SEGMENT_MISSING", None)
 
 
-def test_an_interrupted_deletion_is_a_warning_and_recovery_undoes_it(ebb, broker: Broker, data_dir: Path, filled) -> None:
+def test_an_interrupted_deletion_is_a_warning_and_recovery_undoes_it(
+    ebb, broker: Broker, data_dir: Path, filled
+) -> None:
     n, pdir, logs = filled
     os.replace(logs[1], logs[1].with_name(logs[1].name + ".deleted"))  # a crash after the rename
 

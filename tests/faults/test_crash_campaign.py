@@ -47,7 +47,9 @@ def test_a_crash_campaign_finds_every_invariant_holding(tmp_path: Path) -> None:
 # -- regressions --------------------------------------------------------------------------
 
 
-def test_a_consumer_does_not_commit_over_a_move_made_while_it_read(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_consumer_does_not_commit_over_a_move_made_while_it_read(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Seed 1, round 17: a prune cycle moved a reader past the data it deleted while
     the reader's consumer was reading; the consumer then committed from its stale
     position, moving the group back below the log start."""

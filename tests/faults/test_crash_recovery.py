@@ -82,7 +82,9 @@ def check_acks(acks: list[dict], partition: int, first_base: int) -> int:
     return expected
 
 
-def check_generated(records: list[Record], first_offset: int, t_first: int, size: int, key: bytes | None = None) -> None:
+def check_generated(
+    records: list[Record], first_offset: int, t_first: int, size: int, key: bytes | None = None
+) -> None:
     """Records of one ``ebb produce --count`` run that started at ``first_offset``."""
     for r in records:
         index = r.offset - first_offset
@@ -109,10 +111,25 @@ def test_producer_killed_with_sigkill_keeps_every_acknowledged_record(
     t1 = T0 + seed * 1_000_000
     proc = subprocess.Popen(
         ebb_command(
-            data_dir, "produce", TOPIC, "--partition", "1", "--count", str(RUN), "--size", "1KiB",
-            "--timestamp", str(t1), "--timestamp-step", "1ms", "--json",
+            data_dir,
+            "produce",
+            TOPIC,
+            "--partition",
+            "1",
+            "--count",
+            str(RUN),
+            "--size",
+            "1KiB",
+            "--timestamp",
+            str(t1),
+            "--timestamp-step",
+            "1ms",
+            "--json",
         ),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     try:
         lines = LineReader(proc.stdout)
@@ -166,8 +183,19 @@ def test_producer_killed_with_sigkill_keeps_every_acknowledged_record(
     # Appending again continues right after the surviving records: no gap, no duplicate.
     t2 = t1 + 10_000_000
     again = ebb_process(
-        "produce", TOPIC, "--partition", "1", "--count", "2500", "--size", "1KiB",
-        "--timestamp", str(t2), "--timestamp-step", "1ms", "--json",
+        "produce",
+        TOPIC,
+        "--partition",
+        "1",
+        "--count",
+        "2500",
+        "--size",
+        "1KiB",
+        "--timestamp",
+        str(t2),
+        "--timestamp-step",
+        "1ms",
+        "--json",
     )
     assert again.code == 0, again.err
     assert check_acks([json.loads(line) for line in again.out.splitlines()], 1, on_disk) == on_disk + 2500
@@ -235,7 +263,9 @@ def test_torn_tail_is_cut_at_the_last_whole_batch(broker: Broker, ebb, data_dir:
         assert seg_path(pdir, int(active.name[:-4]), ".index").read_bytes() == offsets
         assert seg_path(pdir, int(active.name[:-4]), ".timeindex").read_bytes() == times
         assert writer.catalog.partition(TOPIC, 0).next_offset == survivors
-        result = writer.append(TOPIC, 0, [NewRecord(value_of(i), key_of(i), ts_of(i)) for i in range(survivors, survivors + 25)])
+        result = writer.append(
+            TOPIC, 0, [NewRecord(value_of(i), key_of(i), ts_of(i)) for i in range(survivors, survivors + 25)]
+        )
         assert (result.base_offset, result.next_offset) == (survivors, survivors + 25)
     with Broker(data_dir) as reader:
         assert_records(read_all(reader, TOPIC, 0), 0, survivors + 25)
@@ -270,7 +300,9 @@ def test_corrupted_last_batch_of_the_active_segment_is_cut_as_torn(
         assert_records(read_all(reader, TOPIC, 0), 0, last.base)
         assert reader.read(TOPIC, 0, last.base, 10) == []
     with Broker(data_dir) as writer:
-        result = writer.append(TOPIC, 0, [NewRecord(value_of(i), key_of(i), ts_of(i)) for i in range(last.base, last.base + 10)])
+        result = writer.append(
+            TOPIC, 0, [NewRecord(value_of(i), key_of(i), ts_of(i)) for i in range(last.base, last.base + 10)]
+        )
         assert (result.base_offset, result.next_offset) == (last.base, last.base + 10)
     assert parse_log(active)[0][-1].position == last.position  # the new batch replaced the bad one
     with Broker(data_dir) as reader:

@@ -66,25 +66,109 @@ def fuzz(examples: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
 
 HOSTILE_PIECES = [
     # numbers: huge, negative, signed, exponent, separators, the 64-bit edges
-    "0", "-0", "-1", "-2", "+1", "00", "1_000", "1e3", "1e400", "inf", "-inf", "nan", "0x10", "1.", ".5",
-    "9" * 25, "9" * 5000, str(2**63 - 1), str(2**63), str(2**64), "-" + str(2**63),
+    "0",
+    "-0",
+    "-1",
+    "-2",
+    "+1",
+    "00",
+    "1_000",
+    "1e3",
+    "1e400",
+    "inf",
+    "-inf",
+    "nan",
+    "0x10",
+    "1.",
+    ".5",
+    "9" * 25,
+    "9" * 5000,
+    str(2**63 - 1),
+    str(2**63),
+    str(2**64),
+    "-" + str(2**63),
     # digits of other scripts that look like 0-9: Arabic-Indic, fullwidth, superscript,
     # mathematical, Devanagari
-    "\u0663", "\uff11", "\u00b2", "\U0001d7d9", "\u0967", "\u2160",
+    "\u0663",
+    "\uff11",
+    "\u00b2",
+    "\U0001d7d9",
+    "\u0967",
+    "\u2160",
     # minus and dot lookalikes
-    "\u2212", "\u2013", "\u2024", "\uff0e",
+    "\u2212",
+    "\u2013",
+    "\u2024",
+    "\uff0e",
     # invisible and direction marks, odd whitespace, control characters, NUL
-    "\u200f", "\u202e", "\u200b", "\ufeff", "\u00a0", "\u2028", "\u3000", "\x1c", "\t", "\n", "\r",
-    "\x00", "\x1b[31m", "\x7f", " ",
+    "\u200f",
+    "\u202e",
+    "\u200b",
+    "\ufeff",
+    "\u00a0",
+    "\u2028",
+    "\u3000",
+    "\x1c",
+    "\t",
+    "\n",
+    "\r",
+    "\x00",
+    "\x1b[31m",
+    "\x7f",
+    " ",
     # lone surrogates (what undecodable argv bytes become)
-    "\ud800", "\udcff",
+    "\ud800",
+    "\udcff",
     # units and words, some of them in other cases or scripts
-    "s", "ms", "µs", "μs", "d", "M", "GiB", "gb", "K", "Ki", "XB", "infinite", "none", "unlimited",
-    "İ", "ſ", "ＧｉＢ", "on", "off", "yes", "TRUE",
+    "s",
+    "ms",
+    "µs",
+    "μs",
+    "d",
+    "M",
+    "GiB",
+    "gb",
+    "K",
+    "Ki",
+    "XB",
+    "infinite",
+    "none",
+    "unlimited",
+    "İ",
+    "ſ",
+    "ＧｉＢ",
+    "on",
+    "off",
+    "yes",
+    "TRUE",
     # path tricks and reserved file names
-    "..", ".", "/", "\\", "../../etc/passwd", "/etc/passwd", "C:\\Windows", "~", "~root", "$HOME", "%s",
-    "{}", "*", "?", "CON", "nul", "aux", "com1", "lpt1", ".lock", "catalog.db", "topics", "-", "--",
-    "x" * 249, "x" * 250, "é" * 200,
+    "..",
+    ".",
+    "/",
+    "\\",
+    "../../etc/passwd",
+    "/etc/passwd",
+    "C:\\Windows",
+    "~",
+    "~root",
+    "$HOME",
+    "%s",
+    "{}",
+    "*",
+    "?",
+    "CON",
+    "nul",
+    "aux",
+    "com1",
+    "lpt1",
+    ".lock",
+    "catalog.db",
+    "topics",
+    "-",
+    "--",
+    "x" * 249,
+    "x" * 250,
+    "é" * 200,
 ]
 """Pieces that break parsers: combined with each other and with random text."""
 
@@ -98,14 +182,19 @@ def hostile_text(valid: st.SearchStrategy[str] | None = None) -> st.SearchStrate
         st.text(max_size=40),
         HOSTILE,
         st.lists(parts, min_size=1, max_size=5).map("".join),
-        *(() if valid is None else (valid, st.tuples(valid, HOSTILE).map("".join), st.tuples(HOSTILE, valid).map("".join))),
+        *(
+            ()
+            if valid is None
+            else (valid, st.tuples(valid, HOSTILE).map("".join), st.tuples(HOSTILE, valid).map("".join))
+        ),
     )
 
 
 VALID_DURATIONS = st.sampled_from(["7d", "72h3m0.5s", "300ms", "1d 2h", "2 weeks", "3600", "0", "1 month", "-1"])
 VALID_SIZES = st.sampled_from(["1 GiB", "10 MiB", "36 GB", "10G", "2 Ki", "2048", "0", "1.5 KiB", "-1"])
 VALID_VALUES = st.one_of(
-    VALID_DURATIONS, VALID_SIZES,
+    VALID_DURATIONS,
+    VALID_SIZES,
     st.sampled_from(["segment", "message", "protect", "ignore", "producer_exception", "on", "off", "10"]),
 )
 
@@ -163,7 +252,9 @@ def test_parse_count_and_parse_bool(text: str) -> None:
     except InvalidValue as error:
         one_line(str(error))
     else:
-        assert text.strip().lower() in {"true", "on", "yes", "1", "false", "off", "no", "0"} and isinstance(switch, bool)
+        assert text.strip().lower() in {"true", "on", "yes", "1", "false", "off", "no", "0"} and isinstance(
+            switch, bool
+        )
 
 
 @fuzz(400)
@@ -343,10 +434,22 @@ TOML_SCALARS = st.one_of(
     st.dates(),
 )
 TOML_VALUES = st.recursive(
-    TOML_SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(UTF8_TEXT, inner, max_size=3), max_leaves=6
+    TOML_SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(UTF8_TEXT, inner, max_size=3),
+    max_leaves=6,
 )
-CONFIG_KEYS = [*FIELDS, "prune_interval", "fsync", "journal_retention", "producer_hold_timeout", "master", "remote",
-               "conf", "theme", "refresh"]
+CONFIG_KEYS = [
+    *FIELDS,
+    "prune_interval",
+    "fsync",
+    "journal_retention",
+    "producer_hold_timeout",
+    "master",
+    "remote",
+    "conf",
+    "theme",
+    "refresh",
+]
 TABLES = st.dictionaries(st.one_of(st.sampled_from(CONFIG_KEYS), UTF8_TEXT), TOML_VALUES, max_size=5)
 DOCUMENTS = st.dictionaries(
     st.one_of(st.sampled_from(["policy", "engine", "spark", "console"]), UTF8_TEXT),
@@ -381,8 +484,24 @@ def test_config_documents(config_path: Path, document: dict[str, Any]) -> None:
 
 
 CONFIG_BYTES = [
-    b"[policy]\n", b"[engine]\n", b"[spark.conf]\n", b"retention_time = ", b'"7d"', b"1e400", b"[", b"{", b"]",
-    b"}", b"=", b"\n", b"\x00", b"\xff", b"\xed\xa0\x80", b'"\\ud800"', b"[[policy]]\n", b"a.b.c = 1\n",
+    b"[policy]\n",
+    b"[engine]\n",
+    b"[spark.conf]\n",
+    b"retention_time = ",
+    b'"7d"',
+    b"1e400",
+    b"[",
+    b"{",
+    b"]",
+    b"}",
+    b"=",
+    b"\n",
+    b"\x00",
+    b"\xff",
+    b"\xed\xa0\x80",
+    b'"\\ud800"',
+    b"[[policy]]\n",
+    b"a.b.c = 1\n",
 ]
 
 
@@ -428,7 +547,9 @@ def seed(root: Path) -> None:
         broker.create_group("t", "g", "subscriber", "earliest")
 
 
-def leaf_commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+def leaf_commands(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
     """Every command of ``ebb`` (``("topic", "create")``, ...) and its parser."""
     subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     if not subcommands:
@@ -441,8 +562,26 @@ def leaf_commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -
 COMMANDS = list(leaf_commands(build_parser()))
 NAME_ARGS = {"name", "topic", "group", "topics"}
 PLAUSIBLE = st.sampled_from(
-    ["t", "u", "g", "0", "1", "3", "7d", "1 KiB", "2026-11-21T00:00:00Z", "1700000000000", "earliest", "latest",
-     "subscriber", "reader", "retention_time", "1s", "infinite", "on"]
+    [
+        "t",
+        "u",
+        "g",
+        "0",
+        "1",
+        "3",
+        "7d",
+        "1 KiB",
+        "2026-11-21T00:00:00Z",
+        "1700000000000",
+        "earliest",
+        "latest",
+        "subscriber",
+        "reader",
+        "retention_time",
+        "1s",
+        "infinite",
+        "on",
+    ]
 )
 # A huge --count with a valid size would legitimately produce for hours.
 MAX_FUZZ_COUNT = 50
@@ -673,4 +812,3 @@ def test_the_console_gets_its_arguments_through(cli: Cli) -> None:
 def test_help_is_exit_0_on_stdout(cli: Cli) -> None:
     code, out, err = cli.run(["topic", "create", "--help"])
     assert code == 0 and "--retention-time" in out and err == ""
-

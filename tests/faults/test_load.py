@@ -41,15 +41,48 @@ def _value(producer: int, seq: int, size: int) -> bytes:
 def test_producers_consumer_and_prune_cycles_under_load(tmp_path: Path) -> None:
     record_size = 200
     argv = [
-        sys.executable, "-m", "bench.load", "--engine", "executor", "--interval", "500ms",
-        "--producers", "2", "--consumers", "1", "--partitions", "2",
-        "--duration", "16", "--window", "4", "--settle", "0.5", "--baseline", "both",
-        "--record-size", str(record_size), "--segment-size", "128KiB", "--max-partition-size", "1MiB",
-        "--stall", "20", "--start-timeout", "60", "--cli-probe", "2",
-        "--dir", str(tmp_path), "--keep", "--json", "--quiet",
+        sys.executable,
+        "-m",
+        "bench.load",
+        "--engine",
+        "executor",
+        "--interval",
+        "500ms",
+        "--producers",
+        "2",
+        "--consumers",
+        "1",
+        "--partitions",
+        "2",
+        "--duration",
+        "16",
+        "--window",
+        "4",
+        "--settle",
+        "0.5",
+        "--baseline",
+        "both",
+        "--record-size",
+        str(record_size),
+        "--segment-size",
+        "128KiB",
+        "--max-partition-size",
+        "1MiB",
+        "--stall",
+        "20",
+        "--start-timeout",
+        "60",
+        "--cli-probe",
+        "2",
+        "--dir",
+        str(tmp_path),
+        "--keep",
+        "--json",
+        "--quiet",
     ]
-    done = subprocess.run(argv, capture_output=True, timeout=240, cwd=REPO,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
+    done = subprocess.run(
+        argv, capture_output=True, timeout=240, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False
+    )
     out, err = done.stdout.decode(), done.stderr.decode()
     assert out.strip(), f"no report (exit {done.returncode}): {err[-3000:]}"
     report = json.loads(out.strip().splitlines()[-1])
@@ -61,8 +94,12 @@ def test_producers_consumer_and_prune_cycles_under_load(tmp_path: Path) -> None:
     root = Path(report["root"])
     run_dir = root / "run"
     stderr_files = sorted(run_dir.glob("*.stderr"))
-    assert {p.name for p in stderr_files} >= {"producer-0.stderr", "producer-1.stderr", "consumer-0.stderr",
-                                              "engine.stderr"}
+    assert {p.name for p in stderr_files} >= {
+        "producer-0.stderr",
+        "producer-1.stderr",
+        "consumer-0.stderr",
+        "engine.stderr",
+    }
     for path in stderr_files:
         text = path.read_text(errors="replace")
         assert not text.strip(), f"{path.name}:\n{text[-3000:]}"
@@ -165,7 +202,11 @@ def test_writes_are_immediate_and_no_file_lock_is_taken_inside_a_write(
                 state["tx"] = None
             elif _WRITE_SQL.match(sql) and state["tx"] == "deferred":
                 violations.append(f"write in a deferred transaction: {sql.strip()[:120]}")
-            elif _WRITE_SQL.match(sql) and state["tx"] is None and not re.match(r"\s*CREATE \w+ IF NOT EXISTS", sql, re.IGNORECASE):
+            elif (
+                _WRITE_SQL.match(sql)
+                and state["tx"] is None
+                and not re.match(r"\s*CREATE \w+ IF NOT EXISTS", sql, re.IGNORECASE)
+            ):
                 violations.append(f"write outside a transaction: {sql.strip()[:120]}")
 
         conn.set_trace_callback(trace)

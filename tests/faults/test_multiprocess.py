@@ -64,7 +64,9 @@ def assert_describe_agrees_with_files(ebb, data_dir: Path, topic: str = TOPIC) -
         for i, seg in enumerate(segments):
             path = pdir / f"{seg['base_offset']:020d}.log"
             batches, valid_end, size = parse_log(path)
-            assert seg["size_bytes"] == size == valid_end, f"{path}: catalog {seg['size_bytes']}, file {size}, valid {valid_end}"
+            assert seg["size_bytes"] == size == valid_end, (
+                f"{path}: catalog {seg['size_bytes']}, file {size}, valid {valid_end}"
+            )
             assert seg["sealed"] == (i < len(segments) - 1)
             if i:
                 assert seg["base_offset"] == segments[i - 1]["next_offset"], "segments are not contiguous"
@@ -87,14 +89,26 @@ def assert_describe_agrees_with_files(ebb, data_dir: Path, topic: str = TOPIC) -
 def producer(data_dir: Path, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         ebb_command(data_dir, "produce", TOPIC, *args, "--json"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
 
 
 def keyed_args(key: bytes, count: int, *extra: str, size: int = SIZE) -> tuple[str, ...]:
     return (
-        "--key", key.decode(), "--count", str(count), "--size", str(size),
-        "--timestamp", str(KEYS[key]), "--timestamp-step", "1ms", *extra,
+        "--key",
+        key.decode(),
+        "--count",
+        str(count),
+        "--size",
+        str(size),
+        "--timestamp",
+        str(KEYS[key]),
+        "--timestamp-step",
+        "1ms",
+        *extra,
     )
 
 
@@ -188,12 +202,30 @@ def test_two_live_writers_taking_turns_on_one_partition(ebb, data_dir: Path) -> 
     continue after what the other wrote, never over it."""
     assert ebb("topic", "create", TOPIC, "--segment-size", "300KiB").code == 0
     rounds, batch = 6, 1000  # produce appends every 1000 records it reads
-    procs = {key: subprocess.Popen(
-        ebb_command(data_dir, "produce", TOPIC, "--partition", "0", "--key", key.decode(), "--timestamp",
-                    str(KEYS[key]), "--timestamp-step", "1ms", "--json"),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    ) for key in KEYS}
+    procs = {
+        key: subprocess.Popen(
+            ebb_command(
+                data_dir,
+                "produce",
+                TOPIC,
+                "--partition",
+                "0",
+                "--key",
+                key.decode(),
+                "--timestamp",
+                str(KEYS[key]),
+                "--timestamp-step",
+                "1ms",
+                "--json",
+            ),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        for key in KEYS
+    }
     sent = dict.fromkeys(KEYS, 0)
     try:
         for turn in range(rounds):
@@ -236,7 +268,9 @@ def test_two_processes_appending_to_a_topic_of_three_partitions(ebb, data_dir: P
     # No key and no partition: each producer spreads its records over the partitions;
     # the timestamps (and the values) tell the producers and their records apart.
     procs = [
-        producer(data_dir, "--count", "5000", "--size", str(SIZE), "--timestamp", str(KEYS[key]), "--timestamp-step", "1ms")
+        producer(
+            data_dir, "--count", "5000", "--size", str(SIZE), "--timestamp", str(KEYS[key]), "--timestamp-step", "1ms"
+        )
         for key in KEYS
     ]
     acks = finish(procs)

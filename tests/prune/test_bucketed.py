@@ -26,9 +26,9 @@ from engine.prune import planner as planner_module
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import StoreRecordTimes, build_snapshot
 from engine.prune.transport import Scratch, private_directory
+from tests.support.seed_scenarios import MIN, T0, write
 
 LOCAL = pafs.LocalFileSystem()
-from tests.support.seed_scenarios import MIN, T0, write
 
 KEYS = np.array(
     [*range(-300, 3000), 2**31 - 1, 2**31, -(2**31), 2**32 + 7, 2**40 + 3, 2**62, 2**63 - 1, -(2**63)], dtype=np.int64
@@ -90,7 +90,9 @@ def test_the_planners_files_keep_the_layout_the_table_declares(
     assert sorted(written, key=repr) == sorted(given.to_pylist(), key=repr)
     # Ranks and following bytes, by their definition, on one partition's segments.
     rows = pa.concat_tables([pq.read_table(path) for path in files])
-    segments = rows.filter(pc.equal(rows["row"], planner_module.SEGMENT_ROW)).sort_by([("pid", "ascending"), ("base_offset", "ascending")])
+    segments = rows.filter(pc.equal(rows["row"], planner_module.SEGMENT_ROW)).sort_by(
+        [("pid", "ascending"), ("base_offset", "ascending")]
+    )
     first = segments.filter(pc.equal(segments["pid"], segments["pid"][0]))
     sizes = first["size_bytes"].to_pylist()
     assert first["rn"].to_pylist() == list(range(1, len(sizes) + 1))
@@ -126,8 +128,12 @@ def test_the_table_is_registered_for_the_context_only(spark_engine: SparkEngine,
     assert sorted(p.name for p in (tmp_path / "rows").iterdir()) == ["rows_00000.parquet", "rows_00001.parquet"]
 
 
-@pytest.mark.parametrize(("key", "order", "buckets"), [("nope", ["pid"], 2), ("pid", ["pid", "x`y"], 2), ("pid", ["pid"], 0)])
-def test_a_table_not_of_its_schema_is_refused(spark_engine: SparkEngine, tmp_path: Path, key: str, order: list[str], buckets: int) -> None:
+@pytest.mark.parametrize(
+    ("key", "order", "buckets"), [("nope", ["pid"], 2), ("pid", ["pid", "x`y"], 2), ("pid", ["pid"], 0)]
+)
+def test_a_table_not_of_its_schema_is_refused(
+    spark_engine: SparkEngine, tmp_path: Path, key: str, order: list[str], buckets: int
+) -> None:
     schema = pa.schema([("pid", pa.int64())])
     with pytest.raises(ValueError, match="no bucketed table"):
         with bucketed.registered(spark_engine.session(), str(tmp_path), schema, key, order, buckets):

@@ -799,7 +799,9 @@ def test_appends_go_on_while_a_cycle_unlinks_and_leave_its_files_to_it(
     assert broker.read(topic, 0, appended.base_offset, 1)[0].value == b"during"
 
 
-def test_recovery_and_the_executor_may_both_unlink_a_deleted_segment(broker: Broker, data_dir: Path, topic: str) -> None:
+def test_recovery_and_the_executor_may_both_unlink_a_deleted_segment(
+    broker: Broker, data_dir: Path, topic: str
+) -> None:
     """A file already gone is no error on either side of a deletion."""
     pdir = data_dir / "topics" / topic / "0"
     base = sealed_bases(broker, topic, 0)[0][0]

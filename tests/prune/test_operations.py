@@ -55,7 +55,9 @@ def assert_consistent(broker: Broker, data_dir: Path, topic: str) -> None:
         assert [s.base_offset for s in broker.catalog.segments(topic, row.partition)] == log_files(
             data_dir, topic, row.partition
         )
-        assert_records(read_all(broker, topic, row.partition), topic, row.partition, row.log_start_offset, row.next_offset)
+        assert_records(
+            read_all(broker, topic, row.partition), topic, row.partition, row.log_start_offset, row.next_offset
+        )
 
 
 def state(broker: Broker, data_dir: Path) -> tuple:
@@ -63,7 +65,9 @@ def state(broker: Broker, data_dir: Path) -> tuple:
     Journal(broker.catalog)  # its tables exist, empty or not
     db = broker.catalog.db.conn
     tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-    files = sorted((str(p.relative_to(data_dir)), p.stat().st_size) for p in (data_dir / "topics").rglob("*") if p.is_file())
+    files = sorted(
+        (str(p.relative_to(data_dir)), p.stat().st_size) for p in (data_dir / "topics").rglob("*") if p.is_file()
+    )
     return files, {t: sorted(db.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in tables}
 
 
@@ -87,10 +91,15 @@ def test_truncate_before_an_offset_moves_the_log_start_deletes_whole_segments_an
     assert result.changed and result.operation == "truncate"
     assert (result.segments_deleted, result.bytes_freed, result.messages) == (2, freed, cut)
     assert broker.catalog.partition(topic, 0).log_start_offset == cut
-    assert log_files(data_dir, topic, 0) == [b for b, _ in segments[2:]] + [broker.catalog.segments(topic, 0)[-1].base_offset]
+    assert log_files(data_dir, topic, 0) == [b for b, _ in segments[2:]] + [
+        broker.catalog.segments(topic, 0)[-1].base_offset
+    ]
     assert broker.catalog.partition(topic, 1).log_start_offset == 0  # the other partition untouched
     assert positions(broker, topic, 0) == {"sub": cut, "rd": cut}
-    assert {(g.group, g.old_position, g.messages_skipped) for g in result.groups_moved} == {("sub", 10, cut - 10), ("rd", 0, cut)}
+    assert {(g.group, g.old_position, g.messages_skipped) for g in result.groups_moved} == {
+        ("sub", 10, cut - 10),
+        ("rd", 0, cut),
+    }
     assert_consistent(broker, data_dir, topic)
 
     cycle = journal.cycle(result.cycle_id)
@@ -99,9 +108,21 @@ def test_truncate_before_an_offset_moves_the_log_start_deletes_whole_segments_an
     rows = journal.actions(cycle=result.cycle_id, limit=None)
     assert {(a["trigger"], a["actor"], a["status"]) for a in rows} == {("manual", "alice", "applied")}
     kinds = sorted(a["action"] for a in rows)
-    assert kinds == ["delete_segment", "delete_segment", "move_log_start", "reader_moved", "subscriber_overrun", "truncate"]
+    assert kinds == [
+        "delete_segment",
+        "delete_segment",
+        "move_log_start",
+        "reader_moved",
+        "subscriber_overrun",
+        "truncate",
+    ]
     (request,) = [a for a in rows if a["action"] == "truncate"]
-    assert (request["partition"], request["start_offset"], request["end_offset"], request["messages"]) == (0, 0, cut, cut)
+    assert (request["partition"], request["start_offset"], request["end_offset"], request["messages"]) == (
+        0,
+        0,
+        cut,
+        cut,
+    )
     assert (request["reason"], request["bytes"]) == ("DELETE_MANUAL", freed)
     assert request["details"]["before_offset"] == cut and request["details"]["groups_moved"] == ["rd", "sub"]
     assert {a["reason"] for a in rows if a["action"] == "delete_segment"} == {"DELETE_MANUAL"}
@@ -113,7 +134,9 @@ def test_truncate_before_a_time_cuts_at_the_first_record_at_or_after_it(
     broker: Broker, data_dir: Path, topic: str
 ) -> None:
     result = operations.truncate(broker, topic, 1, before_time=ts_of(123) - 5)
-    assert broker.catalog.partition(topic, 1).log_start_offset == 123 and result.partitions[0].new_log_start_offset == 123
+    assert (
+        broker.catalog.partition(topic, 1).log_start_offset == 123 and result.partitions[0].new_log_start_offset == 123
+    )
     operations.truncate(broker, topic, 1, before_time=ts_of(200))
     assert broker.catalog.partition(topic, 1).log_start_offset == 200
     # Older than the log start: nothing to do, nothing journaled.
@@ -191,7 +214,12 @@ def test_purge_rolls_and_deletes_everything_and_offsets_go_on(
     rows = journal.actions(cycle=result.cycle_id, limit=None)
     assert sum(a["action"] == "roll" for a in rows) == 2
     (request,) = [a for a in rows if a["action"] == "purge"]
-    assert (request["actor"], request["trigger"], request["messages"], request["bytes"]) == ("bob", "manual", 600, total)
+    assert (request["actor"], request["trigger"], request["messages"], request["bytes"]) == (
+        "bob",
+        "manual",
+        600,
+        total,
+    )
 
     produce(broker, topic, 0, 5)
     assert [r.offset for r in read_all(broker, topic, 0)] == list(range(RECORDS, RECORDS + 5))
@@ -243,7 +271,9 @@ def test_a_truncate_killed_after_the_log_start_moved_is_finished_by_recovery(dat
         "with Broker(Path(sys.argv[1])) as b: operations.truncate(b, 'events', 0, before_offset=int(sys.argv[2]))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO), KILL_AT_ENV: "after_segment_unlinked"}
-    died = subprocess.run([sys.executable, "-c", script, str(data_dir), str(cut)], env=env, cwd=REPO, capture_output=True, timeout=120)
+    died = subprocess.run(
+        [sys.executable, "-c", script, str(data_dir), str(cut)], env=env, cwd=REPO, capture_output=True, timeout=120
+    )
     assert died.returncode == -signal.SIGKILL, died.stderr.decode()
     with Broker(data_dir) as broker:
         assert broker.catalog.partition(TOPIC, 0).log_start_offset == cut  # the durable point was reached
@@ -286,7 +316,9 @@ def test_hold_refuses_every_deleting_operation_until_released(
     assert operations.truncate(broker, topic, 0, before_offset=50).changed
 
 
-def test_pause_refuses_deletion_and_is_journaled_once(broker: Broker, data_dir: Path, journal: Journal, topic: str) -> None:
+def test_pause_refuses_deletion_and_is_journaled_once(
+    broker: Broker, data_dir: Path, journal: Journal, topic: str
+) -> None:
     assert operations.pause(broker, actor="dan").changed
     assert not operations.pause(broker).changed
     assert EngineState(broker.catalog).is_paused()
@@ -375,7 +407,9 @@ def test_producer_exception_refuses_appends_at_once_while_over_quota(broker: Bro
     _set_exceeded(broker, topic, True)
     before = state(broker, data_dir)
     started = time.monotonic()
-    with pytest.raises(QuotaExceeded, match=r"topic quota is over its backlog quota \(backlog_policy=producer_exception\)"):
+    with pytest.raises(
+        QuotaExceeded, match=r"topic quota is over its backlog quota \(backlog_policy=producer_exception\)"
+    ):
         broker.append(topic, 0, _records(3))
     assert time.monotonic() - started < 1.0
     assert state(broker, data_dir) == before
@@ -384,7 +418,10 @@ def test_producer_exception_refuses_appends_at_once_while_over_quota(broker: Bro
 
 
 def test_a_stale_quota_state_does_not_stop_a_topic_without_a_producer_quota(broker: Broker) -> None:
-    for name, policy in (("evicting", {"backlog_size": "1 KiB", "backlog_policy": "consumer_backlog_eviction"}), ("unlimited", {})):
+    for name, policy in (
+        ("evicting", {"backlog_size": "1 KiB", "backlog_policy": "consumer_backlog_eviction"}),
+        ("unlimited", {}),
+    ):
         broker.create_topic(name, 1, policy)
         _set_exceeded(broker, name, True)
         assert broker.append(name, 0, _records(1)).next_offset == 1
@@ -440,6 +477,9 @@ def test_produce_says_what_was_acknowledged_before_the_quota_stopped_it(broker: 
         yield from _records(10)
 
     acked = []
-    with pytest.raises(QuotaExceeded, match=r"1000 record\(s\) before it were acknowledged \(partition 0 offsets 0..999\), the rest were not written"):
+    with pytest.raises(
+        QuotaExceeded,
+        match=r"1000 record\(s\) before it were acknowledged \(partition 0 offsets 0..999\), the rest were not written",
+    ):
         broker.produce(topic, records(), 0, on_ack=lambda p, r: acked.append((p, r.next_offset)))
     assert acked == [(0, 1000)] and broker.catalog.partition(topic, 0).next_offset == 1000

@@ -58,12 +58,15 @@ def _compare(name: str, got: list[dict], want: list[dict]) -> None:
     for g, w in zip(got, want):
         if g != w:
             differ = {c: (g[c], w[c]) for c in w if g.get(c) != w[c]}
-            raise AssertionError(f"{name} row {tuple(w[k] for k in keys)}: (planner, model) differ in {differ}\n"
-                                 f"planner: {g}\nmodel:   {w}")
+            raise AssertionError(
+                f"{name} row {tuple(w[k] for k in keys)}: (planner, model) differ in {differ}\n"
+                f"planner: {g}\nmodel:   {w}"
+            )
 
 
 _HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large]
 _EXAMPLES = st.one_of(st.none(), st.randoms(use_true_random=False))
+
 
 def _local(tmp: Path) -> Scratch:
     return Scratch.local(tmp / "scratch")
@@ -116,7 +119,9 @@ def _agrees_with_the_model(
         catalog = Catalog.open(tmp / "catalog.db")
         try:
             loaded = load_into_catalog(generated, catalog)
-            snapshot = build_snapshot(catalog, FakeRecordTimes(generated), defaults=generated.defaults, now=generated.now)
+            snapshot = build_snapshot(
+                catalog, FakeRecordTimes(generated), defaults=generated.defaults, now=generated.now
+            )
         finally:
             catalog.close()
         assert snapshot.rejected == {}

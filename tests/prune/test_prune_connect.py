@@ -51,7 +51,7 @@ def test_a_prune_cycle_runs_through_spark_connect(broker: Broker, connect_engine
 
     after = broker.describe("events").to_json()["partitions"][0]
     assert after["log_start_offset"] == expired[-1]["next_offset"]
-    assert [s["base_offset"] for s in after["segments"]] == [s["base_offset"] for s in before[len(expired):]]
+    assert [s["base_offset"] for s in after["segments"]] == [s["base_offset"] for s in before[len(expired) :]]
     cycle = Journal(broker.catalog).cycle(outcome.result.cycle_id)
     assert cycle["spark_master"] == connect_engine.description
     assert connect_engine.description.startswith("sc://127.0.0.1:")

@@ -116,8 +116,15 @@ def test_delete_time_is_strict_and_eligible_at_is_when_it_would_go() -> None:
     assert [r["eligible_at"] for r in rows["segments"]] == [NOW - 49, NOW + 1, None]
     assert new_log_start(rows) == 2
     assert rows["partitions"][0] == {
-        "topic": "t", "partition": 0, "log_start_offset": 0, "new_log_start_offset": 2, "next_offset": 5,
-        "roll": False, "barrier": None, "segments_deleted": 1, "bytes_deleted": 10,
+        "topic": "t",
+        "partition": 0,
+        "log_start_offset": 0,
+        "new_log_start_offset": 2,
+        "next_offset": 5,
+        "roll": False,
+        "barrier": None,
+        "segments_deleted": 1,
+        "bytes_deleted": 10,
     }
 
 
@@ -142,7 +149,10 @@ def test_either_target_suffices_as_a_prefix() -> None:
     rows = run(
         Policy(retention_time=100, retention_size=25),
         part(
-            seg(0, [NOW], 10), seg(1, [NOW - 200], 10), seg(2, [NOW], 10), seg(3, [NOW - 200], 5),
+            seg(0, [NOW], 10),
+            seg(1, [NOW - 200], 10),
+            seg(2, [NOW], 10),
+            seg(3, [NOW - 200], 5),
             active(4, [NOW], 5),
         ),
     )
@@ -162,8 +172,17 @@ def test_delete_max_size_brings_the_partition_under_the_cap_counting_the_active_
     assert new_log_start(rows) == 2
     # the subscriber the cap overran is moved up to the new log start
     assert group_row(rows, "g") == {
-        "topic": "t", "group": "g", "kind": "subscriber", "partition": 0, "position": 0, "new_position": 2,
-        "expired": False, "ttl_skipped": 0, "evicted_skipped": 0, "moved_skipped": 2, "over_quota": False,
+        "topic": "t",
+        "group": "g",
+        "kind": "subscriber",
+        "partition": 0,
+        "position": 0,
+        "new_position": 2,
+        "expired": False,
+        "ttl_skipped": 0,
+        "evicted_skipped": 0,
+        "moved_skipped": 2,
+        "over_quota": False,
     }
 
 
@@ -213,9 +232,7 @@ def test_consumption_ignore_has_no_barrier() -> None:
 
 
 def test_protect_without_subscribers_has_no_barrier() -> None:
-    rows = run(
-        Policy(retention_time=10, consumption="protect"), part(seg(0, OLD), active(2)), groups=(reader("r", 0),)
-    )
+    rows = run(Policy(retention_time=10, consumption="protect"), part(seg(0, OLD), active(2)), groups=(reader("r", 0),))
     assert reasons(rows) == ["DELETE_TIME", "KEEP_ACTIVE"]
     assert rows["partitions"][0]["barrier"] is None
 
@@ -383,8 +400,17 @@ def test_backlog_eviction_by_size_moves_to_whole_segments() -> None:
     )
     # the smallest base with 20 bytes or less from it on: S_2 at 4
     assert group_row(rows, "far") == {
-        "topic": "t", "group": "far", "kind": "subscriber", "partition": 0, "position": 1, "new_position": 4,
-        "expired": False, "ttl_skipped": 0, "evicted_skipped": 3, "moved_skipped": 0, "over_quota": True,
+        "topic": "t",
+        "group": "far",
+        "kind": "subscriber",
+        "partition": 0,
+        "position": 1,
+        "new_position": 4,
+        "expired": False,
+        "ttl_skipped": 0,
+        "evicted_skipped": 3,
+        "moved_skipped": 0,
+        "over_quota": True,
     }
     assert group_row(rows, "near")["over_quota"] is False
     assert group_row(rows, "near")["new_position"] == 4
@@ -462,8 +488,17 @@ def test_reader_moved_up_by_a_message_cut_skips_messages() -> None:
     rows = run(Policy(retention_time=100, granularity="message"), p, groups=(reader("r", 0), reader("ok", 5)))
     assert new_log_start(rows) == 5
     assert group_row(rows, "r") == {
-        "topic": "t", "group": "r", "kind": "reader", "partition": 0, "position": 0, "new_position": 5,
-        "expired": False, "ttl_skipped": 0, "evicted_skipped": 0, "moved_skipped": 4, "over_quota": False,
+        "topic": "t",
+        "group": "r",
+        "kind": "reader",
+        "partition": 0,
+        "position": 0,
+        "new_position": 5,
+        "expired": False,
+        "ttl_skipped": 0,
+        "evicted_skipped": 0,
+        "moved_skipped": 4,
+        "over_quota": False,
     }  # skipped from pos_eff = H = 1
     assert group_row(rows, "ok")["moved_skipped"] == 0
 
@@ -483,9 +518,7 @@ def test_empty_partition_with_an_empty_active_segment() -> None:
 
 
 def test_plan_tables_have_the_plan_schemas() -> None:
-    catalog = RefCatalog(
-        (Topic("t", Policy(retention_time=10), (part(seg(0, OLD), active(2)),), (sub("g", 0),)),), NOW
-    )
+    catalog = RefCatalog((Topic("t", Policy(retention_time=10), (part(seg(0, OLD), active(2)),), (sub("g", 0),)),), NOW)
     result = model.plan_tables(catalog)
     assert set(result) == set(tables.PLAN_TABLES)
     for name, table in result.items():

@@ -225,7 +225,9 @@ def test_a_stop_while_spark_is_starting_ends_the_wait(broker: Broker) -> None:
 
 def test_spark_that_failed_to_start_fails_each_cycle_journaled(broker: Broker) -> None:
     pruner = FakePruner(broker)
-    pruner.spark = SimpleNamespace(state="failed", error="cannot start Spark (local[1]): no java", description="local[1]")
+    pruner.spark = SimpleNamespace(
+        state="failed", error="cannot start Spark (local[1]): no java", description="local[1]"
+    )
     reports: list[CycleReport] = []
     Scheduler(pruner, interval_ms=1, max_cycles=2, on_cycle=reports.append).run(RecordingEvent())
     assert [r.status for r in reports] == ["failed", "failed"] and pruner.calls == []
@@ -300,7 +302,9 @@ def test_on_spark_a_paused_engine_still_plans_and_reports(
     before = _files(data_dir, "events")
 
     reports: list[CycleReport] = []
-    Scheduler(Pruner(broker, spark_engine), interval_ms=10, max_cycles=1, on_cycle=reports.append).run(threading.Event())
+    Scheduler(Pruner(broker, spark_engine), interval_ms=10, max_cycles=1, on_cycle=reports.append).run(
+        threading.Event()
+    )
 
     (report,) = reports
     assert report.status == "paused"

@@ -493,7 +493,12 @@ def test_pravega_consumption_based_retention_cases(broker: Broker, pruner: Prune
     0..50 may go (6..: fewer than 2000 B behind them), so the target is 60; with max
     6000 B, segments 0..20 must go (from 30 on the partition is 5500 B), so the hard
     cut is 30. The cycle runs at T0+100m."""
-    size_limits = {"consumption": "protect", "retention_time": "-1", "retention_size": "2000", "max_partition_size": "6000"}
+    size_limits = {
+        "consumption": "protect",
+        "retention_time": "-1",
+        "retention_size": "2000",
+        "max_partition_size": "6000",
+    }
     topics = {
         "pv-i": size_limits,  # SLB 45: within limits
         "pv-ii": size_limits,  # SLB 75: truncating there leaves less than the min
@@ -680,9 +685,7 @@ def test_pravega_consumption_based_retention_cases(broker: Broker, pruner: Prune
 # -- Iggy (002) ---------------------------------------------------------------------------
 
 
-def test_iggy_segment_stays_while_one_message_is_unexpired_and_zero_means_zero(
-    broker: Broker, pruner: Pruner
-) -> None:
+def test_iggy_segment_stays_while_one_message_is_unexpired_and_zero_means_zero(broker: Broker, pruner: Pruner) -> None:
     """Iggy: a segment goes only when all its messages have expired. And "0": Iggy
     reads message_expiry 0 as "never"; our semantics (SPEC §3) read 0 as zero, and
     spell "never" infinite / none / -1."""
@@ -870,8 +873,10 @@ def test_dry_run_changes_nothing_and_decides_the_same(broker: Broker, pruner: Pr
     real = pruner.cycle(now=T0 + 120 * MIN, topics=["dry"])
     assert decisions(real.plan, "dry") == expected
     for table in ("segments", "partitions", "groups", "topics"):
-        assert real.plan.tables[table].sort_by([(c, "ascending") for c in _keys(table)]).equals(
-            dry.plan.tables[table].sort_by([(c, "ascending") for c in _keys(table)])
+        assert (
+            real.plan.tables[table]
+            .sort_by([(c, "ascending") for c in _keys(table)])
+            .equals(dry.plan.tables[table].sort_by([(c, "ascending") for c in _keys(table)]))
         ), table
     assert (real.result.status, real.result.planned, real.result.applied, real.result.bytes_freed) == (
         "done",

@@ -21,7 +21,8 @@ import pyarrow as pa
 import pytest
 
 from engine.errors import PlanCancelled, SparkUnavailable
-from engine.prune.session import LOCAL_COLLECTOR, SparkEngine, java_log_options, local_java_options
+from engine.prune.session import SparkEngine
+from engine.prune.spark_settings import LOCAL_COLLECTOR, java_log_options, local_java_options
 from tests.support.cli import REPO
 
 READY_TIMEOUT = 180.0  # generous: CI machines are slow and other JVMs may be running
@@ -82,7 +83,9 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def local_child(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[bytes], dict[str, Any], Path]:
+def local_child(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[bytes], dict[str, Any], Path]:
     return run_child(tmp_path_factory.mktemp("local-child"))
 
 
@@ -196,7 +199,9 @@ def test_a_second_local_engine_in_the_process_fails_and_the_first_keeps_working(
         ({"master": "bogus://x"}, "invalid master 'bogus://x'"),
     ],
 )
-def test_a_failed_start_gives_one_line_and_session_raises(options: dict[str, str], expected: str, tmp_path: Path) -> None:
+def test_a_failed_start_gives_one_line_and_session_raises(
+    options: dict[str, str], expected: str, tmp_path: Path
+) -> None:
     engine = SparkEngine(log_dir=tmp_path / "logs", **options)
     engine.start()
     with pytest.raises(SparkUnavailable) as raised:
@@ -290,7 +295,8 @@ def test_connect_engine_runs_queries(connect_engine: SparkEngine, spark_connect_
 def test_local_and_connect_sessions_share_one_process(spark_engine: SparkEngine, connect_engine: SparkEngine) -> None:
     for engine in (spark_engine, connect_engine, spark_engine):
         rows = engine.run(
-            lambda spark: spark.range(100).selectExpr("id % 2 AS k").groupBy("k").count().orderBy("k").toArrow(), "mixed"
+            lambda spark: spark.range(100).selectExpr("id % 2 AS k").groupBy("k").count().orderBy("k").toArrow(),
+            "mixed",
         )
         assert rows.column("count").to_pylist() == [50, 50]
 

@@ -129,12 +129,12 @@ class FakeRecordTimes:
     """The snapshot's ``RecordTimes`` protocol answered from the in-memory catalog."""
 
     def __init__(self, catalog: RefCatalog) -> None:
-        self.segments = {
-            (t.name, p.index, s.base): s for t in catalog.topics for p in t.partitions for s in p.segments
-        }
+        self.segments = {(t.name, p.index, s.base): s for t in catalog.topics for p in t.partitions for s in p.segments}
         self.calls: list[tuple[str, int, int, int, int]] = []
 
-    def first_at_or_after(self, topic: str, partition: int, segment_base: int, start_offset: int, theta: int) -> int | None:
+    def first_at_or_after(
+        self, topic: str, partition: int, segment_base: int, start_offset: int, theta: int
+    ) -> int | None:
         """The first offset >= ``start_offset`` in that segment whose record timestamp
         is >= ``theta``, or None."""
         self.calls.append((topic, partition, segment_base, start_offset, theta))

@@ -21,7 +21,7 @@ from .catalog import Group, Partition, Policy, RefCatalog, Segment, Topic
 
 
 def is_older_than(ts: int, now: int, limit: int) -> bool:
-    """"Expired" is strict everywhere: ``now - ts > X``."""
+    """ "Expired" is strict everywhere: ``now - ts > X``."""
     return now - ts > limit
 
 
@@ -61,9 +61,7 @@ def e_time(policy: Policy, segment: Segment, now: int) -> bool:
 
 def e_size(policy: Policy, segments: tuple[Segment, ...], k: int) -> bool:
     return (
-        segments[k].sealed
-        and policy.retention_size is not None
-        and suffix_after(segments, k) >= policy.retention_size
+        segments[k].sealed and policy.retention_size is not None and suffix_after(segments, k) >= policy.retention_size
     )
 
 
@@ -121,7 +119,8 @@ def pos_after_ttl(position_eff: int, partition: Partition, policy: Policy, now: 
 def size_evict_cut(partition: Partition, backlog_size: int) -> int:
     """The smallest ``b`` in ``{base of S_k} ∪ {T}`` with ``suffix_from(b) <= backlog_size``."""
     candidates = [
-        segment.base for k, segment in enumerate(partition.segments)
+        segment.base
+        for k, segment in enumerate(partition.segments)
         if suffix_from(partition.segments, k) <= backlog_size
     ]
     candidates.append(partition.next_offset)  # suffix_from(T) = 0
@@ -188,9 +187,7 @@ class GroupState:
         return self.group.kind == "subscriber"
 
 
-def positions_before_cut(
-    topic: Topic, partition: Partition, expired: dict[str, bool], now: int
-) -> list[GroupState]:
+def positions_before_cut(topic: Topic, partition: Partition, expired: dict[str, bool], now: int) -> list[GroupState]:
     """Rules 2 and 3 for every group on ``partition``: ``pos_new`` and over-quota."""
     policy = topic.policy
     states = []
@@ -438,6 +435,5 @@ def plan(catalog: RefCatalog, now: int | None = None) -> dict[str, list[dict]]:
 def plan_tables(catalog: RefCatalog, now: int | None = None) -> dict[str, pa.Table]:
     """:func:`plan` as Arrow tables with the PLAN_* schemas."""
     return {
-        name: pa.Table.from_pylist(rows, schema=tables.PLAN_TABLES[name])
-        for name, rows in plan(catalog, now).items()
+        name: pa.Table.from_pylist(rows, schema=tables.PLAN_TABLES[name]) for name, rows in plan(catalog, now).items()
     }

@@ -48,8 +48,12 @@ def policies(
     if retention_time is not None and max_time is not None and retention_time > max_time:
         retention_time, max_time = max_time, retention_time
     max_partition_size = draw(
-        weighted((1, st.none()), (1, st.integers(1, 10).map(lambda n: n * 50)), (1, st.integers(1, 900)),
-                 (1, st.sampled_from([s for s in sizes if s > 0] or [1])))
+        weighted(
+            (1, st.none()),
+            (1, st.integers(1, 10).map(lambda n: n * 50)),
+            (1, st.integers(1, 900)),
+            (1, st.sampled_from([s for s in sizes if s > 0] or [1])),
+        )
     )
     retention_size = draw(limit_size)
     if retention_size is not None and max_partition_size is not None:
@@ -119,9 +123,7 @@ def partitions(draw: st.DrawFn, index: int, now: int) -> Partition:
     first, last = segments[0].base, segments[-1].next
     boundaries = sorted({s.base for s in segments} | {last})
     # often at or near the start, sometimes anywhere up to T
-    log_start = draw(
-        weighted((2, st.just(first)), (2, st.sampled_from(boundaries[:3])), (3, st.integers(first, last)))
-    )
+    log_start = draw(weighted((2, st.just(first)), (2, st.sampled_from(boundaries[:3])), (3, st.integers(first, last))))
     return Partition(index, log_start, tuple(segments))
 
 
@@ -187,8 +189,6 @@ def catalogs(draw: st.DrawFn) -> RefCatalog:
     topics = []
     for name, (parts, groups_, policy) in zip(names, contents):
         # a field may be left to the defaults only where the default text is the same
-        overrides = {
-            k: v for k, v in policy.texts().items() if defaults.get(k) != v or draw(st.integers(0, 3)) == 0
-        }
+        overrides = {k: v for k, v in policy.texts().items() if defaults.get(k) != v or draw(st.integers(0, 3)) == 0}
         topics.append(Topic(name, policy, parts, groups_, overrides))
     return RefCatalog(tuple(topics), now, defaults)

@@ -29,9 +29,25 @@ TERMINAL = (120, 40)
 #: the demo-like catalog: one topic per policy of SPEC §3
 TOPICS: dict[str, tuple[int, dict[str, str]]] = {
     "clickstream": (2, {"retention_time": "1h", "segment_size": "2 KiB"}),
-    "metrics": (1, {"retention_time": "infinite", "retention_size": "4 KiB", "max_partition_size": "8 KiB", "segment_size": "2 KiB"}),
+    "metrics": (
+        1,
+        {
+            "retention_time": "infinite",
+            "retention_size": "4 KiB",
+            "max_partition_size": "8 KiB",
+            "segment_size": "2 KiB",
+        },
+    ),
     "orders": (2, {"retention_time": "30m", "consumption": "protect", "segment_size": "2 KiB"}),
-    "payments": (1, {"backlog_size": "4 KiB", "backlog_policy": "consumer_backlog_eviction", "segment_size": "2 KiB", "consumption": "protect"}),
+    "payments": (
+        1,
+        {
+            "backlog_size": "4 KiB",
+            "backlog_policy": "consumer_backlog_eviction",
+            "segment_size": "2 KiB",
+            "consumption": "protect",
+        },
+    ),
     "sessions": (1, {"message_ttl": "20m", "granularity": "message", "retention_time": "1h", "segment_size": "2 KiB"}),
     "legal": (1, {"retention_time": "10m", "hold": "on", "segment_size": "2 KiB"}),
 }
@@ -45,11 +61,10 @@ def build_catalog(root: Path) -> None:
             broker.create_topic(name, partitions, policy, actor="test")
             for p in range(partitions):
                 records = [
-                    NewRecord(value=bytes(100), key=None, timestamp=NOW - 2 * HOUR + m * MINUTE + p)
-                    for m in range(120)
+                    NewRecord(value=bytes(100), key=None, timestamp=NOW - 2 * HOUR + m * MINUTE + p) for m in range(120)
                 ]
                 for start in range(0, len(records), 10):  # small batches: several segments
-                    broker.produce(name, records[start:start + 10], partition=p)
+                    broker.produce(name, records[start : start + 10], partition=p)
         broker.create_group("orders", "billing", "subscriber")
         broker.commit("orders", "billing", 0, 30, at_ms=NOW - 50 * MINUTE)
         broker.commit("orders", "billing", 1, 90, at_ms=NOW - 5 * MINUTE)

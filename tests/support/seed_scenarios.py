@@ -78,9 +78,7 @@ def partition_row(plan: Plan, topic: str, partition: int = 0) -> dict[str, Any]:
 
 def group_rows(plan: Plan, topic: str, partition: int = 0) -> dict[str, dict[str, Any]]:
     return {
-        r["group"]: r
-        for r in plan.tables["groups"].to_pylist()
-        if r["topic"] == topic and r["partition"] == partition
+        r["group"]: r for r in plan.tables["groups"].to_pylist() if r["topic"] == topic and r["partition"] == partition
     }
 
 

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.prune.session import SparkEngine, java_log_options, spark_home
+from engine.prune.session import SparkEngine
+from engine.prune.spark_settings import java_log_options, spark_home
 
 __all__ = [
     "hidden_from_spark", "spark_connect_engine", "spark_connect_server", "spark_connect_server_elsewhere",
@@ -125,7 +126,15 @@ def _connect_server(log_dir: Path, hide: Path | None = None) -> Iterator[str]:
         cmd = _connect_server_command(port, java_options, log_dir)
         if hide is not None:
             # The tmpfs is mounted in the server's namespace only, and goes with it.
-            cmd = [*_UNSHARE, "sh", "-c", 'mount -t tmpfs -o size=1m tmpfs "$0" && shift && exec "$@"', str(hide), "-", *cmd]
+            cmd = [
+                *_UNSHARE,
+                "sh",
+                "-c",
+                'mount -t tmpfs -o size=1m tmpfs "$0" && shift && exec "$@"',
+                str(hide),
+                "-",
+                *cmd,
+            ]
         proc = _start(cmd, _spark_env(), log_dir / "connect-server.out")
         try:
             if _wait_for_port(proc, port):

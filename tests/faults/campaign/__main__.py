@@ -16,10 +16,19 @@ from tests.faults.campaign.runner import KILLS_ENV, run_campaign
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.faults.campaign", description=__doc__)
-    parser.add_argument("--kills", type=int, default=int(os.environ.get(KILLS_ENV, "300")), help=f"rounds, each ended by SIGKILL [${KILLS_ENV}, else 300]")
+    parser.add_argument(
+        "--kills",
+        type=int,
+        default=int(os.environ.get(KILLS_ENV, "300")),
+        help=f"rounds, each ended by SIGKILL [${KILLS_ENV}, else 300]",
+    )
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--engine-every", type=int, default=50, metavar="K", help="every K-th round runs `ebb engine` (Spark); 0: never")
-    parser.add_argument("--data-dir", type=Path, help="where to run (default: a temporary directory, kept on a violation)")
+    parser.add_argument(
+        "--engine-every", type=int, default=50, metavar="K", help="every K-th round runs `ebb engine` (Spark); 0: never"
+    )
+    parser.add_argument(
+        "--data-dir", type=Path, help="where to run (default: a temporary directory, kept on a violation)"
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON (the text goes to stderr)")
     args = parser.parse_args(argv)
 

@@ -224,7 +224,9 @@ class Checker:
                     if position < before:
                         out.append(f"group {group.name} on {topic}/{p} moved back from {before} to {position}")
                     if position < log_starts[p]:
-                        out.append(f"group {group.name} on {topic}/{p} is at {position}, below the log start {log_starts[p]}")
+                        out.append(
+                            f"group {group.name} on {topic}/{p} is at {position}, below the log start {log_starts[p]}"
+                        )
                     self._positions[key] = position
         return out
 
@@ -262,7 +264,9 @@ def _torn(rest: bytes) -> bool:
     return magic == b"EBB1" and _PREFIX.size + length > len(rest)
 
 
-def _check_protected_cut(where: str, policy: EffectivePolicy, cut: Iterable[Mapping[str, Any]], tally: Tally) -> list[str]:
+def _check_protected_cut(
+    where: str, policy: EffectivePolicy, cut: Iterable[Mapping[str, Any]], tally: Tally
+) -> list[str]:
     """One cycle's applied actions on one partition of a protected topic.
 
     A subscriber the cycle moved held the data from where the cut found it: the start
@@ -299,5 +303,7 @@ def _check_protected_cut(where: str, policy: EffectivePolicy, cut: Iterable[Mapp
                     f" above a subscriber at {barrier}"
                 )
         if a["action"] == "move_log_start" and a["end_offset"] > barrier and not capped:
-            out.append(f"{where}: log start moved to {a['end_offset']} past a subscriber at {barrier} without a hard cap")
+            out.append(
+                f"{where}: log start moved to {a['end_offset']} past a subscriber at {barrier} without a hard cap"
+            )
     return out

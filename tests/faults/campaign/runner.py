@@ -159,9 +159,7 @@ class Campaign:
         ]
         pids.append(_fork(self.data_dir, "consumer", lambda: consume_forever(self.data_dir, seeds[-2])))
         if executor:
-            pids.append(
-                _fork(self.data_dir, "executor", lambda: prune_forever(self.data_dir, seeds[-1]), executor_env)
-            )
+            pids.append(_fork(self.data_dir, "executor", lambda: prune_forever(self.data_dir, seeds[-1]), executor_env))
         return pids
 
     def _random_round(self) -> None:
@@ -236,9 +234,15 @@ class Campaign:
         return self.summary
 
 
-def run_campaign(data_dir: Path, *, seed: int, kills: int, engine_every: int = 0, log: Callable[[str], None] | None = None) -> Summary:
+def run_campaign(
+    data_dir: Path, *, seed: int, kills: int, engine_every: int = 0, log: Callable[[str], None] | None = None
+) -> Summary:
     """Run a campaign of ``kills`` rounds on a new ``data_dir``; ``engine_every`` > 0
     makes every that-many-th round an ``ebb engine`` round."""
     return Campaign(
-        data_dir, seed=seed, kills=kills, engine_every=engine_every, log=log or (lambda line: print(line, file=sys.stderr))
+        data_dir,
+        seed=seed,
+        kills=kills,
+        engine_every=engine_every,
+        log=log or (lambda line: print(line, file=sys.stderr)),
     ).run()

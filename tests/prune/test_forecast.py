@@ -9,9 +9,6 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from reference import forecast as reference
-from reference import model
-from reference.catalog import FakeRecordTimes, RefCatalog, catalogs, load_into_catalog
 
 from engine.catalog.catalog import Catalog
 from engine.forecast.extend import extend, virtual_name
@@ -19,8 +16,10 @@ from engine.forecast.forecast import Point, Request, forecast, rates_for
 from engine.prune.planner import Planner
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import build_snapshot, time_cut
-
-pytest_plugins = ["spark_fixtures"]
+from tests.reference import forecast as reference
+from tests.reference import model
+from tests.reference.catalog import FakeRecordTimes, RefCatalog, load_into_catalog
+from tests.reference.strategies import catalogs
 
 #: synthetic records over all partitions at the last instant: the model appends and
 #: scans them one by one

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from catalog_damage import DAMAGES, corrupt_table
 
 from engine.broker import Broker
 from engine.errors import CatalogBusy, CatalogDamaged
+from tests.support.catalog_damage import DAMAGES, corrupt_table
 
 TOPIC = "orders"
 
@@ -77,7 +77,7 @@ def test_the_damage_reaches_the_terminal_as_one_line_from_a_real_process(filled:
         text=True,
         timeout=60,
         check=False,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "ebb verify --repair" in done.stderr

@@ -5,11 +5,11 @@ with the first breach in the summary; a failing forecast says why in the view.""
 from __future__ import annotations
 
 import pytest
-from console_fixtures import NOW, TERMINAL, settle
 
 from console.screens.forecast import HOUR, ForecastScreen
 from engine.forecast.forecast import Breach, Forecast, PartitionPoint, Point, Request, TopicForecast
 from engine.forecast.rates import Rate
+from tests.support.console_fixtures import NOW, TERMINAL, settle
 
 pytestmark = pytest.mark.asyncio
 

@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, ebb_command
 
 import engine.integrity.repair as repair_module
 from engine.broker import Broker
 from engine.store.segment import segment_stem
+from tests.support.cli import REPO, ebb_command
 
 TOPIC = "clicks"
 #: rounds of the kill test (each: two producers killed, then repair and verify)

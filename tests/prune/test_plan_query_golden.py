@@ -1,4 +1,4 @@
-"""The planning query as a reviewer reads it: ``tests/golden/plan_query.sql`` is
+"""The planning query as a reviewer reads it: ``tests/prune/golden/plan_query.sql`` is
 :data:`engine.prune.planner.PLAN_QUERY` pretty-printed, so a change to the query shows
 as a diff of that file in the same commit. ``EBB_REGENERATE_GOLDEN=1`` rewrites it.
 """
@@ -22,5 +22,5 @@ def test_the_plan_query_is_the_golden_file() -> None:
     if os.environ.get("EBB_REGENERATE_GOLDEN") == "1":
         GOLDEN.write_text(rendered)
     assert GOLDEN.read_text() == rendered, (
-        "PLAN_QUERY changed: check the diff of tests/golden/plan_query.sql (EBB_REGENERATE_GOLDEN=1 rewrites it)"
+        "PLAN_QUERY changed: check the diff of tests/prune/golden/plan_query.sql (EBB_REGENERATE_GOLDEN=1 rewrites it)"
     )

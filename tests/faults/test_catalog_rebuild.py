@@ -12,13 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from catalog_damage import DAMAGES, corrupt_table
 
 from engine.broker import Broker
 from engine.catalog.metadata_files import read_groups, read_topic
 from engine.errors import DataQuarantined
 from engine.journal.journal import Journal
 from engine.store.batch import NewRecord
+from tests.support.catalog_damage import DAMAGES, corrupt_table
 
 TOPIC = "orders"
 OTHER = "audit-log"

@@ -17,8 +17,6 @@ from engine.prune.pruner import Pruner
 from engine.prune.session import SparkEngine
 from engine.store.batch import NewRecord
 
-pytest_plugins = ["spark_fixtures"]
-
 NOW = 1_800_000_000_000
 MINUTE = 60_000
 RECORDS = 120  # one a minute for the last two hours

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prune_driver import cut_work, make_topic, sealed_bases
 
 from engine.broker import Broker
 from engine.errors import StoreError
@@ -31,6 +30,7 @@ from engine.prune.scratch import fallback_dir, scratch_dir
 from engine.prune.session import SparkEngine
 from engine.store.batch import NewRecord
 from engine.store.reserve import RESERVE_NAME, free_bytes
+from tests.support.prune_driver import cut_work, make_topic, sealed_bases
 
 TOPIC = "t"
 FS_SIZE = "8m"

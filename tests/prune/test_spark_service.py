@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, CliResult, ebb_command
 
 from console.cli.prune import _explained
 from engine.broker import Broker
@@ -26,8 +25,8 @@ from engine.config import load_config
 from engine.errors import InvalidInput, SparkUnavailable
 from engine.prune import spark_service
 from engine.prune.pruner import Pruner
-from engine.prune.session import MASTER_ENV, spark_engine_for
-from engine.prune.session import SparkEngine
+from engine.prune.session import MASTER_ENV, SparkEngine, spark_engine_for
+from tests.support.cli import REPO, CliResult, ebb_command
 
 NOW = "2099-01-01T00:00:00Z"  # the produced records all older than retention_time
 IDLE_TIMEOUT_S = 12
@@ -40,7 +39,9 @@ def _env() -> dict[str, str]:
 
 
 def run_ebb(data: Path, *args: str, timeout: float = 300) -> CliResult:
-    done = subprocess.run(ebb_command(data, *args), check=False, capture_output=True, timeout=timeout, cwd=REPO, env=_env())
+    done = subprocess.run(
+        ebb_command(data, *args), check=False, capture_output=True, timeout=timeout, cwd=REPO, env=_env()
+    )
     return CliResult(done.returncode, done.stdout.decode(), done.stderr.decode())
 
 
@@ -174,9 +175,11 @@ def test_two_starts_get_one_server_which_stops_when_idle(tmp_path: Path) -> None
     data.mkdir()
     (data / "ebb.toml").write_text(f'[spark]\nidle_timeout = "{IDLE_TIMEOUT_S}s"\n')
     racers = [
-        subprocess.Popen(ebb_command(data, "spark", "start"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=_env())
+        subprocess.Popen(
+            ebb_command(data, "spark", "start"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=_env()
+        )
         for _ in range(2)
-    ]  # fmt: skip
+    ]
     outs = [racer.communicate(timeout=300) for racer in racers]
     state = spark_service.ServiceDir(data).read_state()
     try:
@@ -222,10 +225,19 @@ def _spark_error(text: str) -> Exception:
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ("java.lang.OutOfMemoryError: Java heap space\n\tat org.apache...", 'out of memory.*"spark.driver.memory".*`ebb spark stop`'),
-        ("StatusCode.UNAUTHENTICATED\n details = Invalid authentication token", "refused this client's token.*`ebb spark stop`"),
+        (
+            "java.lang.OutOfMemoryError: Java heap space\n\tat org.apache...",
+            'out of memory.*"spark.driver.memory".*`ebb spark stop`',
+        ),
+        (
+            "StatusCode.UNAUTHENTICATED\n details = Invalid authentication token",
+            "refused this client's token.*`ebb spark stop`",
+        ),
         ("StatusCode.UNAVAILABLE: Socket closed", "cannot be reached.*run the command again"),
-        ("[TABLE_OR_VIEW_NOT_FOUND] The table x cannot be found.\nJVM stacktrace:\n...", r"Spark failed: \[TABLE_OR_VIEW_NOT_FOUND\]"),
+        (
+            "[TABLE_OR_VIEW_NOT_FOUND] The table x cannot be found.\nJVM stacktrace:\n...",
+            r"Spark failed: \[TABLE_OR_VIEW_NOT_FOUND\]",
+        ),
     ],
 )
 def test_a_spark_failure_is_one_line_saying_what_to_do(tmp_path: Path, text: str, says: str) -> None:

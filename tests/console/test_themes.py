@@ -13,7 +13,7 @@ from textual.theme import Theme
 
 from console.widgets.cells import muted_colour
 
-THEMES = sorted((Path(__file__).resolve().parent.parent / "themes").glob("*.toml"))
+THEMES = sorted((Path(__file__).resolve().parents[2] / "themes").glob("*.toml"))
 AA = 4.5
 #: the theme colours cells, badges and labels are written in
 TEXT = ("foreground", "primary", "secondary", "accent", "warning", "error", "success")

@@ -16,13 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import CliResult
-from seed_scenarios import MIN, T0, write
 
 from engine.broker import Broker
 from engine.prune.planner import Plan
 from engine.prune.pruner import Pruner
 from engine.prune.session import SparkEngine
+from tests.support.cli import CliResult
+from tests.support.seed_scenarios import MIN, T0, write
 
 NOW = T0 + 3 * 60 * MIN
 TOPICS = ("events", "metrics")
@@ -41,7 +41,9 @@ def local_plan(broker: Broker, spark_engine: SparkEngine) -> Iterator[Plan]:
     the broker is closed before the CLI runs."""
     broker.create_topic("events", 2, {"segment_size": "1000", "retention_time": "1h", "consumption": "protect"})
     broker.create_topic(
-        "metrics", 1, {"segment_size": "1000", "retention_time": "150m", "granularity": "message", "max_partition_size": "3000"}
+        "metrics",
+        1,
+        {"segment_size": "1000", "retention_time": "150m", "granularity": "message", "max_partition_size": "3000"},
     )
     for partition in range(2):
         write(broker, "events", [T0 + i * MIN for i in range(40 + 10 * partition)], partition=partition)
@@ -60,7 +62,9 @@ def _ok(result: CliResult) -> dict:
 
 
 def _same_cycle_as_local(ebb_process, local_plan: Plan, *where: str) -> None:  # type: ignore[no-untyped-def]
-    expected = local_plan.tables["segments"].sort_by([("topic", "ascending"), ("partition", "ascending"), ("base_offset", "ascending")])
+    expected = local_plan.tables["segments"].sort_by(
+        [("topic", "ascending"), ("partition", "ascending"), ("base_offset", "ascending")]
+    )
     for topic in TOPICS:
         explained = _ok(ebb_process("explain", topic, "--now", str(NOW), "--json", *where, timeout=300))
         want = [{k: v for k, v in row.items() if k != "topic"} for row in expected.to_pylist() if row["topic"] == topic]
@@ -71,10 +75,12 @@ def _same_cycle_as_local(ebb_process, local_plan: Plan, *where: str) -> None:  #
 
     cycle = _ok(ebb_process("prune", "--now", str(NOW), "--json", *where, timeout=300))
     assert cycle["status"] == "done"
-    assert sorted((a["topic"], a["partition"], a["base_offset"]) for a in cycle["actions"] if a["action"] == "delete_segment") == sorted(
-        (r["topic"], r["partition"], r["base_offset"]) for r in deleted
-    )
-    starts = {(r["topic"], r["partition"]): r["new_log_start_offset"] for r in local_plan.tables["partitions"].to_pylist()}
+    assert sorted(
+        (a["topic"], a["partition"], a["base_offset"]) for a in cycle["actions"] if a["action"] == "delete_segment"
+    ) == sorted((r["topic"], r["partition"], r["base_offset"]) for r in deleted)
+    starts = {
+        (r["topic"], r["partition"]): r["new_log_start_offset"] for r in local_plan.tables["partitions"].to_pylist()
+    }
     for topic in TOPICS:
         described = _ok(ebb_process("topic", "describe", topic, "--json"))
         assert {(topic, p["partition"]): p["log_start_offset"] for p in described["partitions"]} == {
@@ -83,7 +89,10 @@ def _same_cycle_as_local(ebb_process, local_plan: Plan, *where: str) -> None:  #
 
 
 def test_a_connect_server_that_cannot_see_the_data_directory_makes_the_local_plan(
-    spark_connect_server_elsewhere: str, local_plan: Plan, data_dir: Path, ebb_process  # type: ignore[no-untyped-def]
+    spark_connect_server_elsewhere: str,
+    local_plan: Plan,
+    data_dir: Path,
+    ebb_process,  # type: ignore[no-untyped-def]
 ) -> None:
     # The server really cannot see it: a file of the data directory is not there for it.
     here = data_dir / "visible-here.txt"
@@ -102,7 +111,10 @@ def test_a_connect_server_that_cannot_see_the_data_directory_makes_the_local_pla
 
 
 def test_a_standalone_cluster_makes_the_local_plan(
-    spark_standalone_cluster: str, local_plan: Plan, data_dir: Path, ebb_process  # type: ignore[no-untyped-def]
+    spark_standalone_cluster: str,
+    local_plan: Plan,
+    data_dir: Path,
+    ebb_process,  # type: ignore[no-untyped-def]
 ) -> None:
     # Small executors: the worker offers 1 core and 1 GiB.
     (data_dir / "ebb.toml").write_text('[spark.conf]\n"spark.executor.memory" = "512m"\n"spark.cores.max" = "1"\n')

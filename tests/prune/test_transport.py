@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from seed_scenarios import MIN, T0, write
 
 from engine.broker import Broker
 from engine.config import load_config
@@ -21,6 +20,7 @@ from engine.prune.planner import Planner
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import Snapshot, StoreRecordTimes, build_snapshot
 from engine.prune.transport import Scratch
+from tests.support.seed_scenarios import MIN, T0, write
 
 NOW = T0 + 2 * 60 * MIN
 
@@ -72,10 +72,15 @@ def test_spark_that_cannot_read_the_scratch_location_gets_arrow_and_the_same_pla
     assert unreadable.chosen == "arrow"
     assert _sorted_tables(unreadable, snapshot) == expected
     assert len(probes) == 1 and probes[0], "asked once per session, with the reason Spark gave"
-    assert "snapshot transport for local[2]: arrow (Spark cannot read mock:///ebb-scratch" in spark_engine.log_file.read_text()
+    assert (
+        "snapshot transport for local[2]: arrow (Spark cannot read mock:///ebb-scratch"
+        in spark_engine.log_file.read_text()
+    )
 
 
-def test_a_shared_location_spark_reads_gets_files(spark_engine: SparkEngine, snapshot: Snapshot, tmp_path: Path) -> None:
+def test_a_shared_location_spark_reads_gets_files(
+    spark_engine: SparkEngine, snapshot: Snapshot, tmp_path: Path
+) -> None:
     shared = tmp_path / "shared"
     planner = Planner(spark_engine, Scratch.of_uri(shared.as_uri()))
     expected = _sorted_tables(Planner(spark_engine, tmp_path / "scratch", "arrow"), snapshot)

@@ -8,15 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from console_fixtures import HOUR, MINUTE, NOW, TERMINAL, settle
+from rich.style import Style
 
 from console.model.groups import load_groups
 from console.model.header import load_header
+from console.model.journal import CycleTimes
 from console.model.overview import load_overview
 from console.model.quotas import load_quotas
 from console.model.topic import Decision, SegmentState, load_topic, plan_staleness
 from console.screens.groups import group_row
-from console.model.journal import CycleTimes
 from console.screens.journal import cycle_row
 from console.screens.overview import retention_text, topic_row
 from console.screens.quotas import quota_row
@@ -29,7 +29,7 @@ from engine.journal.journal import Journal
 from engine.journal.state import EngineState
 from engine.prune.operations import pause, set_hold
 from engine.store.batch import NewRecord
-from rich.style import Style
+from tests.support.console_fixtures import HOUR, MINUTE, NOW, TERMINAL, settle
 
 PLAIN = Palette(*(Style() for _ in range(5)))
 #: topic -> the state word every view must show for it
@@ -48,9 +48,11 @@ def build(root: Path) -> None:
     with Broker(root, clock=lambda: NOW) as broker:
         for name in EXPECTED:
             broker.create_topic(name, 1, {"segment_size": "1 KiB"}, actor="test")
-            records = [NewRecord(value=bytes(100), key=None, timestamp=NOW - 60 * MINUTE + m * MINUTE) for m in range(40)]
+            records = [
+                NewRecord(value=bytes(100), key=None, timestamp=NOW - 60 * MINUTE + m * MINUTE) for m in range(40)
+            ]
             for start in range(0, 40, 5):
-                broker.produce(name, records[start:start + 5], partition=0)
+                broker.produce(name, records[start : start + 5], partition=0)
             broker.create_group(name, "slow", "subscriber")
             broker.commit(name, "slow", 0, 12, at_ms=NOW - MINUTE)
         backlog = {t.topic: t.status.backlog_bytes for t in load_quotas(broker).topics}
@@ -83,7 +85,9 @@ def words(root: Path) -> dict[str, dict[str, str]]:
     # Groups shows, per group, the limits it is over: the topic is over when its slowest is
     over_groups = {g.topic for g in groups.groups if group_row(g, NOW, PLAIN).cells[-1].plain.startswith("yes")}
     seen["groups"] = {name: "over" if name in over_groups else "within" for name in EXPECTED}
-    seen["topic"] = {name: state_line(data, PLAIN).plain.split(" · ")[0].removeprefix("state ") for name, data in topics.items()}
+    seen["topic"] = {
+        name: state_line(data, PLAIN).plain.split(" · ")[0].removeprefix("state ") for name, data in topics.items()
+    }
     seen["header"] = {name: "alarming" if name in header.over_quota else "calm" for name in EXPECTED}
     return seen
 
@@ -159,11 +163,28 @@ def test_retention_shows_every_finite_limit(console_data: Path) -> None:
 
 def test_a_cycle_took_its_planning_and_its_applying() -> None:
     cycle = {"now": 1_000, "started": 3_000, "duration_ms": 500}
-    assert (CycleTimes.of(cycle).plan_ms, CycleTimes.of(cycle).apply_ms, CycleTimes.of(cycle).total_ms) == (2_000, 500, 2_500)
+    assert (CycleTimes.of(cycle).plan_ms, CycleTimes.of(cycle).apply_ms, CycleTimes.of(cycle).total_ms) == (
+        2_000,
+        500,
+        2_500,
+    )
     running = {"now": 1_000, "started": 3_000, "duration_ms": None}
     assert CycleTimes.of(running).total_ms is None
-    row = cycle_row({**cycle, "id": 7, "trigger": "schedule", "scope": "all", "status": "done", "applied": 1,
-                     "planned": 1, "bytes_freed": 10, "error": None}, PLAIN, split=True)
+    row = cycle_row(
+        {
+            **cycle,
+            "id": 7,
+            "trigger": "schedule",
+            "scope": "all",
+            "status": "done",
+            "applied": 1,
+            "planned": 1,
+            "bytes_freed": 10,
+            "error": None,
+        },
+        PLAIN,
+        split=True,
+    )
     assert [str(c) for c in row.cells[-3:]] == ["2.5 s", "2.0 s", "500 ms"]
 
 
@@ -171,8 +192,14 @@ def test_a_plan_never_looks_fresher_than_it_is(console_data: Path) -> None:
     with Broker(console_data, clock=lambda: NOW) as broker:
         journal = Journal(broker.catalog)
         assert plan_staleness(journal, "orders", NOW) is None
-        cycle = journal.start_cycle(trigger="schedule", actor="engine", scope="all", now=NOW + MINUTE,
-                                    started=NOW + MINUTE, spark_master="local[2]")
+        cycle = journal.start_cycle(
+            trigger="schedule",
+            actor="engine",
+            scope="all",
+            now=NOW + MINUTE,
+            started=NOW + MINUTE,
+            spark_master="local[2]",
+        )
         assert plan_staleness(journal, "orders", NOW) == f"cycle {cycle} planned since"
     with Broker(console_data, clock=lambda: NOW + 2 * MINUTE) as broker:
         broker.alter_topic("orders", {"retention_time": "1h"}, actor="test")

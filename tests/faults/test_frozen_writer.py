@@ -13,8 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO
-from prune_driver import NOW, cut_work, make_topic, sealed_bases
 
 from engine.broker import Broker
 from engine.journal.journal import Journal
@@ -22,6 +20,8 @@ from engine.prune import executor as executor_module
 from engine.prune.executor import execute
 from engine.store.lock import LockTimeout
 from engine.store.partition import PartitionWriter
+from tests.support.cli import REPO
+from tests.support.prune_driver import NOW, cut_work, make_topic, sealed_bases
 
 TOPIC = "events"
 OTHER = "orders"
@@ -140,7 +140,10 @@ def test_a_writer_taking_the_lock_back_to_back_does_not_starve_a_waiter(data_dir
         make_topic(broker, TOPIC, partitions=1)
     pdir = data_dir / "topics" / TOPIC / "0"
     child = subprocess.Popen(
-        [sys.executable, "-c", _BUSY, str(pdir)], stdout=subprocess.PIPE, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}
+        [sys.executable, "-c", _BUSY, str(pdir)],
+        stdout=subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     try:
         assert child.stdout is not None and child.stdout.readline() == b"busy\n"

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 
 from engine.broker import Broker
+from tests.support.cli import REPO
 
 
 def _complete(line: str, tmp_path: Path, env: dict[str, str] | None = None) -> tuple[set[str], str]:

@@ -15,13 +15,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import REPO, ebb_command
 from prometheus_client.parser import text_string_to_metric_families
 
 from console.cli.metrics import serve_metrics
 from engine.broker import Broker
 from engine.journal.journal import Journal
 from engine.store.batch import NewRecord
+from tests.support.cli import REPO, ebb_command
 
 HOUR = 3_600_000
 START_TIMEOUT = 240.0  # a JVM on a shared machine

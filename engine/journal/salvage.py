@@ -1,0 +1,54 @@
+"""The journal's history kept across a catalog rebuild (engine/integrity/rebuild.py):
+the rows of the old file's cycles, actions and policy changes that can still be read."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import sqlite_utils
+
+from engine.catalog.database import write_transaction
+
+#: the journal's history, kept from the old catalog as far as it can be read
+_HISTORY = {
+    "cycles": "SELECT * FROM cycles",
+    "actions": "SELECT * FROM actions",
+    "policy_changes": "SELECT * FROM policy_changes",
+}
+
+
+def salvage_history(path: Path, db: sqlite_utils.Database, notes: list[str]) -> int:
+    """Copy the rows of the old catalog's journal that can still be read (a table is
+    read up to its first damaged page); returns how many were kept."""
+    if not path.exists():
+        return 0
+    kept = 0
+    try:
+        old = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as error:
+        notes.append(f"the old journal could not be opened ({error}): its history stays in the file moved aside")
+        return 0
+    try:
+        try:
+            present = {r[0] for r in old.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as error:
+            notes.append(f"the old journal could not be read ({error}): its history stays in the file moved aside")
+            return 0
+        for table, query in _HISTORY.items():
+            if table not in present:
+                continue  # an emptied catalog: nothing to keep
+            rows: list[dict[str, object]] = []
+            try:
+                cursor = old.execute(query)
+                names = [d[0] for d in cursor.description]
+                for row in cursor:
+                    rows.append(dict(zip(names, row)))
+            except sqlite3.DatabaseError as error:
+                notes.append(f"the old journal's {table} was read up to row {len(rows)} ({error})")
+            with write_transaction(db):
+                db.table(table).insert_all(rows, ignore=True)
+            kept += len(rows)
+    finally:
+        old.close()
+    return kept
