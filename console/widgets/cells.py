@@ -18,7 +18,7 @@ FULL, EMPTY = "█", "░"
 #: fraction of a limit from which a gauge or an age bar turns to ``warning``
 WARN_AT = 0.8
 #: how much of the foreground muted text keeps, blended into the surface: as much as
-#: reads at 4.5:1 on every background of every theme (tests/test_console_themes.py);
+#: reads at 4.5:1 on every background of every theme (tests/console/test_themes.py);
 #: a terminal's own ``dim`` has no such floor
 MUTED_WEIGHT = 0.7
 

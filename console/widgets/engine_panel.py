@@ -60,7 +60,7 @@ class EnginePanel(Vertical):
         height: 2;
         margin-top: 1;
     }
-    /* Theme colours that read at 4.5:1 on the surface (tests/test_console_themes.py);
+    /* Theme colours that read at 4.5:1 on the surface (tests/console/test_themes.py);
        Sparkline's own defaults fade to 1.6:1 on a light theme. */
     EnginePanel Sparkline > .sparkline--min-color {
         color: $secondary;

@@ -144,6 +144,7 @@ class Catalog:
         #: the data directory whose metadata files this catalog keeps (None: none kept)
         self.root = root
         self._flushing = False
+        self._closed = False
         #: (device, inode) of the file this connection opened (None: not checked)
         self._identity: tuple[int, int] | None = None
 
@@ -183,6 +184,10 @@ class Catalog:
         return getattr(self.db.conn, "damage", None)
 
     def close(self) -> None:
+        """Write what the metadata files still lack, then close; closing twice is a no-op."""
+        if self._closed:
+            return
+        self._closed = True
         with suppress(EbbError, OSError):
             self.flush_metadata(lazy=True)
         self.db.close()

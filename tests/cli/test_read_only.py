@@ -62,7 +62,7 @@ WRITING_VARIANTS = {
     "verify --repair": ["verify", "--repair"],
 }
 READING_VARIANTS = {"consume --no-commit": ["consume", "t", "--group", "g", "--no-commit"]}
-# Not run for real here: `spark start` would leave a server (tests/test_spark_service.py runs them).
+# Not run for real here: `spark start` would leave a server (tests/prune/test_spark_service.py runs them).
 SPARK_COMMANDS = {("prune",), ("explain",), ("engine",), ("forecast",), ("spark", "start"), ("spark", "stop")}
 
 

@@ -72,6 +72,9 @@ ALLOWED: dict[str, set[str]] = {
     # Integer constants of the module: PRAGMA takes no parameters.
     "engine/catalog/database.py": {"BUSY_TIMEOUT_MS"},
     "engine/catalog/schema.py": {"SCHEMA_VERSION"},
+    # "WHERE p.topic IN (?, ...)", one "?" per topic, or nothing; the topics are
+    # parameters. The positions query is a literal of the module, embedded in the lag one.
+    "engine/catalog/queries.py": {"','.join('?' * len(topics))", "_POSITIONS_SQL.format(where=where)", "where"},
     # _Where joins terms that are literals of this module (checked below).
     "engine/journal/journal.py": {"' AND '.join(self.terms)", "where.sql()"},
     # "WHERE p.topic = ?" or nothing.

@@ -125,7 +125,7 @@ def test_a_busy_catalog_names_the_process_that_holds_it(filled: Path, tmp_path: 
 
 
 async def test_the_console_shows_a_damaged_catalog_as_a_notification(make_console, console_data: Path) -> None:
-    from console_fixtures import TERMINAL, settle
+    from tests.support.console_fixtures import TERMINAL, settle
 
     corrupt_table(console_data / "catalog.db")
     app = make_console()
@@ -161,7 +161,7 @@ def test_the_engine_stops_on_a_damaged_catalog_with_one_line(
             self.broker.describe(TOPIC)  # reads the damaged segments page
 
     monkeypatch.setattr(engine_cmd, "spark_engine_for", lambda *args, **kwargs: _ReadySpark())
-    monkeypatch.setattr(engine_cmd, "Pruner", PrunerMeetingTheDamage)
+    monkeypatch.setattr("engine.prune.pruner.Pruner", PrunerMeetingTheDamage)  # engine_cmd imports it when run
     corrupt_table(filled)
     # Without the stop, three failed cycles and exit 0.
     result = ebb("engine", "--prune-interval", "100ms", "--cycles", "3")

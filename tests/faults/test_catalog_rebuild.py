@@ -174,7 +174,7 @@ def test_a_rebuild_is_refused_while_another_process_has_the_catalog_open(ebb, po
 def test_a_prune_cycle_writes_the_positions_committed_since(data_dir: Path) -> None:
     """Forward positions are written at the latest at the end of each cycle, by the
     engine, whoever committed them: at most one cycle old."""
-    from campaign.workload import reference_work
+    from tests.faults.campaign.workload import reference_work
 
     from engine.prune.executor import execute
 

@@ -5,7 +5,7 @@ space, and the producer that was refused appends again without a restart.
 
 The mount needs CAP_SYS_ADMIN; where the kernel refuses it the tests that need it
 are skipped with the reason printed. The reserve's SQLITE_FULL hook is tested with
-the simulated seam of tests/test_storage_faults.py as well.
+the simulated seam of tests/faults/test_storage_faults.py as well.
 """
 
 from __future__ import annotations

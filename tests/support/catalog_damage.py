@@ -1,5 +1,5 @@
 """Ways to damage a data directory's ``catalog.db`` as a disk or an operator would, for
-tests/test_catalog_damage.py and tests/test_catalog_rebuild.py. Every catalog
+tests/faults/test_catalog_damage.py and tests/faults/test_catalog_rebuild.py. Every catalog
 connection must be closed first (the CLI's are, when it returns): the damage is done
 to the file, and a write-ahead log would still hold the pages."""
 
