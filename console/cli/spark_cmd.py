@@ -75,20 +75,21 @@ class Progress:
     terminal and the wait lasts: a script's stderr gets nothing."""
 
     def __init__(self) -> None:
-        self._shown = False
+        self._shown: str | None = None
         self._tty = sys.stderr.isatty()
 
     def show(self, waited: float) -> None:
-        if self._tty and waited >= _PROGRESS_AFTER_SECONDS:
-            sys.stderr.write(f"\rstarting Spark… {waited:.0f} s")
+        text = f"starting Spark… {waited:.0f} s"
+        if self._tty and waited >= _PROGRESS_AFTER_SECONDS and text != self._shown:
+            sys.stderr.write(f"\r{text}")
             sys.stderr.flush()
-            self._shown = True
+            self._shown = text
 
     def clear(self) -> None:
-        if self._shown:
+        if self._shown is not None:
             sys.stderr.write("\r\033[K")
             sys.stderr.flush()
-            self._shown = False
+            self._shown = None
 
 
 def wait_for_spark(spark: SparkEngine) -> None:

@@ -8,11 +8,13 @@ that must end on its own after its short idle timeout. Every command runs withou
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 import stat
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from console.cli.prune import _explained
+from console.cli.spark_cmd import Progress
 from engine.broker import Broker
 from engine.config import load_config
 from engine.errors import InvalidInput, SparkUnavailable
@@ -267,3 +270,15 @@ class _AttachedSession:
 
     def stop(self) -> None:
         pass
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_progress_goes_to_a_terminal_only_once_a_second(monkeypatch: pytest.MonkeyPatch, tty: bool) -> None:
+    stderr = io.StringIO()
+    stderr.isatty = lambda: tty  # type: ignore[method-assign]
+    monkeypatch.setattr(sys, "stderr", stderr)
+    progress = Progress()
+    for waited in (0.5, 1.0, 1.2, 2.0, 2.1):
+        progress.show(waited)
+    progress.clear()
+    assert stderr.getvalue() == ("\rstarting Spark… 1 s\rstarting Spark… 2 s\r\033[K" if tty else "")
