@@ -178,7 +178,8 @@ class ConsoleHost:
             )
         self._spark.start()
         if not self.read_only:
-            self._scheduler = Scheduler(_GatedPruner(self._open(), self._spark, self._cycle_gate), on_cycle=self._cycled)
+            pruner = _GatedPruner(self._open(), self._spark, self._cycle_gate)
+            self._scheduler = Scheduler(pruner, on_cycle=self._cycled)
             self._scheduler.start()
 
     def _cycled(self, report: CycleReport) -> None:
@@ -237,7 +238,12 @@ class ConsoleHost:
         return plan
 
     def prune_as_previewed(
-        self, topics: Sequence[str] | None, previewed: Plan, unchanged: Callable[[Plan], bool], *, tag: str | None = None
+        self,
+        topics: Sequence[str] | None,
+        previewed: Plan,
+        unchanged: Callable[[Plan], bool],
+        *,
+        tag: str | None = None,
     ) -> CycleOutcome | Plan:
         """Apply what the operator previewed, or say it changed. With the schedule held
         off, plan ``topics`` again at the preview's instant (so the clock alone changes

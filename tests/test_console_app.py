@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from console_fixtures import HOUR, NOW, TERMINAL, settle
 
 from console import format
 from console.commands import EbbCommands
@@ -13,10 +14,8 @@ from console.model.overview import load_overview
 from console.screens.base import MUTATING_ACTIONS
 from console.widgets.live_table import LiveTable
 from console.widgets.top_bar import TopBar
-from console_fixtures import HOUR, NOW, TERMINAL, settle
 from engine.broker import Broker
 from engine.prune.operations import pause
-
 
 # -- formatting -----------------------------------------------------------------------------
 

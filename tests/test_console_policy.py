@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from console_fixtures import NOW, TERMINAL, settle
 from rich.console import Console
 from textual.widgets import Input, Static
 
@@ -24,7 +25,6 @@ from console.model.policy_form import (
     save_policy,
 )
 from console.model.what_if import compare
-from console_fixtures import NOW, TERMINAL, settle
 from engine.broker import Broker
 from engine.errors import InvalidPolicy
 from engine.journal.journal import Journal

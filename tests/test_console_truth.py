@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 from console_fixtures import HOUR, MINUTE, NOW, TERMINAL, settle
+from rich.style import Style
 
 from console.model.groups import load_groups
 from console.model.header import load_header
+from console.model.journal import CycleTimes
 from console.model.overview import load_overview
 from console.model.quotas import load_quotas
 from console.model.topic import Decision, SegmentState, load_topic, plan_staleness
 from console.screens.groups import group_row
-from console.model.journal import CycleTimes
 from console.screens.journal import cycle_row
 from console.screens.overview import retention_text, topic_row
 from console.screens.quotas import quota_row
@@ -29,7 +30,6 @@ from engine.journal.journal import Journal
 from engine.journal.state import EngineState
 from engine.prune.operations import pause, set_hold
 from engine.store.batch import NewRecord
-from rich.style import Style
 
 PLAIN = Palette(*(Style() for _ in range(5)))
 #: topic -> the state word every view must show for it
@@ -48,7 +48,7 @@ def build(root: Path) -> None:
     with Broker(root, clock=lambda: NOW) as broker:
         for name in EXPECTED:
             broker.create_topic(name, 1, {"segment_size": "1 KiB"}, actor="test")
-            records = [NewRecord(value=bytes(100), key=None, timestamp=NOW - 60 * MINUTE + m * MINUTE) for m in range(40)]
+            records = [NewRecord(bytes(100), None, NOW - 60 * MINUTE + m * MINUTE) for m in range(40)]
             for start in range(0, 40, 5):
                 broker.produce(name, records[start:start + 5], partition=0)
             broker.create_group(name, "slow", "subscriber")
@@ -83,7 +83,9 @@ def words(root: Path) -> dict[str, dict[str, str]]:
     # Groups shows, per group, the limits it is over: the topic is over when its slowest is
     over_groups = {g.topic for g in groups.groups if group_row(g, NOW, PLAIN).cells[-1].plain.startswith("yes")}
     seen["groups"] = {name: "over" if name in over_groups else "within" for name in EXPECTED}
-    seen["topic"] = {name: state_line(data, PLAIN).plain.split(" · ")[0].removeprefix("state ") for name, data in topics.items()}
+    seen["topic"] = {
+        name: state_line(data, PLAIN).plain.split(" · ")[0].removeprefix("state ") for name, data in topics.items()
+    }
     seen["header"] = {name: "alarming" if name in header.over_quota else "calm" for name in EXPECTED}
     return seen
 
@@ -152,14 +154,15 @@ def test_retention_shows_every_finite_limit(console_data: Path) -> None:
         broker.alter_topic("orders", {"max_time": "7d", "max_partition_size": "infinite"}, actor="test")
         topics = {t.name: t for t in load_overview(broker).topics}
     # pruned by its size cap although its retention time is infinite: both are shown
-    assert retention_text(topics["metrics"]) == "4.0 KiB · cap 8.0 KiB/p"
+    assert retention_text(topics["metrics"]) == "4 KiB · cap 8 KiB/p"
     assert retention_text(topics["orders"]) == "30m · cap 7d"
-    assert retention_text(topics["clickstream"]) == "1h · cap 100.0 GiB/p"  # the default cap is finite too
+    assert retention_text(topics["clickstream"]) == "1h · cap 100 GiB/p"  # the default cap is finite too
 
 
 def test_a_cycle_took_its_planning_and_its_applying() -> None:
     cycle = {"now": 1_000, "started": 3_000, "duration_ms": 500}
-    assert (CycleTimes.of(cycle).plan_ms, CycleTimes.of(cycle).apply_ms, CycleTimes.of(cycle).total_ms) == (2_000, 500, 2_500)
+    times = CycleTimes.of(cycle)
+    assert (times.plan_ms, times.apply_ms, times.total_ms) == (2_000, 500, 2_500)
     running = {"now": 1_000, "started": 3_000, "duration_ms": None}
     assert CycleTimes.of(running).total_ms is None
     row = cycle_row({**cycle, "id": 7, "trigger": "schedule", "scope": "all", "status": "done", "applied": 1,
@@ -183,3 +186,46 @@ def test_a_plan_never_looks_fresher_than_it_is(console_data: Path) -> None:
     segment = SegmentState(0, 0, 10, 100, NOW - HOUR, NOW - HOUR, True, Decision("keep", "KEEP_ACTIVE", None, None))
     row = segment_row(segment, NOW + HOUR, None, PLAIN, plan_now=NOW, stale=True)
     assert [c.plain for c in row.cells[-3:]] == ["keep", "KEEP_ACTIVE (then)", "-"]
+
+
+# -- snapshots ---------------------------------------------------------------------------------
+
+
+def test_quota_states_snapshot(snap_compare, make_console, quota_data: Path) -> None:
+    assert snap_compare(make_console(data=quota_data), terminal_size=TERMINAL, run_before=settle)
+
+
+def test_quotas_view_snapshot(snap_compare, make_console, quota_data: Path) -> None:
+    async def quotas(pilot) -> None:
+        await settle(pilot)
+        await pilot.press("3")
+        await settle(pilot)
+
+    assert snap_compare(make_console(data=quota_data), terminal_size=TERMINAL, run_before=quotas)
+
+
+def test_pause_confirmation_snapshot(snap_compare, make_console) -> None:
+    async def ask(pilot) -> None:
+        await settle(pilot)
+        await pilot.press("z")
+        await settle(pilot)
+
+    assert snap_compare(make_console(), terminal_size=TERMINAL, run_before=ask)
+
+
+def test_journal_kind_picker_snapshot(snap_compare, make_console) -> None:
+    async def pick(pilot) -> None:
+        await settle(pilot)
+        await pilot.press("4", "a")
+        await settle(pilot)
+
+    assert snap_compare(make_console(), terminal_size=TERMINAL, run_before=pick)
+
+
+def test_journal_policy_changes_snapshot(snap_compare, make_console) -> None:
+    async def changes(pilot) -> None:
+        await settle(pilot)
+        await pilot.app.show_journal_kind("policy_change")
+        await settle(pilot)
+
+    assert snap_compare(make_console(), terminal_size=TERMINAL, run_before=changes)

@@ -19,6 +19,7 @@ from rich.text import Text
 from textual.widgets import OptionList, Static
 
 from console.host import ConsoleHost
+from console.modals.kind_picker import KindPicker
 from console.model.engine import load_engine
 from console.model.groups import load_groups
 from console.model.journal import KINDS, POLICY_CHANGE, JournalFilter, export_actions, load_journal
@@ -29,7 +30,6 @@ from console.screens.journal import JournalScreen, journal_rows
 from console.screens.quotas import QuotasScreen
 from console.screens.topic import TopicScreen
 from console.widgets.cells import Palette
-from console.modals.kind_picker import KindPicker
 from console.widgets.live_table import LiveTable
 from console.widgets.top_bar import TopBar
 from engine.broker import Broker
@@ -143,7 +143,7 @@ def test_quotas_model_on_the_fixed_catalog(console_data: Path) -> None:
     assert payments.backlog_bytes == 14640 and payments.oldest_ms == 2 * HOUR
     assert topics[0].furthest_behind == "ledger"
     assert payments.breaches == ("size",) and not payments.engine.exceeded
-    assert payments.label(NOW) == "over quota (size): evicts next cycle"
+    assert payments.label(NOW) == "over quota (size)"
     orders = next(t for t in topics if t.topic == "orders")
     assert not orders.status.quota.finite and orders.status.word == "no quota"
     # the largest per-partition backlog (partition 0), not the sum over partitions

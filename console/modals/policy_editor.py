@@ -33,6 +33,7 @@ from textual.widgets import Button, Footer, Input, Static
 
 from console import format
 from console.errors import describe_error
+from console.modals.what_if_pane import WhatIfPane
 from console.model.policy_form import (
     Change,
     FieldEcho,
@@ -44,7 +45,6 @@ from console.model.policy_form import (
     save_policy,
 )
 from console.model.what_if import WhatIf, compare
-from console.modals.what_if_pane import WhatIfPane
 from console.widgets.cells import Palette
 from engine.policy.fields import FIELDS
 
@@ -450,7 +450,8 @@ class PolicyEditorScreen(ModalScreen[None]):
         what_if, form = self._what_if, self.form
         if what_if is None or form is None or self._previewed != form.merged() or not what_if.segments:
             return None
-        return f"this change deletes {what_if.segments} more segment(s), {format.size(what_if.bytes)}, at the next cycle"
+        size = format.size(what_if.bytes)
+        return f"this change deletes {what_if.segments} more segment(s), {size}, at the next cycle"
 
     def on_save_refused(self, message: SaveRefused) -> None:
         self._saving = False

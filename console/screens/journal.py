@@ -105,7 +105,9 @@ def cycle_row(cycle: dict[str, Any], palette: Palette, *, split: bool = False) -
         key=str(cycle["id"]),
         cells=cells,
         sort_values=sorts,
-        search=f"{cycle['id']} {cycle['trigger']} {scope_text(cycle['scope'])} {cycle['status']} {cycle['error'] or ''}",
+        search=" ".join(
+            (str(cycle["id"]), cycle["trigger"], scope_text(cycle["scope"]), cycle["status"], cycle["error"] or "")
+        ),
     )
 
 
