@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+from textual.screen import Screen
 from textual.worker import get_current_worker
 
 from console.commands import EbbCommands
@@ -32,6 +33,7 @@ from console.host import ConsoleHost
 from console.messages import (
     EngineCycled,
     FilesChanged,
+    HeaderLoaded,
     OperationDone,
     OperationFailed,
     ViewLoaded,
@@ -185,7 +187,7 @@ class EbbApp(App[None]):
 
     def refresh_view(self) -> None:
         """Reload the visible view off the UI thread."""
-        screen = self.screen
+        screen = self.visible_screen
         if isinstance(screen, LiveScreen):
             self._load(screen)
 
@@ -194,16 +196,21 @@ class EbbApp(App[None]):
         begun = time.perf_counter()
         try:
             data = screen.load(self.host)
-            load_ms = (time.perf_counter() - begun) * 1000
-            # After the view, so the first paint never waits for it; in the same
-            # message, so the header and the view change together.
+            if get_current_worker().is_cancelled:
+                return
+            self.post_message(ViewLoaded(screen, data, (time.perf_counter() - begun) * 1000))
+            # After the view, so that a first paint never waits for the header's facts.
             with self.host.reading() as broker:
                 header = load_header(broker)
         except Exception as error:  # noqa: BLE001 - a view that cannot load says why
             self.post_message(ViewLoadFailed(screen, describe_error(error)))
             return
         if not get_current_worker().is_cancelled:
-            self.post_message(ViewLoaded(screen, data, load_ms, header))
+            self.post_message(HeaderLoaded(header))
+
+    def on_header_loaded(self, message: HeaderLoaded) -> None:
+        self.header_facts = message.facts
+        self.sync_top_bar(self.visible_screen)
 
     def on_view_loaded(self, message: ViewLoaded) -> None:
         if not message.screen.is_attached:
@@ -212,7 +219,6 @@ class EbbApp(App[None]):
         message.screen.show(message.data)
         self.last_show_ms = (time.perf_counter() - begun) * 1000
         self.last_load_ms = message.load_ms
-        self.header_facts = message.header
         self.sync_top_bar(message.screen)
 
     def on_view_load_failed(self, message: ViewLoadFailed) -> None:
@@ -231,11 +237,20 @@ class EbbApp(App[None]):
         self.refresh_view()
 
     def _tick(self) -> None:
-        self.sync_top_bar(self.screen)
+        self.sync_top_bar(self.visible_screen)
+
+    @property
+    def visible_screen(self) -> Screen[Any] | None:
+        """The screen on top; None for the moment a mode switch has none (a timer or a
+        worker's message may land then)."""
+        stack = self.screen_stack
+        return stack[-1] if stack else None
 
     def sync_top_bar(self, screen: Any) -> None:
         """Put the breadcrumb, the engine status (read without I/O) and the global
         facts on ``screen``'s header."""
+        if screen is None:
+            return
         bars = screen.query(TopBar)
         if not bars:
             return
@@ -382,7 +397,7 @@ class EbbApp(App[None]):
         self._live = not self._live
         if self._refresh_timer is not None:
             self._refresh_timer.resume() if self._live else self._refresh_timer.pause()
-        self.sync_top_bar(self.screen)
+        self.sync_top_bar(self.visible_screen)
         self.notify("live refresh on" if self._live else "live refresh paused (r refreshes)")
 
     @property

@@ -181,9 +181,8 @@ class ConsoleHost:
             )
         self._spark.start()
         if not self.read_only:
-            self._scheduler = Scheduler(
-                _GatedPruner(self._open(), self._spark, self._cycle_gate), on_cycle=self._cycled
-            )
+            pruner = _GatedPruner(self._open(), self._spark, self._cycle_gate)
+            self._scheduler = Scheduler(pruner, on_cycle=self._cycled)
             self._scheduler.start()
 
     def _cycled(self, report: CycleReport) -> None:

@@ -17,13 +17,19 @@ if TYPE_CHECKING:
 class ViewLoaded(Message):
     """A view's data, loaded off the UI thread."""
 
-    def __init__(self, screen: LiveScreen[Any], data: Any, load_ms: float, header: HeaderFacts) -> None:
+    def __init__(self, screen: Screen, data: Any, load_ms: float) -> None:
         super().__init__()
         self.screen = screen
         self.data = data
         self.load_ms = load_ms
-        #: the global facts for the header, loaded with the view
-        self.header = header
+
+
+class HeaderLoaded(Message):
+    """The header's facts, loaded after each view's data (off the UI thread)."""
+
+    def __init__(self, facts: HeaderFacts) -> None:
+        super().__init__()
+        self.facts = facts
 
 
 class ViewLoadFailed(Message):

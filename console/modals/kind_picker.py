@@ -23,7 +23,8 @@ class KindPicker(ModalScreen[tuple[str | None] | None]):
     }
     KindPicker > #kind-dialog {
         width: 40;
-        height: 80%;
+        height: auto;
+        max-height: 90%;
         border: thick $primary;
         background: $surface;
     }

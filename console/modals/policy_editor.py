@@ -452,9 +452,8 @@ class PolicyEditorScreen(ModalScreen[None]):
         what_if, form = self._what_if, self.form
         if what_if is None or form is None or self._previewed != form.merged() or not what_if.segments:
             return None
-        return (
-            f"this change deletes {what_if.segments} more segment(s), {format.size(what_if.bytes)}, at the next cycle"
-        )
+        size = format.size(what_if.bytes)
+        return f"this change deletes {what_if.segments} more segment(s), {size}, at the next cycle"
 
     def on_save_refused(self, message: SaveRefused) -> None:
         self._saving = False

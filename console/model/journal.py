@@ -79,11 +79,9 @@ class CycleTimes:
     apply_ms: int | None
 
     @classmethod
-    def of(cls, cycle: dict[str, Any]) -> CycleTimes:
-        plan = (
-            cycle["started"] - cycle["now"] if cycle["now"] is not None and cycle["started"] >= cycle["now"] else None
-        )
-        return cls(plan, cycle["duration_ms"])
+    def of(cls, cycle: dict[str, Any]) -> "CycleTimes":
+        now, started = cycle["now"], cycle["started"]
+        return cls(started - now if now is not None and started >= now else None, cycle["duration_ms"])
 
     @property
     def total_ms(self) -> int | None:

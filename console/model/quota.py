@@ -102,15 +102,14 @@ class QuotaStatus:
         return self.word in (OVER, EXCEEDED)
 
     def label(self, now: int) -> str:
-        """The word with what an operator asks next: which limit, since when, what
-        the next cycle does."""
+        """The word with what an operator asks next: which limit, since when; what the
+        next cycle then does follows from the backlog policy shown beside it."""
         word = self.word
         if word == EXCEEDED:
             since = "" if self.engine.since is None else f" {format.since(now, self.engine.since)}"
-            return f"{word}{since}" + ("" if self.breaches else ", clears next cycle")
+            return f"{word}{since}" + ("" if self.breaches else ", clearing")
         if word == OVER:
-            evicts = self.backlog_policy == "consumer_backlog_eviction"
-            return f"{word} ({'+'.join(self.breaches)}): {'evicts' if evicts else 'holds appends'} next cycle"
+            return f"{word} ({'+'.join(self.breaches)})"
         return word
 
 

@@ -112,7 +112,7 @@ def cycle_row(cycle: dict[str, Any], palette: Palette, *, split: bool = False) -
         cells=cells,
         sort_values=sorts,
         search=" ".join(
-            [str(cycle["id"]), cycle["trigger"], scope_text(cycle["scope"]), cycle["status"], cycle["error"] or ""]
+            (str(cycle["id"]), cycle["trigger"], scope_text(cycle["scope"]), cycle["status"], cycle["error"] or "")
         ),
     )
 

@@ -18,6 +18,9 @@ from console.widgets.cells import Palette, meter, state
 from console.widgets.engine_panel import EnginePanel
 from console.widgets.live_table import Column, LiveRow, LiveTable
 
+#: cells of the backlog gauge: narrower than a lone gauge, so the State column fits
+GAUGE_WIDTH = 6
+
 COLUMNS = (
     Column("topic", "Topic"),
     Column("partitions", "Parts"),
@@ -40,12 +43,17 @@ def retention_text(topic: TopicSummary) -> str:
     if policy["retention_time"] is not None:
         limits.append(format.duration(policy["retention_time"]))  # type: ignore[arg-type]
     if policy["retention_size"] is not None:
-        limits.append(format.size(policy["retention_size"]))  # type: ignore[arg-type]
+        limits.append(_compact_size(policy["retention_size"]))  # type: ignore[arg-type]
     if policy["max_time"] is not None:
         limits.append(f"cap {format.duration(policy['max_time'])}")  # type: ignore[arg-type]
     if policy["max_partition_size"] is not None:
-        limits.append(f"cap {format.size(policy['max_partition_size'])}/p")  # type: ignore[arg-type]
+        limits.append(f"cap {_compact_size(policy['max_partition_size'])}/p")  # type: ignore[arg-type]
     return " · ".join(limits) or "infinite"
+
+
+def _compact_size(value: int) -> str:
+    """``100 GiB`` rather than ``100.0 GiB``: four limits share one column."""
+    return format.size(value).replace(".0 ", " ")
 
 
 def topic_row(topic: TopicSummary, data: OverviewData, palette: Palette) -> LiveRow:
@@ -56,7 +64,7 @@ def topic_row(topic: TopicSummary, data: OverviewData, palette: Palette) -> Live
     if not quota.quota.finite:
         backlog = Text(format.size(quota.backlog_bytes))  # no quota: the figure alone
     else:
-        backlog = meter(quota.fraction, palette)  # the larger of size and age against quota
+        backlog = meter(quota.fraction, palette, width=GAUGE_WIDTH)  # the larger of size and age against quota
     return LiveRow(
         key=topic.name,
         cells=(

@@ -23,6 +23,13 @@ from console.widgets.live_table import Column, LiveRow, LiveTable
 #: gauges narrower than the overview's: this table has two of them
 GAUGE_WIDTH = 4
 
+#: what each backlog policy does, in few enough words that every column fits at 120
+POLICY_WORDS = {
+    "producer_request_hold": "hold producers",
+    "producer_exception": "fail producers",
+    "consumer_backlog_eviction": "evict consumers",
+}
+
 COLUMNS = (
     Column("topic", "Topic"),
     Column("policy", "Backlog policy"),
@@ -53,7 +60,7 @@ def quota_row(topic: QuotaSummary, now: int, palette: Palette) -> LiveRow:
     status = topic.status
     quota = status.quota
     state = state_cell(topic, now, palette)
-    policy = status.backlog_policy
+    policy = POLICY_WORDS.get(status.backlog_policy or "", status.backlog_policy)
     return LiveRow(
         key=topic.topic,
         cells=(

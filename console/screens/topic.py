@@ -121,7 +121,7 @@ def policy_value(policy: EffectivePolicy, field: str) -> str:
 
 
 def state_line(data: TopicData, palette: Palette) -> Text:
-    """``state over quota · over quota (size): evicts next cycle``: the words the
+    """``state over quota · backlog quota over quota (size)``: the words the
     Overview shows, then the quota's own label when it is not ``ok``."""
     text = Text("state ", style=palette.muted)
     for index, word in enumerate(data.states):
@@ -221,14 +221,11 @@ def segment_row(
         plan_sorts: tuple[object, ...] = (None, None, None)
         search = ""
     else:
-        reason = decision.reason
+        reason, deletes = decision.reason, decision.decision == "delete"
         if reason == "KEEP_ACTIVE" and s.sealed:
             reason = "KEEP_ACTIVE (then)"  # sealed since the plan: no longer its decision
         plan_cells = (
-            Text(
-                decision.decision,
-                style=palette.muted if stale else palette.error if decision.decision == "delete" else "",
-            ),
+            Text(decision.decision, style=palette.muted if stale else palette.error if deletes else ""),
             Text(reason, style=palette.muted if stale else palette.warning if decision.detail else ""),
             Text(eligible_text(decision.eligible_at, plan_now), style=palette.muted if stale else ""),
         )

@@ -55,7 +55,8 @@ class Palette:
         )
 
     def level(self, fraction: float) -> Style:
-        if fraction >= 1.0:
+        # Strictly over, as the engine compares: a backlog exactly at its quota is ok.
+        if fraction > 1.0:
             return self.error
         if fraction >= WARN_AT:
             return self.warning

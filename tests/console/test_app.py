@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from console_fixtures import HOUR, NOW, TERMINAL, settle
 
 from console import format
 from console.commands import EbbCommands

@@ -48,9 +48,7 @@ def build(root: Path) -> None:
     with Broker(root, clock=lambda: NOW) as broker:
         for name in EXPECTED:
             broker.create_topic(name, 1, {"segment_size": "1 KiB"}, actor="test")
-            records = [
-                NewRecord(value=bytes(100), key=None, timestamp=NOW - 60 * MINUTE + m * MINUTE) for m in range(40)
-            ]
+            records = [NewRecord(bytes(100), None, NOW - 60 * MINUTE + m * MINUTE) for m in range(40)]
             for start in range(0, 40, 5):
                 broker.produce(name, records[start : start + 5], partition=0)
             broker.create_group(name, "slow", "subscriber")
@@ -156,18 +154,15 @@ def test_retention_shows_every_finite_limit(console_data: Path) -> None:
         broker.alter_topic("orders", {"max_time": "7d", "max_partition_size": "infinite"}, actor="test")
         topics = {t.name: t for t in load_overview(broker).topics}
     # pruned by its size cap although its retention time is infinite: both are shown
-    assert retention_text(topics["metrics"]) == "4.0 KiB · cap 8.0 KiB/p"
+    assert retention_text(topics["metrics"]) == "4 KiB · cap 8 KiB/p"
     assert retention_text(topics["orders"]) == "30m · cap 7d"
-    assert retention_text(topics["clickstream"]) == "1h · cap 100.0 GiB/p"  # the default cap is finite too
+    assert retention_text(topics["clickstream"]) == "1h · cap 100 GiB/p"  # the default cap is finite too
 
 
 def test_a_cycle_took_its_planning_and_its_applying() -> None:
     cycle = {"now": 1_000, "started": 3_000, "duration_ms": 500}
-    assert (CycleTimes.of(cycle).plan_ms, CycleTimes.of(cycle).apply_ms, CycleTimes.of(cycle).total_ms) == (
-        2_000,
-        500,
-        2_500,
-    )
+    times = CycleTimes.of(cycle)
+    assert (times.plan_ms, times.apply_ms, times.total_ms) == (2_000, 500, 2_500)
     running = {"now": 1_000, "started": 3_000, "duration_ms": None}
     assert CycleTimes.of(running).total_ms is None
     row = cycle_row(
@@ -210,3 +205,46 @@ def test_a_plan_never_looks_fresher_than_it_is(console_data: Path) -> None:
     segment = SegmentState(0, 0, 10, 100, NOW - HOUR, NOW - HOUR, True, Decision("keep", "KEEP_ACTIVE", None, None))
     row = segment_row(segment, NOW + HOUR, None, PLAIN, plan_now=NOW, stale=True)
     assert [c.plain for c in row.cells[-3:]] == ["keep", "KEEP_ACTIVE (then)", "-"]
+
+
+# -- snapshots ---------------------------------------------------------------------------------
+
+
+def test_quota_states_snapshot(snap_compare, make_console, quota_data: Path) -> None:
+    assert snap_compare(make_console(data=quota_data), terminal_size=TERMINAL, run_before=settle)
+
+
+def test_quotas_view_snapshot(snap_compare, make_console, quota_data: Path) -> None:
+    async def quotas(pilot) -> None:
+        await settle(pilot)
+        await pilot.press("3")
+        await settle(pilot)
+
+    assert snap_compare(make_console(data=quota_data), terminal_size=TERMINAL, run_before=quotas)
+
+
+def test_pause_confirmation_snapshot(snap_compare, make_console) -> None:
+    async def ask(pilot) -> None:
+        await settle(pilot)
+        await pilot.press("z")
+        await settle(pilot)
+
+    assert snap_compare(make_console(), terminal_size=TERMINAL, run_before=ask)
+
+
+def test_journal_kind_picker_snapshot(snap_compare, make_console) -> None:
+    async def pick(pilot) -> None:
+        await settle(pilot)
+        await pilot.press("4", "a")
+        await settle(pilot)
+
+    assert snap_compare(make_console(), terminal_size=TERMINAL, run_before=pick)
+
+
+def test_journal_policy_changes_snapshot(snap_compare, make_console) -> None:
+    async def changes(pilot) -> None:
+        await settle(pilot)
+        await pilot.app.show_journal_kind("policy_change")
+        await settle(pilot)
+
+    assert snap_compare(make_console(), terminal_size=TERMINAL, run_before=changes)

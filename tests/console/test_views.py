@@ -169,7 +169,7 @@ def test_quotas_model_on_the_fixed_catalog(console_data: Path) -> None:
     assert payments.backlog_bytes == 14640 and payments.oldest_ms == 2 * HOUR
     assert topics[0].furthest_behind == "ledger"
     assert payments.breaches == ("size",) and not payments.engine.exceeded
-    assert payments.label(NOW) == "over quota (size): evicts next cycle"
+    assert payments.label(NOW) == "over quota (size)"
     orders = next(t for t in topics if t.topic == "orders")
     assert not orders.status.quota.finite and orders.status.word == "no quota"
     # the largest per-partition backlog (partition 0), not the sum over partitions
