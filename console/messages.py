@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 class ViewLoaded(Message):
     """A view's data, loaded off the UI thread."""
 
-    def __init__(self, screen: Screen, data: Any, load_ms: float) -> None:
+    def __init__(self, screen: LiveScreen[Any], data: Any, load_ms: float) -> None:
         super().__init__()
         self.screen = screen
         self.data = data

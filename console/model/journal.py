@@ -79,7 +79,7 @@ class CycleTimes:
     apply_ms: int | None
 
     @classmethod
-    def of(cls, cycle: dict[str, Any]) -> "CycleTimes":
+    def of(cls, cycle: dict[str, Any]) -> CycleTimes:
         now, started = cycle["now"], cycle["started"]
         return cls(started - now if now is not None and started >= now else None, cycle["duration_ms"])
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from console_fixtures import HOUR, NOW, TERMINAL, settle
 
 from console import format
 from console.commands import EbbCommands

@@ -10,7 +10,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from console_fixtures import NOW, TERMINAL, settle
 from rich.console import Console
 from textual.widgets import Input, Static
 

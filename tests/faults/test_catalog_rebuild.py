@@ -174,9 +174,8 @@ def test_a_rebuild_is_refused_while_another_process_has_the_catalog_open(ebb, po
 def test_a_prune_cycle_writes_the_positions_committed_since(data_dir: Path) -> None:
     """Forward positions are written at the latest at the end of each cycle, by the
     engine, whoever committed them: at most one cycle old."""
-    from tests.faults.campaign.workload import reference_work
-
     from engine.prune.executor import execute
+    from tests.faults.campaign.workload import reference_work
 
     with Broker(data_dir) as engine, Broker(data_dir) as consumer:
         engine.create_topic(TOPIC, 1)
