@@ -50,6 +50,7 @@ from engine.policy.units import (
     parse_duration,
     parse_size,
 )
+from engine.prune import spark_service
 from engine.store.batch import NewRecord
 
 
@@ -677,6 +678,8 @@ def cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(prune_cli, "spark_engine_for", no_spark)
         patch.setattr(engine_cmd, "spark_engine_for", no_spark)
+        # `ebb spark start` would leave a real server behind (tests/prune/test_spark_service.py starts them).
+        patch.setattr(spark_service, "ensure_running", no_spark)
         patch.setattr(console_cmd, "run_console", no_console)
         patch.setattr(sys, "stdin", sys.stdin)  # Cli.run replaces it: put back after the tests
         patch.chdir(work)  # nothing may land in the current directory either
