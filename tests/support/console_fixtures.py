@@ -141,4 +141,20 @@ async def settle(pilot) -> None:
     # to date, so a snapshot never races the tick (Spark "starting" against "ready").
     for screen in pilot.app.screen_stack:
         pilot.app.sync_top_bar(screen)
+    # The footer redraws its keys one refresh after a screen's bindings change (a load
+    # that enables ctrl+s); on a loaded machine that refresh can come after the
+    # snapshot. Redraw it now, so the keys shown are those the screen offers.
+    import asyncio
+
+    from textual.widgets import Footer
+
+    for footer in pilot.app.screen.query(Footer):
+        redrawn = asyncio.Event()
+
+        async def redraw(footer: Footer = footer, redrawn: asyncio.Event = redrawn) -> None:
+            await footer.recompose()
+            redrawn.set()
+
+        footer.call_later(redraw)  # in the footer's own context, as its refresh would
+        await redrawn.wait()
     await pilot.pause()
