@@ -48,10 +48,12 @@ def cells(table: LiveTable, column: int) -> dict[str, str]:
 
 
 async def until(pilot, condition: Callable[[], bool]) -> None:
-    for _ in range(500):
+    """Poll for ``condition`` (for 20 s at most): settling would wait for a worker
+    that a test holds on purpose."""
+    for _ in range(1000):
         if condition():
             return
-        await pilot.pause(0.01)
+        await pilot.pause(0.02)
     raise AssertionError("the condition never held")
 
 

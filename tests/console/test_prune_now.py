@@ -19,6 +19,7 @@ import pytest
 from console.modals.prune_now import PruneNowScreen
 from engine.broker import Broker
 from engine.journal.journal import Journal
+from tests.console.test_overview import until
 from tests.support.console_fixtures import NOW, TERMINAL, settle
 
 #: takes the prune lock of argv[1] as a cycle does, says so, holds it until stdin closes
@@ -80,15 +81,6 @@ def journaled_cycles(root: Path) -> list[dict]:
         return Journal(broker.catalog).cycles()
 
 
-async def until(pilot, condition: Callable[[], bool]) -> None:
-    """Poll (not settle: the cycle's worker is blocked on purpose)."""
-    for _ in range(1000):
-        if condition():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("the condition never held")
-
-
 async def previewed(app, pilot) -> PruneNowScreen:
     await settle(pilot)
     app.open_prune_now(["orders"])
@@ -99,16 +91,24 @@ async def previewed(app, pilot) -> PruneNowScreen:
     return dialog
 
 
+async def confirmed_while_another_cycle_runs(app, pilot, other_cycle) -> tuple[PruneNowScreen, OtherCycle]:
+    """A preview of orders, another process taking the prune lock, then ``c``: until
+    the dialog names that process (polling: settling would wait for the blocked worker)."""
+    dialog = await previewed(app, pilot)
+    other = other_cycle()
+    await pilot.press("c")
+    await until(pilot, lambda: f"pid {other.pid}" in status(dialog))
+    return dialog, other
+
+
 async def test_confirm_waits_for_another_process_cycle_then_applies_the_preview(
     make_console, spark_engine, console_data: Path, other_cycle
 ) -> None:
     app = make_console(spark=spark_engine)
     async with app.run_test(size=TERMINAL) as pilot:
-        dialog = await previewed(app, pilot)
-        other = other_cycle()
-        await pilot.press("c")
-        await until(pilot, lambda: "Waiting for the prune lock" in status(dialog))
-        assert f"pid {other.pid}" in status(dialog) and dialog.phase == "applying"
+        dialog, other = await confirmed_while_another_cycle_runs(app, pilot, other_cycle)
+        assert "Waiting for the prune lock: a cycle of another process" in status(dialog)
+        assert dialog.phase == "applying"
         assert journaled_cycles(console_data) == []  # nothing planned or applied meanwhile
         other.release()
         await settle(pilot)
@@ -124,10 +124,7 @@ async def test_esc_stops_waiting_for_the_lock_and_nothing_is_deleted(
 ) -> None:
     app = make_console(spark=spark_engine)
     async with app.run_test(size=TERMINAL) as pilot:
-        dialog = await previewed(app, pilot)
-        other = other_cycle()
-        await pilot.press("c")
-        await until(pilot, lambda: f"pid {other.pid}" in status(dialog))
+        dialog, other = await confirmed_while_another_cycle_runs(app, pilot, other_cycle)
         await pilot.press("escape")
         await until(pilot, lambda: dialog.phase == "cancelled")
         assert status(dialog) == "Cancelled: nothing was deleted."
