@@ -20,7 +20,8 @@ What is measured (every view is one entry of :data:`VIEWS`):
   (UI thread) and ``load`` (worker) the app records (``app.last_show_ms``,
   ``app.last_load_ms``); and until every row's backlog and state are filled in (the
   rows come first, console/model/overview.py): the time a first paint waiting for
-  the whole load would take, measured in the same run;
+  the whole load would take, measured in the same run; and what a fresh process
+  spends importing the console before that (launch -> first frame is their sum);
   ``--first-paint-only`` stops there;
 - per view, *open*: wall time from ``switch_mode`` (what its key does) or
   ``open_topic`` until its first ``show`` is done, with that show and load (a first
@@ -65,6 +66,8 @@ import os
 import pstats
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -482,6 +485,21 @@ def report(results: list[dict[str, Any]]) -> None:
                 print(v["profile"]["text"])
 
 
+#: fresh processes timed importing the console
+IMPORT_RUNS = 3
+
+
+def import_ms() -> float:
+    """What ``ebb console`` spends importing before it creates the host and the app,
+    timed in a fresh interpreter (this one has imported everything already)."""
+    code = (
+        "import time; began = time.perf_counter(); import console.app, console.cli.console_cmd; "
+        "print((time.perf_counter() - began) * 1000)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(done.stdout)
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=10_000, help="synthetic partitions in all (default 10000)")
@@ -539,7 +557,13 @@ def main() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
         if built and not args.keep and not args.named_catalog:
             shutil.rmtree(args.catalog, ignore_errors=True)
+    imports = statistics.median(import_ms() for _ in range(IMPORT_RUNS))
     report(results)
+    print()
+    print(
+        f"a fresh process imports the console in {imports:.0f} ms (median of {IMPORT_RUNS}): launch -> first "
+        + ", ".join(f"{r['catalog']} {imports + r['first_paint']['wall_ms']:.0f} ms" for r in results)
+    )
     load_after = os.getloadavg()
     print()
     print(f"load average {fmt_load(load_before)} before, {fmt_load(load_after)} after")
