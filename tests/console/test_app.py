@@ -248,7 +248,7 @@ async def test_a_failing_load_is_a_notification_not_a_crash(make_console, monkey
     async with app.run_test(size=TERMINAL) as pilot:
         await settle(pilot)
 
-        def broken(_broker):
+        def broken(_broker, *_steps):
             raise OSError("disk on fire")
 
         monkeypatch.setattr("console.screens.overview.load_overview", broken)
