@@ -77,7 +77,9 @@ ALLOWED: dict[str, set[str]] = {
     "engine/catalog/queries.py": {"','.join('?' * len(topics))", "_POSITIONS_SQL.format(where=where)", "where"},
     # _Where joins terms that are literals of this module (checked below).
     "engine/journal/journal.py": {"' AND '.join(self.terms)", "where.sql()"},
-    # "WHERE p.topic = ?" or nothing.
+    # "WHERE column IN (?, ...)", one "?" per topic, or nothing; the topics are
+    # parameters, the column a literal of the module's _TOPIC_COLUMN.
+    "engine/catalog/bulk_reads.py": {"where", "column", "', '.join('?' * len(names))"},
     # The planner's bucketed table: quoted identifiers of its schema (types from a
     # fixed map) and an integer; its name and location go as parameters.
     "engine/prune/bucketed.py": {"ddl(schema)", "_quoted([key])", "_quoted(order)", "int(buckets)"},
