@@ -42,9 +42,9 @@ class TopicSummary:
     #: the backlog is still being read
     quota: QuotaStatus | None
 
-    def states(self, paused: bool) -> tuple[str, ...] | None:
+    def states(self) -> tuple[str, ...] | None:
         """The state words; None while the backlog (which decides the quota's) is pending."""
-        return None if self.quota is None else topic_states(self.policy, self.quota, paused)
+        return None if self.quota is None else topic_states(self.policy, self.quota)
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ def _compact_size(value: int) -> str:
 def topic_row(topic: TopicSummary, data: OverviewData, palette: Palette) -> LiveRow:
     retention = retention_text(topic)
     oldest_age = None if topic.oldest_timestamp is None else data.now - topic.oldest_timestamp
-    states = topic.states(data.paused)
+    states = topic.states()
     quota = topic.quota
     backlog_order: float | int | None
     if quota is None or states is None:
