@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from console.modals.prune_now import PruneNowScreen
+from console.model.plan_preview import PartitionPreview, PlanPreview
 from engine.broker import Broker
 from engine.journal.journal import Journal
 from tests.console.test_overview import until
@@ -176,3 +177,19 @@ except LockTimeout as held:
     print(f"held by pid {held.holder}")
     sys.exit(3)
 """
+
+
+def test_the_differences_say_what_each_plan_deletes_and_never_unchanged_for_a_moved_log_start() -> None:
+    """A cycle that ran between preview and confirm moved the log start itself: the new
+    plan deletes nothing there, which must not read "log start 1,268 → unchanged"."""
+
+    def plan(*partitions: PartitionPreview) -> PlanPreview:
+        return PlanPreview(now=0, partitions=partitions, groups=(), held_topics=(), rejected={})
+
+    previewed = plan(PartitionPreview("payments", 0, 4, 4096, 1000, 1268), PartitionPreview("orders", 1, 1, 10, 5, 9))
+    now = plan(PartitionPreview("orders", 1, 2, 20, 5, 12))
+    assert previewed.differences(now) == [
+        "orders/1: 1 → 2 segment(s) to delete, log start to 9 → to 12",
+        "payments/0: 4 → 0 segment(s) to delete, log start to 1,268 → not moved",
+    ]
+    assert previewed.differences(previewed) == []
