@@ -6,7 +6,9 @@ command as a whole ``ebb`` process (what an operator waits for), ``--runs`` time
 - *cold*: nothing running (``ebb spark stop`` before each run): the command starts the
   data directory's Spark service and waits for it;
 - *warm*: ``ebb engine`` running on the data directory (attached to the service, its
-  first cycle done); the command attaches to the warm server;
+  first cycle done, and the service's own warm-up, engine/prune/spark_warmup.py,
+  ended: a server as an operator finds it some seconds after it started); the
+  command attaches to the warm server;
 - *in-process*: ``--spark-master local[*]``, a JVM of the command's own (what every
   command did before the service), for reference.
 
@@ -15,6 +17,12 @@ targets of issue 13 (warm explain at most 0.2 of cold, and at most 1.5 s). Then 
 warm one-shot's time goes, from one instrumented run in a subprocess: Python start and
 imports of the CLI, the import of the Spark Connect client, attaching a session, the
 plan (snapshot, then Spark), and leaving.
+
+The console (``--console-runs`` launches each way, headless at 120x40, its Spark and
+schedule on, as ``ebb console`` runs them): seconds from launching its process to its
+imports done, the dashboard showing the topics, its Spark session ready and its first
+prune cycle journaled; cold (no server: the console starts it) against warm (the
+server left up and warm by the engine above).
 
 Run from the repository root: ``python bench/latency.py`` (about 5-10 minutes on the
 2-core machine, most of it the cold runs), ``python bench/latency.py --runs 3``. The
@@ -36,8 +44,10 @@ import time
 from pathlib import Path
 
 from engine.prune.session import MASTER_ENV
+from engine.prune.spark_service import ServiceDir
 
 REPO = Path(__file__).resolve().parent.parent
+WARM_UP_WAIT_SECONDS = 600.0
 
 #: the whole ``ebb`` process, instrumented; prints one JSON line of phase times (s)
 _PHASES = """
@@ -70,6 +80,53 @@ last, phases = began, {}
 for name, at in marks.items():
     phases[name], last = at - last, at
 print(json.dumps(phases))
+"""
+
+#: the console as ``ebb console`` runs it (headless, 120x40), its Spark and schedule
+#: on; prints one JSON line: epoch seconds of each milestone
+_CONSOLE = """
+import time
+marks = {"process started": time.time()}
+import asyncio, json, os, sys
+from pathlib import Path
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+from textual.css.query import NoMatches
+from console.app import EbbApp
+from console.host import ConsoleHost
+from console.settings import ConsoleSettings
+from console.widgets.live_table import LiveTable
+marks["imports"] = time.time()
+host = ConsoleHost(Path(sys.argv[1]))
+app = EbbApp(host, settings=ConsoleSettings(Path(sys.argv[2])))
+
+def dashboard() -> bool:
+    try:
+        return app.screen.query_one("#topics", LiveTable).row_count > 0
+    except NoMatches:
+        return False
+
+async def until(what, condition):
+    deadline = time.monotonic() + 600
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+    marks[what] = time.time()
+
+async def main():
+    async with app.run_test(size=(120, 40)):
+        await until("dashboard (topics shown)", dashboard)
+        await until("Spark ready", lambda: host.engine_status().session in ("ready", "failed"))
+        await until("first cycle journaled", lambda: host.engine_status().last_report is not None)
+        report = host.engine_status().last_report
+        if report.outcome is None:
+            raise SystemExit(f"the first cycle failed: {report}")
+
+try:
+    asyncio.run(main())
+finally:
+    host.close()
+print(json.dumps(marks))
 """
 
 
@@ -119,12 +176,46 @@ def stop_engine(engine: subprocess.Popen[bytes]) -> None:
         engine.wait()
 
 
+def wait_warmed_up(data: Path) -> float:
+    """Seconds until the service's warm-up (engine/prune/spark_warmup.py) has ended."""
+    began = time.monotonic()
+    while not ServiceDir(data).warmed_up():
+        if time.monotonic() - began > WARM_UP_WAIT_SECONDS:
+            raise SystemExit(f"the Spark service did not warm up within {WARM_UP_WAIT_SECONDS:g} s")
+        time.sleep(0.5)
+    return time.monotonic() - began
+
+
+def console_milestones(data: Path, settings: Path) -> dict[str, float] | None:
+    """Seconds from launching the console until each milestone of :data:`_CONSOLE`;
+    None if it failed (said on stdout)."""
+    # A file, not ``python -c``: pyspark's Connect client takes a main module without
+    # a file for a doctest run, and the console failed silently under -c (measured).
+    script = settings.parent / "console_milestones.py"
+    script.write_text(_CONSOLE)
+    began = time.time()
+    done = subprocess.run(
+        [sys.executable, str(script), str(data), str(settings)], check=False, capture_output=True, env=env(),
+        cwd=REPO,
+    )  # fmt: skip
+    if done.returncode != 0:
+        output = (done.stderr or done.stdout).decode().strip()[-500:]
+        print(f"the console failed (status {done.returncode}), run not counted: {output}", flush=True)
+        return None
+    marks = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    return {name: at - began for name, at in marks.items()}
+
+
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def stats(times: list[float]) -> str:
     return f"median {statistics.median(times):6.2f} s  (min {min(times):.2f}, max {max(times):.2f})"
+
+
+def short(times: list[float]) -> str:
+    return f"{statistics.median(times):.2f} ({min(times):.2f}, {max(times):.2f})"
 
 
 COMMANDS = {"explain": ("explain", "demo"), "prune --dry-run": ("prune", "--dry-run")}
@@ -135,13 +226,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--records", type=int, default=400)
+    parser.add_argument("--console-runs", type=int, default=2, help="console launches, cold and warm (default 2)")
     parser.add_argument("--no-in-process", action="store_true", help="skip the --spark-master local[*] runs")
     args = parser.parse_args()
     print(f"load average before: {load()}")
     with tempfile.TemporaryDirectory(prefix="ebb-latency-") as tmp:
         data = Path(tmp) / "data"
         make_topic(data, args.partitions, args.records)
+        settings = Path(tmp) / "console-settings.json"
         results: dict[str, dict[str, list[float]]] = {name: {} for name in COMMANDS}
+        console: dict[str, list[dict[str, float]]] = {"cold": [], "warm": []}
         try:
             for name, command in COMMANDS.items():
                 cold = []
@@ -149,11 +243,16 @@ def main() -> None:
                     run(data, "spark", "stop")
                     cold.append(run(data, *command))
                 results[name]["cold"] = cold
+            for _ in range(args.console_runs):
+                run(data, "spark", "stop")
+                if (milestones := console_milestones(data, settings)) is not None:
+                    console["cold"].append(milestones)
             run(data, "spark", "stop")
             engine = start_engine(data)
             try:
+                warmed = wait_warmed_up(data)
                 for name, command in COMMANDS.items():
-                    run(data, *command)  # not counted: the first plan of this shape on the server
+                    run(data, *command)  # not counted: this command's first plan on the server
                     results[name]["warm"] = [run(data, *command) for _ in range(args.runs)]
                 began = time.monotonic()
                 done = subprocess.run(
@@ -165,6 +264,10 @@ def main() -> None:
                     phases = {"interpreter start and exit": wall - sum(phases.values()), **phases}
             finally:
                 stop_engine(engine)
+            # The engine gone, its server stays up, warm, for the console to attach to.
+            for _ in range(args.console_runs):
+                if (milestones := console_milestones(data, settings)) is not None:
+                    console["warm"].append(milestones)
             if not args.no_in_process:
                 for name, command in COMMANDS.items():
                     results[name]["in-process"] = [
@@ -183,6 +286,18 @@ def main() -> None:
         if "in-process" in by_mode:
             line += f"; warm / in-process {warm / statistics.median(by_mode['in-process']):.3f}"
         print(line + f"; warm {'<=' if warm <= 1.5 else '>'} 1.5 s")
+    print(f"\n(warm runs began once the service's warm-up had ended, {warmed:.1f} s after the engine's first cycle)")
+    print(f"\nthe console, launch to each milestone: median of {args.console_runs} (min, max)")
+    print(f"  {'':<28}{'cold (no server)':>22}{'warm (server up)':>22}{'warm / cold':>13}")
+    for milestone in console["cold"][0] if console["cold"] and console["warm"] else ():
+        if milestone == "process started":
+            continue
+        cold_s = [m[milestone] for m in console["cold"]]
+        warm_s = [m[milestone] for m in console["warm"]]
+        print(
+            f"  {milestone:<28}{short(cold_s):>22}{short(warm_s):>22}"
+            f"{statistics.median(warm_s) / statistics.median(cold_s):>13.3f}"
+        )
     print("\nwhere a warm one-shot explain's time goes (one instrumented process):")
     for phase, seconds in phases.items():
         print(f"  {phase:<32} {seconds:6.2f} s" if isinstance(seconds, float) else f"  {phase}: {seconds}")

@@ -12,6 +12,7 @@ directory)::
     start.lock     held while a server is started or stopped: two starts get one server
     attached.lock  held shared by every client attached to the server
     plans          one byte appended per plan served; its mtime is the server's last use
+    warmed-up      written once the warm-up (engine/prune/spark_warmup.py) has ended
 
 The server is a JVM run by a small supervisor process (:mod:`engine.prune.spark_supervisor`),
 which stops it once it has been idle for the configured time: no client attached and
@@ -46,6 +47,7 @@ CONF_NAME = "server.conf"
 START_LOCK = "start.lock"
 ATTACH_LOCK = "attached.lock"
 PLANS_NAME = "plans"
+WARMED_NAME = "warmed-up"
 SUPERVISOR_MODULE = "engine.prune.spark_supervisor"
 
 #: the master of the service's own JVM unless ``[spark.conf] "spark.master"`` says otherwise
@@ -140,6 +142,14 @@ class ServiceDir:
 
     def reset_plans(self) -> None:
         self._write_private(PLANS_NAME, "")
+        with contextlib.suppress(FileNotFoundError):
+            self.path(WARMED_NAME).unlink()
+
+    def record_warm_up(self, outcome: str) -> None:
+        self._write_private(WARMED_NAME, outcome)
+
+    def warmed_up(self) -> bool:
+        return self.path(WARMED_NAME).exists()
 
     def record_plan(self) -> None:
         """Count a plan served: one byte appended (atomic with O_APPEND), which also
@@ -394,7 +404,7 @@ def status(data_root: Path) -> dict[str, Any]:
     service = ServiceDir(data_root)
     state = running(service)
     if state is None:
-        return {"state": "stopped", **dict.fromkeys(_RUNNING_FIELDS), "plans_served": 0}
+        return {"state": "stopped", **dict.fromkeys(_RUNNING_FIELDS), "plans_served": 0, "warmed_up": False}
     now = time.time()
     return {
         "state": "running",
@@ -404,6 +414,7 @@ def status(data_root: Path) -> dict[str, Any]:
         "address": state.address,
         "uptime_s": round(now - state.started / 1000, 1),
         "plans_served": service.plans_served(),
+        "warmed_up": service.warmed_up(),
         "rss_bytes": rss_bytes(state.pid),
         "idle_timeout_s": state.idle_timeout_ms / 1000,
         "idle_s": round(now - max(service.last_used(), state.started / 1000), 1),

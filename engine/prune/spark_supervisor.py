@@ -3,8 +3,10 @@
 Started detached by :func:`engine.prune.spark_service.ensure_running`; runs the JVM
 as its child, records it in ``server.json`` once it accepts connections, and stops it
 on SIGTERM (``ebb spark stop``), when it has been idle for its timeout, or exits when
-the JVM dies. Whatever ends this process, no JVM is left: the JVM gets SIGTERM from
-the kernel if this process dies first (``PR_SET_PDEATHSIG``).
+the JVM dies. Once the server is ready it also runs the warm-up
+(:mod:`engine.prune.spark_warmup`) beside it. Whatever ends this process, no JVM and
+no warm-up is left: they get SIGTERM from the kernel if this process dies first
+(``PR_SET_PDEATHSIG``).
 
 Stays small on purpose (no pyspark import): it lives as long as the server.
 """
@@ -26,6 +28,7 @@ from typing import Any
 from engine.prune.spark_service import ServerState, ServiceDir
 
 _SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+_WARM_UP_MODULE = "engine.prune.spark_warmup"
 _PR_SET_PDEATHSIG = 1
 _PORT_ATTEMPTS = 3
 _JVM_STOP_SECONDS = 30.0
@@ -58,16 +61,27 @@ def _launch(args: argparse.Namespace, port: int, token: str) -> subprocess.Popen
         SPARK_HOME=args.spark_home, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
         SPARK_CONNECT_AUTHENTICATE_TOKEN=token,
     )  # fmt: skip
+    return _child(command, env, Path(args.log))
+
+
+def _child(command: list[str], env: dict[str, str], log_file: Path) -> subprocess.Popen[bytes]:
+    """``command`` as a child that writes to ``log_file`` and dies with this process."""
     prctl = ctypes.CDLL(None, use_errno=True).prctl
 
     def die_with_parent() -> None:
         prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
 
-    with open(args.log, "ab") as log:
+    with open(log_file, "ab") as log:
         return subprocess.Popen(
             command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             preexec_fn=die_with_parent,  # noqa: PLW1509 - one prctl call, resolved before the fork
         )  # fmt: skip
+
+
+def _start_warm_up(args: argparse.Namespace) -> subprocess.Popen[bytes]:
+    log = Path(args.log)
+    command = [sys.executable, "-m", _WARM_UP_MODULE, args.service_dir, "--log-dir", str(log.parent)]
+    return _child(command, dict(os.environ), log)
 
 
 def _listening(port: int) -> bool:
@@ -78,15 +92,15 @@ def _listening(port: int) -> bool:
         return False
 
 
-def _stop_jvm(jvm: subprocess.Popen[bytes]) -> None:
-    if jvm.poll() is not None:
+def _stop(child: subprocess.Popen[bytes]) -> None:
+    if child.poll() is not None:
         return
-    jvm.terminate()
+    child.terminate()
     try:
-        jvm.wait(_JVM_STOP_SECONDS)
+        child.wait(_JVM_STOP_SECONDS)
     except subprocess.TimeoutExpired:
-        jvm.kill()
-        jvm.wait()
+        child.kill()
+        child.wait()
 
 
 def _start_jvm(
@@ -101,7 +115,7 @@ def _start_jvm(
             time.sleep(_READY_POLL_SECONDS)
         if jvm.poll() is None and not stopping.is_set():
             return jvm, port
-        _stop_jvm(jvm)
+        _stop(jvm)
         if stopping.is_set():
             return None
         _log(Path(args.log), f"the Spark Connect server exited during start-up (status {jvm.returncode})")
@@ -140,10 +154,12 @@ def serve(args: argparse.Namespace) -> int:
         )
     )
     _log(log, f"Spark Connect server (pid {jvm.pid}) ready on 127.0.0.1:{port}, master {args.master}")
+    warm_up = _start_warm_up(args)
     idle_timeout = args.idle_timeout_ms / 1000
     poll = min(5.0, max(0.2, idle_timeout / 10))
     try:
         while not stopping.wait(poll):
+            warm_up.poll()  # reaped once done: no zombie for the server's lifetime
             if jvm.poll() is not None:
                 _log(log, f"the Spark Connect server exited (status {jvm.returncode})")
                 return 1
@@ -159,13 +175,14 @@ def serve(args: argparse.Namespace) -> int:
                     # Forgotten before the JVM ends: a client waiting for the lock
                     # then starts a new server instead of attaching to a dying one.
                     service.clear_state(os.getpid())
-                    _stop_jvm(jvm)
+                    _stop(jvm)
                     return 0
         _log(log, "stopping the Spark Connect server (asked to)")
         return 0
     finally:
         service.clear_state(os.getpid())
-        _stop_jvm(jvm)
+        _stop(warm_up)
+        _stop(jvm)
 
 
 def main() -> int:

@@ -29,6 +29,7 @@ from engine.errors import InvalidInput, SparkUnavailable
 from engine.prune import spark_service
 from engine.prune.pruner import Pruner
 from engine.prune.session import MASTER_ENV, SparkEngine, spark_engine_for
+from engine.prune.spark_warmup import WARM_UP_PLANS
 from tests.support.cli import REPO, CliResult, ebb_command
 
 NOW = "2099-01-01T00:00:00Z"  # the produced records all older than retention_time
@@ -282,3 +283,26 @@ def test_progress_goes_to_a_terminal_only_once_a_second(monkeypatch: pytest.Monk
         progress.show(waited)
     progress.clear()
     assert stderr.getvalue() == ("\rstarting Spark… 1 s\rstarting Spark… 2 s\r\033[K" if tty else "")
+
+
+def test_the_service_warms_up_once_without_counting_its_plans(service: Path) -> None:
+    # A test above kills the server on purpose: this one needs a server of its own start.
+    started = run_ebb(service, "spark", "start")
+    assert started.code == 0, started.err
+    deadline = time.monotonic() + 300
+    while not status(service)["warmed_up"] and time.monotonic() < deadline:
+        time.sleep(1)
+    outcome = (service / "spark" / "warmed-up").read_text()
+    assert outcome.startswith(f"Spark service warmed up: {WARM_UP_PLANS} plans"), outcome
+    # a plain client of the server: its plans are not the clients' plans served
+    assert status(service)["plans_served"] < WARM_UP_PLANS
+    assert not [pid for pid in os.listdir("/proc") if pid.isdigit() and _warm_up_of(int(pid)) == str(service / "spark")]
+
+
+def _warm_up_of(pid: int) -> str | None:
+    """The service directory of a warm-up process, None if ``pid`` is none."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return None
+    return argv[3] if argv[1:3] == ["-m", "engine.prune.spark_warmup"] and len(argv) > 3 else None
