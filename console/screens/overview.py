@@ -11,6 +11,7 @@ from textual.widgets import DataTable
 
 from console import format
 from console.host import ConsoleHost
+from console.model.history import History, load_history
 from console.model.overview import OverviewData, TopicSummary, load_overview
 from console.screens.base import LiveScreen
 from console.screens.topic_actions import TOPIC_BINDINGS, TopicActions
@@ -96,6 +97,7 @@ class OverviewRows:
     #: the topics table's rows, built in the worker (a 1,000-topic catalog is
     #: tens of ms of string work the UI thread must not do)
     rows: tuple[LiveRow, ...]
+    history: History
 
 
 class OverviewScreen(TopicActions, LiveScreen[OverviewRows]):
@@ -109,14 +111,15 @@ class OverviewScreen(TopicActions, LiveScreen[OverviewRows]):
     def load(self, host: ConsoleHost) -> OverviewRows:
         with host.reading() as broker:
             data = load_overview(broker)
+            history = load_history(broker.catalog, data.cycles, data.now)
         # The palette is read, not changed: a theme switch replaces the whole dict.
         palette = Palette.of(self.app)
-        return OverviewRows(data, tuple(topic_row(t, data, palette) for t in data.topics))
+        return OverviewRows(data, tuple(topic_row(t, data, palette) for t in data.topics), history)
 
     def show(self, loaded: OverviewRows) -> None:
         data = loaded.data
         self.query_one("#topics", LiveTable).show(loaded.rows)
-        self.query_one(EnginePanel).show(self.ebb.host.engine_status(), data.cycles, data.now)
+        self.query_one(EnginePanel).show(self.ebb.host.engine_status(), data.cycles, data.now, loaded.history)
         self.ebb.known_topics = [t.name for t in data.topics]
 
     def focused_topic(self) -> str | None:

@@ -81,6 +81,11 @@ class DiskHistory:
         params = (since, until, *(topics or ()), max(1, bucket_ms))
         return [DiskSample(*row) for row in self.db.conn.execute(_HISTORY_SQL.format(topics=where), params)]
 
+    def oldest(self, topic: str) -> int | None:
+        """When the oldest sample of ``topic`` kept was taken (None: none yet)."""
+        row = self.db.conn.execute("SELECT MIN(time) FROM disk_samples WHERE topic = ?", (topic,)).fetchone()
+        return None if row[0] is None else int(row[0])
+
     def freed(self, topic: str, cycles: Sequence[int]) -> dict[int, int]:
         """Bytes of ``topic`` each of ``cycles`` deleted (cycles that deleted none of
         it are absent)."""
