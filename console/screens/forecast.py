@@ -20,16 +20,14 @@ from textual.widgets import DataTable, Static
 
 from console import format
 from console.host import ConsoleHost
+from console.model.capacity import HORIZON_MS, HOUR, week_ahead
 from console.model.history import History, load_history
 from console.screens.base import LiveScreen
 from console.widgets.charts import Chart, legend
-from console.widgets.forecast_chart import HOUR, forecast_chart
+from console.widgets.forecast_chart import forecast_chart
 from console.widgets.live_table import Column, LiveRow, LiveTable
 from engine.catalog.stats import partition_stats
-from engine.forecast.forecast import Forecast, Request, TopicForecast, instants
-
-#: a week, hourly, rates observed over the last hour: ``ebb forecast``'s defaults
-HORIZON_MS, STEP_MS, WINDOW_MS = 7 * 24 * HOUR, HOUR, HOUR
+from engine.forecast.forecast import Forecast, TopicForecast
 
 COLUMNS = (Column("topic", "Topic"), Column("partitions", "Partitions"), Column("bytes", "On disk"))
 
@@ -105,7 +103,7 @@ class ForecastScreen(LiveScreen[TopicsData]):
     def _forecast(self, topic: str) -> None:
         host = self.ebb.host
         now = host.clock()
-        request = Request(instants(now, HORIZON_MS, STEP_MS), WINDOW_MS, disk_budget=self._budget)
+        request = week_ahead(now, self._budget)
         try:
             with host.reading() as broker, broker.catalog.read():
                 past = load_history(broker.catalog, (), now, topic=topic, since=now - HORIZON_MS)

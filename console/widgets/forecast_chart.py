@@ -5,11 +5,10 @@ vertical one."""
 
 from __future__ import annotations
 
+from console.model.capacity import HOUR
 from console.model.history import History
 from console.widgets.charts import ChartSpec, Mark, Series, relative
 from engine.forecast.forecast import Forecast, TopicForecast
-
-HOUR = 3_600_000
 
 
 def _projection(topic: TopicForecast, now: int, label: str, role: str) -> Series:

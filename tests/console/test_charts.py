@@ -8,7 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from textual.widgets import Input, Static
 
+from console import format
+from console.modals.what_if_pane import WhatIfPane
+from console.model.capacity import week_ahead
 from console.model.history import load_history
 from console.screens.forecast import ForecastScreen
 from console.widgets.charts import Chart, series_roles, size_unit, time_unit
@@ -17,9 +21,11 @@ from engine.broker import Broker
 from engine.forecast.forecast import Breach, Forecast, PartitionPoint, Point, Request, TopicForecast
 from engine.forecast.rates import Rate
 from engine.journal.journal import Journal
-from tests.support.console_fixtures import HOUR, NOW, TERMINAL, settle
+from tests.support.console_fixtures import HOUR, NOW, TERMINAL, TOPICS, settle
 from tests.support.history_fixtures import CYCLES, STEP_MS, write_disk_history
 
+#: the overrides orders is created with
+ORDERS = TOPICS["orders"][1]
 THEMES = ("ebbtide-dark", "ebbtide-light", "ebbtide-high-contrast")
 
 
@@ -143,6 +149,50 @@ async def test_the_forecast_draws_the_past_before_now(make_console, charted: Pat
         assert f"past: {CYCLES} sample(s) over the last 1h" in str(screen.query_one("#forecast-summary").render())
 
 
+async def _what_if(pilot, field: str, text: str) -> WhatIfPane:
+    """Overview, orders (the 4th topic), ``e``, ``field`` set to ``text``, ``ctrl+t``."""
+    await settle(pilot)
+    await pilot.press("down", "down", "down", "e")
+    await settle(pilot)
+    pilot.app.screen.query_one(f"#field-{field}", Input).focus()
+    await pilot.press("end", "ctrl+u", *text)
+    await pilot.press("ctrl+t")
+    await settle(pilot)
+    return pilot.app.screen.query_one(WhatIfPane)
+
+
+async def test_the_what_if_charts_the_week_with_both_policies(make_console, spark_engine) -> None:
+    app = make_console(spark=spark_engine)
+    async with app.run_test(size=TERMINAL) as pilot:
+        pane = await _what_if(pilot, "max_partition_size", "4KiB")
+        spec = pane.query_one("#what-if-chart", Chart).spec
+        note = str(pane.query_one("#what-if-forecast-note").render())
+        shown = pane.query_one("#what-if-forecast").display
+        # the same forecast, asked directly: the chart shows its figures
+        direct = app.host.forecast(
+            week_ahead(NOW), ["orders"], overrides={"orders": {**ORDERS, "max_partition_size": "4KiB"}}
+        )
+    assert spec is not None and shown
+    saved, edited = spec.series
+    assert (saved.label, edited.label) == ("saved policy", "edited policy")
+    assert direct.saved is not None
+    assert saved.ys == tuple(p.bytes for p in direct.saved[0].points)
+    assert edited.ys == tuple(p.bytes for p in direct.topics[0].points)
+    assert len(edited.xs) == 7 * 24 + 1 and edited.xs[-1] == 168
+    # a size cap keeps less, at every instant, and less than the saved one at some
+    assert all(e <= s for e, s in zip(edited.ys, saved.ys)) and edited.ys != saved.ys
+    assert f"peak {format.size(max(saved.ys))} saved, {format.size(max(edited.ys))} edited" in note
+
+
+async def test_without_spark_the_what_if_says_so_and_charts_nothing(make_console) -> None:
+    app = make_console()  # no Spark lent: the engine is off
+    async with app.run_test(size=TERMINAL) as pilot:
+        pane = await _what_if(pilot, "max_partition_size", "4KiB")
+        assert "the Spark engine is off" in str(pane.query_one(Static).render())
+        assert not pane.query_one("#what-if-forecast").display
+        assert pane.query_one("#what-if-chart", Chart).spec is None
+
+
 # -- snapshots ----------------------------------------------------------------------------------
 
 
@@ -159,6 +209,13 @@ def _keys(*keys: str):
 @pytest.mark.parametrize("theme", THEMES)
 def test_overview_charts_snapshot(snap_compare, make_console, charted: Path, theme: str) -> None:
     assert snap_compare(make_console(theme=theme), terminal_size=TERMINAL, run_before=_keys())
+
+
+def test_what_if_chart_snapshot(snap_compare, make_console, spark_engine) -> None:
+    async def run_before(pilot) -> None:
+        await _what_if(pilot, "max_partition_size", "4KiB")
+
+    assert snap_compare(make_console(spark=spark_engine), terminal_size=TERMINAL, run_before=run_before)
 
 
 def test_topic_history_snapshot(snap_compare, make_console, charted: Path) -> None:
