@@ -55,7 +55,8 @@ def render_what_if(what_if: WhatIf, changes: str, palette: Palette) -> Renderabl
             f"segment(s), {format.size(what_if.spared_bytes)}"
         )
     parts += [goes, Text("")]
-    partitions = _table("Partition", "Go now", "Bytes", "Kept", "Log start now", "→ saved", "→ new")
+    # Short headers: the tables share the pane's width with the forecast chart.
+    partitions = _table("Part", "Go now", "Bytes", "Kept", "Log start", "→ saved", "→ new")
     for p in what_if.partitions:
         partitions.add_row(
             str(p.partition),
@@ -71,7 +72,7 @@ def render_what_if(what_if: WhatIf, changes: str, palette: Palette) -> Renderabl
         parts.append(Text("No group would skip unconsumed data.", style=palette.success))
         return Group(*parts)
     parts.append(Text("Groups that would skip unconsumed data:", style="bold"))
-    groups = _table("Group", "Kind", "Partition", "Position", "→ new", "Skips", "Saved skips", "Why")
+    groups = _table("Group", "Kind", "Part", "At", "→ new", "Skips", "Saved", "Why")
     for g in what_if.groups:
         groups.add_row(
             g.group,
@@ -119,7 +120,7 @@ class WhatIfPane(Horizontal):
         color: $error;
     }
     WhatIfPane #what-if-forecast {
-        width: 42;
+        width: 36;
         display: none;
     }
     WhatIfPane #what-if-forecast-note {
