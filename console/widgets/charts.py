@@ -153,9 +153,7 @@ class Chart(PlotextPlot):
                 shown = [(x, y / scale) for x, y in zip(series.xs, series.ys) if y]
                 if shown:
                     bar_xs, bar_ys = zip(*shown)
-                    # plotext sizes bars by the gap between those drawn: keep them as
-                    # narrow as if every cycle had one.
-                    width = BAR_WIDTH * _min_gap(series.xs) / _min_gap(bar_xs)
+                    width = _bar_width(series.xs, bar_xs)
                     plt.bar(list(bar_xs), list(bar_ys), color=colour, width=width, reset_ticks=False)
             else:
                 plt.plot(list(series.xs), [y / scale for y in series.ys], color=colour, marker="braille")
@@ -172,9 +170,14 @@ class Chart(PlotextPlot):
         self.refresh()
 
 
-def _min_gap(xs: Sequence[float]) -> float:
-    gaps = [b - a for a, b in zip(xs, xs[1:]) if b > a]
-    return min(gaps, default=1.0)
+def _bar_width(every: Sequence[float], drawn: Sequence[float]) -> float:
+    """plotext's ``width`` for bars at ``drawn``, so that each is :data:`BAR_WIDTH` of
+    the smallest gap between ``every`` x (as if every cycle had a bar): plotext makes
+    a bar ``width`` times the mean gap between those drawn (one bar: ``width`` x units)."""
+    gaps = [b - a for a, b in zip(every, every[1:]) if b > a]
+    wanted = BAR_WIDTH * min(gaps, default=1.0)
+    mean_gap = (max(drawn) - min(drawn)) / (len(drawn) - 1) if len(drawn) > 1 else 1.0
+    return min(1.0, wanted / mean_gap) if mean_gap > 0 else BAR_WIDTH
 
 
 def legend(series: Sequence[Series], variables: dict[str, str]) -> Text:

@@ -85,6 +85,16 @@ def test_units_and_theme_roles() -> None:
     assert series_roles(variables) == ("primary", "secondary", "accent", "error", "warning")
 
 
+def _keys(*keys: str):
+    async def run_before(pilot) -> None:
+        await settle(pilot)
+        for key in keys:
+            await pilot.press(key)
+            await settle(pilot)
+
+    return run_before
+
+
 # -- Pilot ----------------------------------------------------------------------------------------
 
 
@@ -132,11 +142,7 @@ async def test_the_forecast_draws_the_past_before_now(make_console, charted: Pat
     app = make_console()
     monkeypatch.setattr(app.host, "forecast", fake_forecast)
     async with app.run_test(size=TERMINAL) as pilot:
-        await settle(pilot)
-        await pilot.press("6")
-        await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
+        await _keys("6", "enter")(pilot)
         screen = app.screen
         assert isinstance(screen, ForecastScreen)
         spec = screen.query_one("#forecast-chart", Chart).spec
@@ -194,16 +200,6 @@ async def test_without_spark_the_what_if_says_so_and_charts_nothing(make_console
 
 
 # -- snapshots ----------------------------------------------------------------------------------
-
-
-def _keys(*keys: str):
-    async def run_before(pilot) -> None:
-        await settle(pilot)
-        for key in keys:
-            await pilot.press(key)
-            await settle(pilot)
-
-    return run_before
 
 
 @pytest.mark.parametrize("theme", THEMES)
