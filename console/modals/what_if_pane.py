@@ -29,8 +29,9 @@ from engine.forecast.forecast import Forecast
 TITLE = "What-if"
 INVITATION = (
     "ctrl+t plans this topic now with the policy in the form and with the saved one "
-    "(on Spark), and shows what the change would delete now and which groups would "
-    "skip unconsumed data. Saving does not need it."
+    "(on Spark), shows what the change would delete now and which groups would skip "
+    "unconsumed data, and charts a week's forecast of bytes on disk with both. Saving "
+    "does not need it."
 )
 
 

@@ -118,6 +118,27 @@ async def test_the_engine_panel_charts_the_journal(make_console, charted: Path) 
         assert "(KiB)" in str(panel.query_one("#engine-disk", Chart).render())
 
 
+def _colours(chart: Chart) -> set[str]:
+    """The colours the chart is drawn in, as ``#rrggbb``."""
+    text = chart.render()
+    styles = [s.style for s in text.spans if not isinstance(s.style, str)]
+    return {s.color.triplet.hex for s in styles if s.color is not None and s.color.triplet is not None}
+
+
+async def test_a_theme_switch_draws_the_charts_in_its_colours(make_console, charted: Path) -> None:
+    app = make_console(theme="ebbtide-dark")
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        chart = app.screen.query_one("#engine-freed", Chart)
+        before = app.theme_variables["accent"].lower()
+        assert before in _colours(chart)
+        await pilot.press("t")
+        await settle(pilot)
+        after = app.theme_variables["accent"].lower()
+        assert app.theme != "ebbtide-dark" and after != before
+        assert after in _colours(chart) and before not in _colours(chart)
+
+
 async def test_an_empty_journal_says_so_instead_of_a_chart(make_console) -> None:
     app = make_console()
     async with app.run_test(size=TERMINAL) as pilot:
