@@ -91,6 +91,9 @@ def _keys(*keys: str):
         for key in keys:
             await pilot.press(key)
             await settle(pilot)
+        # A table measures its new rows when idle: let it, before the picture (as screenshots/generate.py does).
+        await pilot.pause(0.3)
+        await settle(pilot)
 
     return run_before
 
