@@ -245,8 +245,11 @@ class ConsoleHost:
             self._remember(plan, topics)
         return plan
 
-    def forecast(self, request: Request, topics: Sequence[str]) -> Forecast:
-        """A capacity forecast of ``topics`` (engine/forecast) on the console's Spark."""
+    def forecast(
+        self, request: Request, topics: Sequence[str], overrides: Mapping[str, Mapping[str, str]] | None = None
+    ) -> Forecast:
+        """A capacity forecast of ``topics`` (engine/forecast) on the console's Spark;
+        with ``overrides``, a what-if over time (the saved policy's in ``saved``)."""
         with self._actor_lock:
             if self._actor is None:
                 self._actor = self._open()
@@ -254,7 +257,7 @@ class ConsoleHost:
             planner = self._pruner(broker).planner
             return forecast(
                 planner, broker.catalog, StoreRecordTimes(broker.data), request,
-                defaults=broker.config.policy_defaults, topics=topics,
+                defaults=broker.config.policy_defaults, topics=topics, overrides=overrides,
             )  # fmt: skip
 
     def prune_as_previewed(

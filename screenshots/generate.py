@@ -28,6 +28,7 @@ from engine.journal.journal import Journal
 from engine.prune.operations import set_hold
 from engine.prune.session import SparkEngine
 from tests.support.console_fixtures import NOW, TERMINAL, build_catalog, settle
+from tests.support.history_fixtures import write_disk_history
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,6 +55,7 @@ SHOTS = (
     Shot("quotas", ("3",)),
     Shot("journal", ("4",)),
     Shot("engine", ("5",)),
+    Shot("forecast", ("6", "down", "down", "enter")),
     Shot("policy-editor", ("down", "down", "down", "e")),
     Shot("prune-now", ("down", "down", "down", "x")),
     Shot("truncate", ("down", "down", "down", "T")),
@@ -118,6 +120,7 @@ async def main() -> None:
         with tempfile.TemporaryDirectory() as scratch:
             catalog = Path(scratch) / "catalog"
             build_catalog(catalog)
+            write_disk_history(catalog)  # an hour of cycles: the charts' past
             journal_history(catalog)
             for shot in SHOTS:
                 await take(shot, catalog, spark, out)

@@ -546,6 +546,7 @@ class PolicyEditorScreen(ModalScreen[None]):
             host.cancel(self._preview_tag)
         self._preview_tag = host.new_tag()
         self._preview(form.merged(), self._summary(form) or "the saved policy", self._preview_tag)
+        pane.forecast(host, self.topic, form.merged())
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="policy-preview")
     def _preview(self, overrides: dict[str, str], summary: str, tag: str) -> None:

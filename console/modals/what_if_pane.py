@@ -1,24 +1,37 @@
 """The policy editor's what-if pane: what the edited policy would delete now that the
-saved one would not, and which groups would skip data they have not consumed."""
+saved one would not, which groups would skip data they have not consumed, and a
+week's forecast of bytes on disk with the saved and with the edited policy (one
+Spark job, run in the pane's own worker thread; the chart draws from its message)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.widgets import Static
 
 from console import format
+from console.errors import describe_error
+from console.host import ConsoleHost
+from console.model.capacity import week_ahead
 from console.model.what_if import WhatIf
 from console.widgets.cells import Palette
+from console.widgets.charts import Chart, legend
+from console.widgets.forecast_chart import forecast_chart
+from engine.forecast.forecast import Forecast
 
 TITLE = "What-if"
 INVITATION = (
     "ctrl+t plans this topic now with the policy in the form and with the saved one "
-    "(on Spark), and shows what the change would delete now and which groups would "
-    "skip unconsumed data. Saving does not need it."
+    "(on Spark), shows what the change would delete now and which groups would skip "
+    "unconsumed data, and charts a week's forecast of bytes on disk with both. Saving "
+    "does not need it."
 )
 
 
@@ -43,7 +56,8 @@ def render_what_if(what_if: WhatIf, changes: str, palette: Palette) -> Renderabl
             f"segment(s), {format.size(what_if.spared_bytes)}"
         )
     parts += [goes, Text("")]
-    partitions = _table("Partition", "Go now", "Bytes", "Kept", "Log start now", "→ saved", "→ new")
+    # Short headers: the tables share the pane's width with the forecast chart.
+    partitions = _table("Part", "Go now", "Bytes", "Kept", "Log start", "→ saved", "→ new")
     for p in what_if.partitions:
         partitions.add_row(
             str(p.partition),
@@ -59,7 +73,7 @@ def render_what_if(what_if: WhatIf, changes: str, palette: Palette) -> Renderabl
         parts.append(Text("No group would skip unconsumed data.", style=palette.success))
         return Group(*parts)
     parts.append(Text("Groups that would skip unconsumed data:", style="bold"))
-    groups = _table("Group", "Kind", "Partition", "Position", "→ new", "Skips", "Saved skips", "Why")
+    groups = _table("Group", "Kind", "Part", "At", "→ new", "Skips", "Saved", "Why")
     for g in what_if.groups:
         groups.add_row(
             g.group,
@@ -75,8 +89,17 @@ def render_what_if(what_if: WhatIf, changes: str, palette: Palette) -> Renderabl
     return Group(*parts)
 
 
-class WhatIfPane(VerticalScroll):
-    """A scrolling pane with one message or one comparison."""
+def peaks_line(result: Forecast) -> str:
+    """``a week ahead: peak 58.0 KiB with the saved policy, 41.0 KiB with the edited one``."""
+    (edited,) = result.topics
+    saved = result.saved[0] if result.saved else edited
+    peak = max(p.bytes for p in edited.points)
+    saved_peak = max(p.bytes for p in saved.points)
+    return f"a week ahead: peak {format.size(saved_peak)} saved, {format.size(peak)} edited"
+
+
+class WhatIfPane(Horizontal):
+    """One message or one comparison (scrolling), and beside it the forecast chart."""
 
     DEFAULT_CSS = """
     WhatIfPane {
@@ -91,13 +114,37 @@ class WhatIfPane(VerticalScroll):
         border: round $warning;
         border-title-color: $warning;
     }
-    WhatIfPane > Static.-failed {
+    WhatIfPane #what-if-text {
+        width: 1fr;
+    }
+    WhatIfPane #what-if-text > Static.-failed {
         color: $error;
+    }
+    WhatIfPane #what-if-forecast {
+        width: 36;
+        display: none;
+    }
+    WhatIfPane #what-if-forecast-note {
+        height: auto;
     }
     """
 
+    class ForecastReady(Message):
+        def __init__(self, result: Forecast) -> None:
+            super().__init__()
+            self.result = result
+
+    class ForecastFailed(Message):
+        def __init__(self, error: str) -> None:
+            super().__init__()
+            self.error = error
+
     def compose(self) -> ComposeResult:
-        yield Static(INVITATION, classes="muted")
+        with VerticalScroll(id="what-if-text"):
+            yield Static(INVITATION, classes="muted")
+        with Vertical(id="what-if-forecast"):
+            yield Chart(id="what-if-chart")
+            yield Static(id="what-if-forecast-note")
 
     def on_mount(self) -> None:
         self.border_title = TITLE
@@ -115,6 +162,7 @@ class WhatIfPane(VerticalScroll):
 
     def failed(self, message: str) -> None:
         self._content(Text(f"No what-if: {message}"), failed=True)
+        self.query_one("#what-if-forecast").display = False
 
     def show(self, what_if: WhatIf, changes: str, palette: Palette) -> None:
         self._content(render_what_if(what_if, changes, palette))
@@ -123,3 +171,31 @@ class WhatIfPane(VerticalScroll):
         """The form changed after the comparison shown: it no longer describes it."""
         self.set_class(True, "-stale")
         self.border_title = f"{TITLE} — stale: the form changed since (ctrl+t again)"
+
+    # -- the forecast ---------------------------------------------------------------------
+
+    def forecast(self, host: ConsoleHost, topic: str, overrides: Mapping[str, str]) -> None:
+        """Forecast ``topic`` a week ahead with ``overrides`` and with the saved policy,
+        in a worker; the chart shows it when done."""
+        self.query_one("#what-if-forecast").display = True
+        self.query_one("#what-if-forecast-note", Static).update("forecasting a week ahead on Spark…")
+        self._forecast(host, topic, dict(overrides))
+
+    @work(thread=True, exclusive=True, group="what-if-forecast", exit_on_error=False)
+    def _forecast(self, host: ConsoleHost, topic: str, overrides: dict[str, str]) -> None:
+        try:
+            result = host.forecast(week_ahead(host.clock()), [topic], overrides={topic: overrides})
+        except Exception as error:  # noqa: BLE001 - shown in the pane, never a crash
+            self.post_message(self.ForecastFailed(describe_error(error)))
+            return
+        self.post_message(self.ForecastReady(result))
+
+    def on_what_if_pane_forecast_ready(self, message: ForecastReady) -> None:
+        spec = forecast_chart(message.result)
+        self.query_one("#what-if-chart", Chart).show(spec)
+        note = legend(spec.series, self.app.theme_variables)
+        note.append(f"\n{peaks_line(message.result)}")
+        self.query_one("#what-if-forecast-note", Static).update(note)
+
+    def on_what_if_pane_forecast_failed(self, message: ForecastFailed) -> None:
+        self.query_one("#what-if-forecast-note", Static).update(Text(f"No forecast: {message.error}"))

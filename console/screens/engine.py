@@ -2,7 +2,7 @@
 the session (warming, ready, or failed with its error), Spark's log file, whether this
 console runs the prune schedule and how often, the deletion switch (``z`` toggles it),
 the last and next cycle with bytes freed per cycle (the overview's engine panel, with a
-taller sparkline), and the recent cycles of any process."""
+taller charts), and the recent cycles of any process."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from textual.widgets import Static
 from console import format
 from console.host import ConsoleHost, EngineStatus
 from console.model.engine import EngineData, load_engine
+from console.model.history import History, load_history
 from console.screens.base import LiveScreen
 from console.screens.journal import ENGINE_CYCLE_COLUMNS, cycle_row
 from console.widgets.cells import Palette, state
@@ -74,6 +75,7 @@ class EngineRows:
     data: EngineData
     facts: Table
     cycles: tuple[LiveRow, ...]
+    history: History
 
 
 class EngineScreen(LiveScreen[EngineRows]):
@@ -85,8 +87,8 @@ class EngineScreen(LiveScreen[EngineRows]):
         border-title-color: $primary;
         padding: 0 1;
     }
-    EngineScreen EnginePanel Sparkline {
-        height: 6;
+    EngineScreen EnginePanel #engine-charts {
+        height: 15;
     }
     """
 
@@ -101,13 +103,17 @@ class EngineScreen(LiveScreen[EngineRows]):
 
     def load(self, host: ConsoleHost) -> EngineRows:
         data = load_engine(host)
+        with host.reading() as broker:
+            history = load_history(broker.catalog, data.cycles, data.now)
         palette = Palette.of(self.app)  # a dict read; a theme switch reloads the view
-        return EngineRows(data, facts(data, palette), tuple(cycle_row(c, palette, split=True) for c in data.cycles))
+        return EngineRows(
+            data, facts(data, palette), tuple(cycle_row(c, palette, split=True) for c in data.cycles), history
+        )
 
     def show(self, rows: EngineRows) -> None:
         data = rows.data
         self.query_one("#engine-facts", Static).update(rows.facts)
-        self.query_one(EnginePanel).show(data.status, data.cycles, data.now)
+        self.query_one(EnginePanel).show(data.status, data.cycles, data.now, rows.history)
         table = self.query_one("#engine-cycles", LiveTable)
         table.show(rows.cycles)
         table.border_subtitle = f"newest {len(rows.cycles)}"

@@ -1,10 +1,11 @@
-"""Forecast: per topic, a chart of the bytes on disk projected over the next week
+"""Forecast: per topic, a chart of the bytes on disk over the past week (the
+journal's samples, engine/journal/history.py) and projected over the next one
 (``ebb forecast``, engine/forecast), with the caps drawn as lines and the first
 breach marked.
 
 The topic list is a live view (a catalog read); the forecast of the selected topic
-is one Spark job, run in a worker thread when a topic is chosen (``enter``) and
-again with ``f``, never on the refresh tick.
+is one Spark job, run in a worker thread with the read of its past when a topic is
+chosen (``enter``) and again with ``f``, never on the refresh tick.
 """
 
 from __future__ import annotations
@@ -16,18 +17,17 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static
-from textual_plotext import PlotextPlot
 
 from console import format
 from console.host import ConsoleHost
+from console.model.capacity import HORIZON_MS, HOUR, week_ahead
+from console.model.history import History, load_history
 from console.screens.base import LiveScreen
+from console.widgets.charts import Chart, legend
+from console.widgets.forecast_chart import forecast_chart
 from console.widgets.live_table import Column, LiveRow, LiveTable
 from engine.catalog.stats import partition_stats
-from engine.forecast.forecast import Forecast, Request, TopicForecast, instants
-
-HOUR = 3_600_000
-#: a week, hourly, rates observed over the last hour: ``ebb forecast``'s defaults
-HORIZON_MS, STEP_MS, WINDOW_MS = 7 * 24 * HOUR, HOUR, HOUR
+from engine.forecast.forecast import Forecast, TopicForecast
 
 COLUMNS = (Column("topic", "Topic"), Column("partitions", "Partitions"), Column("bytes", "On disk"))
 
@@ -60,7 +60,8 @@ class ForecastScreen(LiveScreen[TopicsData]):
             table.border_title = "Topics"
             yield table
             with Vertical():
-                yield PlotextPlot(id="forecast-chart")
+                yield Chart(id="forecast-chart")
+                yield Static(id="forecast-legend")
                 yield Static("choose a topic and press enter to forecast it", id="forecast-summary")
 
     def load(self, host: ConsoleHost) -> TopicsData:
@@ -101,52 +102,35 @@ class ForecastScreen(LiveScreen[TopicsData]):
     @work(thread=True, exclusive=True, group="forecast", exit_on_error=False)
     def _forecast(self, topic: str) -> None:
         host = self.ebb.host
-        request = Request(instants(host.clock(), HORIZON_MS, STEP_MS), WINDOW_MS, disk_budget=self._budget)
+        now = host.clock()
+        request = week_ahead(now, self._budget)
         try:
+            with host.reading() as broker, broker.catalog.read():
+                past = load_history(broker.catalog, (), now, topic=topic, since=now - HORIZON_MS)
             result = host.forecast(request, [topic])
         except Exception as error:  # noqa: BLE001 - a forecast that fails says why, in the view
             self.app.call_from_thread(self._failed, topic, str(error))
             return
-        self.app.call_from_thread(self.draw, result)
+        self.app.call_from_thread(self.draw, result, past)
 
     def _failed(self, topic: str, error: str) -> None:
         self.query_one("#forecast-summary", Static).update(f"forecast of {topic} failed: {error}")
 
-    def draw(self, result: Forecast) -> None:
-        """Chart the (only) topic of ``result``: bytes on disk per hour from now, the
-        topic's cap (max_partition_size x partitions) and disk budget as lines, the
-        first breach as a vertical line."""
+    def draw(self, result: Forecast, past: History | None = None) -> None:
+        """Chart the (only) topic of ``result``: its past, then bytes on disk per hour
+        from now, the topic's cap (max_partition_size x partitions) and disk budget as
+        lines, the first breach as a vertical line."""
         (topic,) = result.topics
         self.shown = topic
-        hours = [(p.at - result.now) / HOUR for p in topic.points]
-        values = [p.bytes for p in topic.points]
-        unit, scale = _unit(max([*values, 1]))
-        plt = self.query_one("#forecast-chart", PlotextPlot).plt
-        plt.clear_data()
-        plt.clear_figure()
-        plt.title(f"{topic.topic}: bytes on disk ({unit}), hours from now")
-        plt.plot(hours, [v / scale for v in values], label="on disk")
         cap, _partitions = self._caps.get(topic.topic, (None, 0))
-        if cap is not None:
-            plt.hline(cap / scale, "red")
-        if result.disk_budget is not None:
-            plt.hline(result.disk_budget / scale, "orange")
-        first = topic.breaches[0] if topic.breaches else result.disk_breach
-        if first is not None:
-            plt.vline((first.at - result.now) / HOUR, "red")
-        self.query_one("#forecast-chart", PlotextPlot).refresh()
-        self.query_one("#forecast-summary", Static).update(summary(topic, result))
+        spec = forecast_chart(result, past=past, cap=cap)
+        self.query_one("#forecast-chart", Chart).show(spec)
+        self.query_one("#forecast-legend", Static).update(legend(spec.series, self.app.theme_variables))
+        self.query_one("#forecast-summary", Static).update(summary(topic, result, past))
 
 
-def _unit(largest: int) -> tuple[str, int]:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if largest >= scale:
-            return unit, scale
-    return "B", 1
-
-
-def summary(topic: TopicForecast, result: Forecast) -> str:
-    """The lines under the chart: peak, first breaches, rates used."""
+def summary(topic: TopicForecast, result: Forecast, past: History | None = None) -> str:
+    """The lines under the chart: the past charted, peak, first breaches, rates used."""
     peak = max(topic.points, key=lambda p: p.bytes)
     lines = [f"peak {format.size(peak.bytes)} at +{(peak.at - result.now) // HOUR} h"]
     for breach in topic.breaches:
@@ -159,5 +143,11 @@ def summary(topic: TopicForecast, result: Forecast) -> str:
     rates = sum(r.bytes_per_second for r in topic.rates.values())
     lines.append(
         f"ingest {format.size(round(rates))}/s over {len(topic.rates)} partition(s), observed over the last hour"
+    )
+    samples = past.topics[0].times if past is not None and past.topics else ()
+    lines.append(
+        f"past: {len(samples)} sample(s) over the last {format.age(result.now - samples[0])}"
+        if samples
+        else "past: no samples yet (each prune cycle adds one)"
     )
     return "\n".join(lines)

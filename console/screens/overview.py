@@ -13,6 +13,7 @@ from textual.widgets import DataTable
 from console import format
 from console.host import ConsoleHost
 from console.messages import ViewLoaded
+from console.model.history import History, load_history
 from console.model.overview import OverviewData, TopicSummary, load_overview
 from console.screens.base import LiveScreen
 from console.screens.topic_actions import TOPIC_BINDINGS, TopicActions
@@ -107,6 +108,8 @@ class OverviewRows:
     #: the topics table's rows, built in the worker (a 1,000-topic catalog is
     #: tens of ms of string work the UI thread must not do)
     rows: tuple[LiveRow, ...]
+    #: None in the early rows, shown before the backlog and the history are read
+    history: History | None
 
 
 class OverviewScreen(TopicActions, LiveScreen[OverviewRows]):
@@ -126,23 +129,25 @@ class OverviewScreen(TopicActions, LiveScreen[OverviewRows]):
         palette = Palette.of(self.app)
         begun = time.perf_counter()
 
-        def rows(data: OverviewData) -> OverviewRows:
-            return OverviewRows(data, tuple(topic_row(t, data, palette) for t in data.topics))
+        def rows(data: OverviewData, history: History | None) -> OverviewRows:
+            return OverviewRows(data, tuple(topic_row(t, data, palette) for t in data.topics), history)
 
         def early(data: OverviewData) -> None:
             # Until the table has been filled once, the topics go on screen before the
             # backlog is read; after that a refresh replaces whole rows, never blanks them.
-            self.ebb.post_message(ViewLoaded(self, rows(data), (time.perf_counter() - begun) * 1000))
+            self.ebb.post_message(ViewLoaded(self, rows(data, None), (time.perf_counter() - begun) * 1000))
 
         with host.reading() as broker:
             data = load_overview(broker, None if self.filled else early)
-        return rows(data)
+            history = load_history(broker.catalog, data.cycles, data.now)
+        return rows(data, history)
 
     def show(self, loaded: OverviewRows) -> None:
         data = loaded.data
         self.filled = self.filled or data.complete
         self.query_one("#topics", LiveTable).show(loaded.rows)
-        self.query_one(EnginePanel).show(self.ebb.host.engine_status(), data.cycles, data.now)
+        if loaded.history is not None:  # the early rows come before the charts' history is read
+            self.query_one(EnginePanel).show(self.ebb.host.engine_status(), data.cycles, data.now, loaded.history)
         self.ebb.known_topics = [t.name for t in data.topics]
 
     def focused_topic(self) -> str | None:

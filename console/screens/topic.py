@@ -16,13 +16,15 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Static
 
 from console import format
 from console.errors import describe_error
 from console.host import ConsoleHost, EngineStatus
+from console.model.history import load_history
+from console.model.overview import CYCLE_HISTORY
 from console.model.topic import (
     GroupState,
     PartitionState,
@@ -34,7 +36,10 @@ from console.screens.base import LiveScreen
 from console.screens.group_actions import GROUP_BINDINGS, GroupActions
 from console.screens.topic_actions import TOPIC_BINDINGS, TopicActions
 from console.widgets.cells import Palette, age_bar, gauge, tone
+from console.widgets.charts import Chart, ChartSpec
+from console.widgets.history_charts import topic_chart
 from console.widgets.live_table import Column, LiveRow, LiveTable
+from engine.journal.journal import Journal
 from engine.policy.effective import EffectivePolicy
 from engine.policy.fields import FIELDS
 from engine.policy.units import describe_size
@@ -330,9 +335,11 @@ class TopicRows:
     segments: list[LiveRow]
     groups_note: str
     groups: list[LiveRow]
+    #: bytes on disk and freed per cycle over the span of the recent cycles
+    history: ChartSpec
 
 
-def topic_rows(data: TopicData, status: EngineStatus, palette: Palette) -> TopicRows:
+def topic_rows(data: TopicData, status: EngineStatus, palette: Palette, history: ChartSpec) -> TopicRows:
     cap = policy_limit(data.policy, "max_partition_size")
     aging_limit = time_limit(data.policy)
     total = sum(p.size_bytes for p in data.partitions)
@@ -347,6 +354,7 @@ def topic_rows(data: TopicData, status: EngineStatus, palette: Palette) -> Topic
         ],
         groups_note=groups_note(data),
         groups=[group_row(g, data.now, palette) for g in data.groups],
+        history=history,
     )
 
 
@@ -365,6 +373,15 @@ class TopicScreen(GroupActions, TopicActions, LiveScreen[TopicRows]):
     }
     TopicScreen #segments-box {
         height: 1fr;
+    }
+    TopicScreen #topic-top {
+        height: 11;
+    }
+    TopicScreen #partitions-box {
+        width: 76;
+    }
+    TopicScreen #history-box {
+        width: 1fr;
     }
     """
 
@@ -394,9 +411,14 @@ class TopicScreen(GroupActions, TopicActions, LiveScreen[TopicRows]):
 
     def compose_view(self) -> ComposeResult:
         yield Static(id="policy")
-        with Vertical(id="partitions-box", classes="box small") as box:
-            box.border_title = "Partitions"
-            yield LiveTable(PARTITION_COLUMNS, id="partitions")
+        with Horizontal(id="topic-top"):
+            with Vertical(id="partitions-box", classes="box") as box:
+                box.border_title = "Partitions"
+                yield LiveTable(PARTITION_COLUMNS, id="partitions")
+            with Vertical(id="history-box", classes="box") as box:
+                box.border_title = "History"
+                box.border_subtitle = "line: on disk · bars: freed per cycle"
+                yield Chart(id="topic-history")
         with Vertical(id="segments-box", classes="box") as box:
             box.border_title = "Segments"
             yield LiveTable(SEGMENT_COLUMNS, id="segments")
@@ -415,14 +437,18 @@ class TopicScreen(GroupActions, TopicActions, LiveScreen[TopicRows]):
         plan = latest.plan if latest is not None and latest.covers(self.topic) else None
         with host.reading() as broker:
             data = load_topic(broker, self.topic, plan)
+            with broker.catalog.read():
+                cycles = Journal(broker.catalog).cycles(limit=CYCLE_HISTORY)
+                history = load_history(broker.catalog, cycles, data.now, topic=self.topic)
         # The theme's variables are a dict the UI thread replaces, never mutates.
-        return topic_rows(data, host.engine_status(), Palette.of(self.app))
+        return topic_rows(data, host.engine_status(), Palette.of(self.app), topic_chart(history))
 
     def show(self, data: TopicRows) -> None:
         self.query_one("#policy", Static).update(data.summary)
         self._fill("partitions", data.partitions, data.partitions_note)
         self._fill("groups", data.groups, data.groups_note)
         self._fill("segments", data.segments, None)
+        self.query_one("#topic-history", Chart).show(data.history)
         self._segments_note = data.segments_note
         self._show_segments_note()
 

@@ -1,5 +1,6 @@
 """The engine in a few lines: where plans run, the session, the last and next cycle,
-and bytes freed per cycle as a sparkline (Overview and Engine views)."""
+and two charts, bytes on disk per topic and bytes freed per cycle, over the span of
+the recent cycles (Overview and Engine views)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ from collections.abc import Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical
-from textual.widgets import Sparkline, Static
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Static
 
 from console import format
 from console.host import EngineStatus
+from console.model.history import History
 from console.model.journal import CycleTimes
+from console.widgets.charts import Chart, legend, series_roles
+from console.widgets.history_charts import disk_chart, freed_chart
 
 
 def last_cycle_line(cycle: dict | None, now: int) -> str:
@@ -56,17 +60,19 @@ class EnginePanel(Vertical):
         border-title-color: $primary;
         padding: 0 1;
     }
-    EnginePanel Sparkline {
-        height: 2;
+    EnginePanel #engine-charts {
+        height: 13;
         margin-top: 1;
     }
-    /* Theme colours that read at 4.5:1 on the surface (tests/console/test_themes.py);
-       Sparkline's own defaults fade to 1.6:1 on a light theme. */
-    EnginePanel Sparkline > .sparkline--min-color {
-        color: $secondary;
+    EnginePanel #engine-disk-box {
+        width: 3fr;
+        margin-right: 2;
     }
-    EnginePanel Sparkline > .sparkline--max-color {
-        color: $primary;
+    EnginePanel #engine-freed {
+        width: 2fr;
+    }
+    EnginePanel #engine-legend {
+        height: 1;
     }
     """
 
@@ -74,15 +80,22 @@ class EnginePanel(Vertical):
         self.border_title = "Engine"
         yield Static(id="engine-status")
         yield Static(id="engine-last")
-        yield Sparkline([], id="engine-freed")
+        with Horizontal(id="engine-charts"):
+            with Vertical(id="engine-disk-box"):
+                yield Chart(id="engine-disk")
+                yield Static(id="engine-legend")
+            yield Chart(id="engine-freed")
 
-    def show(self, status: EngineStatus, cycles: Sequence[dict], now: int) -> None:
-        """``cycles`` newest first, as the journal gives them."""
+    def show(self, status: EngineStatus, cycles: Sequence[dict], now: int, history: History) -> None:
+        """``cycles`` newest first, as the journal gives them; ``history`` over their span."""
         self.query_one("#engine-status", Static).update(Text(status_line(status, now)))
         self.query_one("#engine-last", Static).update(Text(last_cycle_line(cycles[0] if cycles else None, now)))
-        freed = [c["bytes_freed"] for c in reversed(cycles) if c["status"] == "done"]
-        # An empty sparkline draws nothing; one of zeros would draw a full bar.
-        self.query_one(Sparkline).data = freed if any(freed) else []
+        variables = self.app.theme_variables
+        disk = disk_chart(history, series_roles(variables))
+        self.query_one("#engine-disk", Chart).show(disk)
+        self.query_one("#engine-legend", Static).update(legend(disk.series, variables))
+        self.query_one("#engine-freed", Chart).show(freed_chart(history))
+        freed = [b for _, b in history.freed]
         self.border_subtitle = (
             f"freed {format.size(sum(freed))} over the last {len(freed)} cycle(s)" if freed else "no cycle yet"
         )

@@ -66,9 +66,19 @@ _STATEMENTS = (
         quota_exceeded INTEGER NOT NULL,
         since INTEGER NOT NULL        -- when the state last changed (ms)
     )""",
+    # engine/journal/history.py: bytes on disk per topic after each cycle
+    """CREATE TABLE IF NOT EXISTS disk_samples (
+        cycle INTEGER NOT NULL REFERENCES cycles(id) ON DELETE CASCADE,
+        time INTEGER NOT NULL,
+        topic TEXT NOT NULL REFERENCES topics(name) ON DELETE CASCADE,
+        bytes INTEGER NOT NULL,
+        segments INTEGER NOT NULL,
+        PRIMARY KEY (topic, cycle)
+    )""",
+    "CREATE INDEX IF NOT EXISTS disk_samples_time ON disk_samples(time)",
 )
 
-_TABLES = ("cycles", "actions", "engine_state", "topic_state")
+_TABLES = ("cycles", "actions", "engine_state", "topic_state", "disk_samples")
 
 
 def ensure_journal_schema(db: sqlite_utils.Database) -> None:

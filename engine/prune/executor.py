@@ -41,6 +41,7 @@ from engine.broker import Broker
 from engine.catalog.database import on_full, share_again
 from engine.errors import NotFound, StoreError
 from engine.faults import fault_point
+from engine.journal.history import DiskHistory
 from engine.journal.journal import ActionStatus, CycleStatus, Entry, Journal
 from engine.journal.state import EngineState
 from engine.prune.work import GroupMove, PartitionWork, SegmentDeletion, TopicWork
@@ -680,6 +681,7 @@ def execute(
             bytes_freed=cycle.bytes_freed,
             error=f"{len(cycle.failed)} topic(s) failed: {failures}" if failures else None,
         )
+        DiskHistory(broker.catalog).record(cycle_id, time=broker.clock())
         # The journal's own retention runs on the wall clock, never on the cycle's
         # ``now``, which may be a simulated future.
         journal.apply_retention(now=broker.clock(), retention_ms=broker.config.journal_retention_ms)

@@ -288,6 +288,9 @@ def _open(topic: str):
         await settle(pilot)
         pilot.app.open_topic(topic)
         await settle(pilot)
+        # A table measures its new rows when idle: let it, before the picture (as screenshots/generate.py does).
+        await pilot.pause(0.3)
+        await settle(pilot)
 
     return run_before
 

@@ -157,4 +157,13 @@ async def settle(pilot) -> None:
 
         footer.call_later(redraw)  # in the footer's own context, as its refresh would
         await redrawn.wait()
+    # A table measures new rows and changed cells only when its message queue is idle;
+    # on a loaded machine a snapshot could catch columns cut to their old widths.
+    from textual.widgets import DataTable
+
+    for _ in range(100):
+        tables = list(pilot.app.screen.query(DataTable))
+        if not any(t._require_update_dimensions or t._updated_cells for t in tables):
+            break
+        await pilot.pause(0.05)
     await pilot.pause()

@@ -1,0 +1,250 @@
+"""The charts (console/widgets/charts.py and their specs): the engine panel's bytes on
+disk per topic and freed per cycle, the Topic view's history, the Forecast view's
+past and projection, in every theme's colours; snapshots at 120x40 on a journaled
+past (tests/support/history_fixtures.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.widgets import Input, Static
+
+from console import format
+from console.modals.what_if_pane import WhatIfPane
+from console.model.capacity import week_ahead
+from console.model.history import load_history
+from console.screens.forecast import ForecastScreen
+from console.widgets.charts import Chart, series_roles, size_unit, time_unit
+from console.widgets.engine_panel import EnginePanel
+from engine.broker import Broker
+from engine.forecast.forecast import Breach, Forecast, PartitionPoint, Point, Request, TopicForecast
+from engine.forecast.rates import Rate
+from engine.journal.journal import Journal
+from tests.support.console_fixtures import HOUR, NOW, TERMINAL, TOPICS, settle
+from tests.support.history_fixtures import CYCLES, STEP_MS, write_disk_history
+
+#: the overrides orders is created with
+ORDERS = TOPICS["orders"][1]
+THEMES = ("ebbtide-dark", "ebbtide-light", "ebbtide-high-contrast")
+
+
+def fake_forecast(request: Request, topics: list[str], overrides=None) -> Forecast:
+    """From 40 KiB now, 2 KiB more an hour until the 8 KiB/partition cap deletes at
+    +30 h; with overrides (a what-if), the edited policy keeps half as much."""
+    (topic,) = topics
+
+    def points(share: float) -> list[Point]:
+        out = []
+        for i, at in enumerate(request.instants):
+            size = int((40 << 10) + min(i, 30) * (2 << 10) * share)
+            out.append(Point(at, size, i + 1, [PartitionPoint(0, size, i + 1, 0)], 0, 0, {}, False))
+        return out
+
+    breach = Breach("max_partition_size", NOW + 30 * HOUR, 8 << 10, partition=0)
+    rates = {0: Rate(1, 1, 100, "observed", NOW - HOUR)}
+    saved = [TopicForecast(topic, rates, points(1.0), [breach])] if overrides else None
+    edited = TopicForecast(topic, rates, points(0.5 if overrides else 1.0), [breach])
+    return Forecast(NOW, request.instants, request.window_ms, [edited], None, None, saved)
+
+
+@pytest.fixture
+def charted(console_data: Path) -> Path:
+    write_disk_history(console_data)
+    return console_data
+
+
+# -- the specs, from the journal ---------------------------------------------------------------
+
+
+def test_history_comes_from_the_samples_and_the_cycles(charted: Path) -> None:
+    with Broker(charted, clock=lambda: NOW) as broker:
+        cycles = Journal(broker.catalog).cycles(limit=60)
+        history = load_history(broker.catalog, cycles, NOW)
+        sizes = {t.name: sum(s.size_bytes for p in range(t.partitions) for s in broker.catalog.segments(t.name, p))
+                 for t in broker.catalog.topics()}  # fmt: skip
+        clicks = load_history(broker.catalog, cycles, NOW, topic="clickstream")
+    assert history.since == NOW - CYCLES * STEP_MS
+    assert [c["bytes_freed"] for c in reversed(cycles)] == [b for _, b in history.freed]
+    assert sum(b for _, b in history.freed) > 0
+    # one sample per cycle and topic; the last is what is on disk now, largest topic first
+    assert {len(t.times) for t in history.topics} == {CYCLES}
+    assert {t.topic: t.bytes[-1] for t in history.topics} == sizes
+    assert [t.topic for t in history.topics][0] == max(sizes, key=lambda name: sizes[name])
+    # clickstream alone: every cycle's freed bytes are its own (only it was cut)
+    assert [t.topic for t in clicks.topics] == ["clickstream"]
+    assert clicks.freed == history.freed
+
+
+def test_units_and_theme_roles() -> None:
+    assert size_unit(1023) == ("B", 1) and size_unit(40 << 10) == ("KiB", 1024) and size_unit(3 << 30)[0] == "GiB"
+    assert time_unit(60_000)[0] == "s" and time_unit(HOUR)[0] == "min" and time_unit(7 * 24 * HOUR)[0] == "d"
+    variables = {"primary": "#FFFFFF", "foreground": "#FFFFFF", "secondary": "#00FFFF", "accent": "#FFFF00",
+                 "error": "#FF5555", "success": "#00FFFF", "warning": "#FFD700"}  # fmt: skip
+    # one colour a series: high contrast's foreground is its primary, its success its secondary
+    assert series_roles(variables) == ("primary", "secondary", "accent", "error", "warning")
+
+
+def _keys(*keys: str):
+    async def run_before(pilot) -> None:
+        await settle(pilot)
+        for key in keys:
+            await pilot.press(key)
+            await settle(pilot)
+        # A table measures its new rows when idle: let it, before the picture (as screenshots/generate.py does).
+        await pilot.pause(0.3)
+        await settle(pilot)
+
+    return run_before
+
+
+# -- Pilot ----------------------------------------------------------------------------------------
+
+
+async def test_the_engine_panel_charts_the_journal(make_console, charted: Path) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        panel = app.screen.query_one(EnginePanel)
+        disk = panel.query_one("#engine-disk", Chart).spec
+        freed = panel.query_one("#engine-freed", Chart).spec
+        assert disk is not None and freed is not None
+        assert len(disk.series) == 5 and "largest 5 of 6" in disk.title
+        assert {len(s.xs) for s in disk.series} == {CYCLES}
+        # minutes before now: the first cycle an hour ago, the last 5 minutes ago
+        assert disk.series[0].xs[0] == -60 and disk.series[0].xs[-1] == -5 and disk.x_label == "min (0 = now)"
+        (bars,) = freed.series
+        assert bars.bars and sum(bars.ys) > 0 and len(bars.ys) == CYCLES
+        legend = str(panel.query_one("#engine-legend").render())
+        assert all(s.label in legend for s in disk.series)
+        # the chart is drawn: plotext's axes carry the unit in the title
+        assert "(KiB)" in str(panel.query_one("#engine-disk", Chart).render())
+
+
+def _colours(chart: Chart) -> set[str]:
+    """The colours the chart is drawn in, as ``#rrggbb``."""
+    text = chart.render()
+    styles = [s.style for s in text.spans if not isinstance(s.style, str)]
+    return {s.color.triplet.hex for s in styles if s.color is not None and s.color.triplet is not None}
+
+
+async def test_a_theme_switch_draws_the_charts_in_its_colours(make_console, charted: Path) -> None:
+    app = make_console(theme="ebbtide-dark")
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        chart = app.screen.query_one("#engine-freed", Chart)
+        before = app.theme_variables["accent"].lower()
+        assert before in _colours(chart)
+        await pilot.press("t")
+        await settle(pilot)
+        after = app.theme_variables["accent"].lower()
+        assert app.theme != "ebbtide-dark" and after != before
+        assert after in _colours(chart) and before not in _colours(chart)
+
+
+async def test_an_empty_journal_says_so_instead_of_a_chart(make_console) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        assert "no samples yet" in str(app.screen.query_one("#engine-disk", Chart).render())
+        assert "no finished cycle yet" in str(app.screen.query_one("#engine-freed", Chart).render())
+
+
+async def test_the_topic_view_charts_its_own_history(make_console, charted: Path) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        app.open_topic("clickstream")
+        await settle(pilot)
+        spec = app.screen.query_one("#topic-history", Chart).spec
+        assert spec is not None
+        line, bars = spec.series
+        assert line.label == "on disk" and len(line.ys) == CYCLES and bars.bars and sum(bars.ys) > 0
+
+
+async def test_the_forecast_draws_the_past_before_now(make_console, charted: Path, monkeypatch) -> None:
+    app = make_console()
+    monkeypatch.setattr(app.host, "forecast", fake_forecast)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await _keys("6", "enter")(pilot)
+        screen = app.screen
+        assert isinstance(screen, ForecastScreen)
+        spec = screen.query_one("#forecast-chart", Chart).spec
+        assert spec is not None
+        past, projected = spec.series
+        assert past.label == "past" and max(past.xs) < 0 and len(past.xs) == CYCLES
+        assert projected.xs[0] == 0 and projected.xs[-1] == 168
+        # now, and the first breach at +30 h, as vertical lines
+        assert [m.value for m in spec.marks if m.vertical] == [0, 30]
+        assert f"past: {CYCLES} sample(s) over the last 1h" in str(screen.query_one("#forecast-summary").render())
+
+
+async def _what_if(pilot, field: str, text: str) -> WhatIfPane:
+    """Overview, orders (the 4th topic), ``e``, ``field`` set to ``text``, ``ctrl+t``."""
+    await settle(pilot)
+    await pilot.press("down", "down", "down", "e")
+    await settle(pilot)
+    pilot.app.screen.query_one(f"#field-{field}", Input).focus()
+    await pilot.press("end", "ctrl+u", *text)
+    await pilot.press("ctrl+t")
+    await settle(pilot)
+    return pilot.app.screen.query_one(WhatIfPane)
+
+
+async def test_the_what_if_charts_the_week_with_both_policies(make_console, spark_engine) -> None:
+    app = make_console(spark=spark_engine)
+    async with app.run_test(size=TERMINAL) as pilot:
+        pane = await _what_if(pilot, "max_partition_size", "4KiB")
+        spec = pane.query_one("#what-if-chart", Chart).spec
+        note = str(pane.query_one("#what-if-forecast-note").render())
+        shown = pane.query_one("#what-if-forecast").display
+        # the same forecast, asked directly: the chart shows its figures
+        direct = app.host.forecast(
+            week_ahead(NOW), ["orders"], overrides={"orders": {**ORDERS, "max_partition_size": "4KiB"}}
+        )
+    assert spec is not None and shown
+    saved, edited = spec.series
+    assert (saved.label, edited.label) == ("saved policy", "edited policy")
+    assert direct.saved is not None
+    assert saved.ys == tuple(p.bytes for p in direct.saved[0].points)
+    assert edited.ys == tuple(p.bytes for p in direct.topics[0].points)
+    assert len(edited.xs) == 7 * 24 + 1 and edited.xs[-1] == 168
+    # a size cap keeps less, at every instant, and less than the saved one at some
+    assert all(e <= s for e, s in zip(edited.ys, saved.ys)) and edited.ys != saved.ys
+    assert f"peak {format.size(max(saved.ys))} saved, {format.size(max(edited.ys))} edited" in note
+
+
+async def test_without_spark_the_what_if_says_so_and_charts_nothing(make_console) -> None:
+    app = make_console()  # no Spark lent: the engine is off
+    async with app.run_test(size=TERMINAL) as pilot:
+        pane = await _what_if(pilot, "max_partition_size", "4KiB")
+        assert "the Spark engine is off" in str(pane.query_one(Static).render())
+        assert not pane.query_one("#what-if-forecast").display
+        assert pane.query_one("#what-if-chart", Chart).spec is None
+
+
+# -- snapshots ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_overview_charts_snapshot(snap_compare, make_console, charted: Path, theme: str) -> None:
+    assert snap_compare(make_console(theme=theme), terminal_size=TERMINAL, run_before=_keys())
+
+
+def test_what_if_chart_snapshot(snap_compare, make_console, spark_engine) -> None:
+    async def run_before(pilot) -> None:
+        await _what_if(pilot, "max_partition_size", "4KiB")
+
+    assert snap_compare(make_console(spark=spark_engine), terminal_size=TERMINAL, run_before=run_before)
+
+
+def test_topic_history_snapshot(snap_compare, make_console, charted: Path) -> None:
+    assert snap_compare(make_console(), terminal_size=TERMINAL, run_before=_keys("enter"))
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_forecast_snapshot(snap_compare, make_console, console_data: Path, monkeypatch, theme: str) -> None:
+    write_disk_history(console_data, step_ms=4 * HOUR)  # two days of past
+    app = make_console(theme=theme)
+    monkeypatch.setattr(app.host, "forecast", fake_forecast)
+    assert snap_compare(app, terminal_size=TERMINAL, run_before=_keys("6", "down", "down", "enter"))
