@@ -353,6 +353,26 @@ async def test_journal_kind_picker_topic_filter_and_clearing(make_console, histo
         assert len(rows_of(app, "actions")) == 4 and app.screen.focused is actions
 
 
+async def test_journal_columns_fit_again_after_policy_changes(make_console, history: Path) -> None:
+    """A policy change's long reason widens the Reason column; once the kind filter is
+    cleared, the columns fit the rows shown again, so Msgs, Bytes and Status stay on
+    screen at 120 columns instead of scrolled off to the right."""
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("4")
+        await settle(pilot)
+        actions = app.screen.query_one("#actions", LiveTable)
+        before = {key: column.content_width for key, column in actions.columns.items()}
+        await app.show_journal_kind(POLICY_CHANGE)
+        await settle(pilot)
+        assert actions.columns["reason"].content_width > before["reason"]  # the long reasons
+        await pilot.press("x")
+        await settle(pilot)
+        reasons = [r[3] for r in rows_of(app, "actions")]
+        assert actions.columns["reason"].content_width == max(len(r) for r in [*reasons, "Reason"])
+        assert {key: column.content_width for key, column in actions.columns.items()} == before
+
+
 async def test_policy_changes_from_the_palette(make_console, history: Path) -> None:
     app = make_console()
     async with app.run_test(size=TERMINAL) as pilot:
