@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 from textual.widgets import OptionList, Static
+from textual.widgets.data_table import ColumnKey
 
 from console.host import ConsoleHost
 from console.modals.kind_picker import KindPicker
@@ -371,6 +372,29 @@ async def test_journal_columns_fit_again_after_policy_changes(make_console, hist
         reasons = [r[3] for r in rows_of(app, "actions")]
         assert actions.columns["reason"].content_width == max(len(r) for r in [*reasons, "Reason"])
         assert {key: column.content_width for key, column in actions.columns.items()} == before
+
+
+async def test_quotas_columns_an_operator_acts_on_fit_at_120(make_console, history: Path) -> None:
+    """Whom to act on (the slowest subscriber) and the state, a clearing one included,
+    are on screen in full at 120 columns; only the backlog policy, a fact of the
+    policy, may scroll."""
+    with Broker(history, clock=lambda: NOW) as broker:
+        broker.create_group("payments", "audit-reconciler", "subscriber")
+        broker.commit("payments", "audit-reconciler", 0, 0, at_ms=NOW - MINUTE)  # ties with ledger (at 10), named first
+        broker.alter_topic("sessions", {"backlog_size": "4 KiB"}, actor="test")
+        EngineState(broker.catalog).set_quota_state("sessions", True, NOW - 20 * MINUTE)  # caught up since
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("3")
+        await settle(pilot)
+        table = app.screen.query_one("#quotas", LiveTable)
+        rows = {r[0]: r for r in rows_of(app, "quotas")}
+        keys = [c.key for c in table.live_columns]
+        assert rows["payments"][keys.index("slowest")] == "audit-reconciler"
+        assert rows["sessions"][keys.index("state")] == "quota exceeded 20m, clearing"
+        needed = keys[: keys.index("policy")] if keys[-1] == "policy" else keys
+        widths = [table.columns[ColumnKey(k)].get_render_width(table) for k in needed]
+        assert sum(widths) <= table.scrollable_content_region.width
 
 
 async def test_policy_changes_from_the_palette(make_console, history: Path) -> None:
