@@ -397,6 +397,24 @@ async def test_quotas_columns_an_operator_acts_on_fit_at_120(make_console, histo
         assert sum(widths) <= table.scrollable_content_region.width
 
 
+async def test_the_header_keeps_crumb_badges_and_spark_at_120(make_console, history: Path) -> None:
+    """A filtered Journal in read-only mode with four badges on: the header drops what
+    matters least (the name, the Spark master, then the schedule) instead of cutting
+    the Spark state off at 120 columns."""
+    app = make_console(read_only=True)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("4")
+        await settle(pilot)
+        await app.show_journal_kind(POLICY_CHANGE)
+        await settle(pilot)
+        bar = app.screen.query_one(TopBar)
+        header = bar.render().plain
+        assert bar.view_title == "Journal [filtered: policy_change · x clears]" and bar.view_title in header
+        assert all(badge in header for badge, _variable in bar.badges()) and len(bar.badges()) == 4
+        assert header.rstrip().endswith("LIVE OFF  │ Spark off")
+        assert len(header) <= bar.size.width == TERMINAL[0]
+
+
 async def test_policy_changes_from_the_palette(make_console, history: Path) -> None:
     app = make_console()
     async with app.run_test(size=TERMINAL) as pilot:
