@@ -195,6 +195,27 @@ async def test_read_only_shows_a_badge_and_hides_every_mutating_key(make_console
         assert "refresh" in shown and "filter" in shown
 
 
+async def test_read_only_says_why_a_mutating_key_does_nothing(make_console) -> None:
+    """Hidden from the footer, a mutating key still answers: a toast naming what was
+    refused, and nothing else happens (no dialog)."""
+    app = make_console(read_only=True)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")  # the first topic
+        await settle(pilot)
+        topic = app.screen
+        for key in ("e", "x", "h", "z", "T", "D"):
+            await pilot.press(key)
+            await settle(pilot)
+            assert app.screen is topic
+        refused = [str(n.message) for n in app._notifications if n.title == "Read-only"]
+        assert len(refused) == 6 and all(m.endswith("refused: the console is read-only") for m in refused)
+        assert refused[0].startswith("Edit policy") and refused[-1].startswith("Purge")
+        await pilot.press("slash", *"ex", "escape")  # typed into the filter: no refusal
+        await settle(pilot)
+        assert len([n for n in app._notifications if n.title == "Read-only"]) == 6
+
+
 async def test_palette_offers_views_topics_and_no_mutation_when_read_only(make_console) -> None:
     from console.commands import EbbCommands
 
