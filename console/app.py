@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding
 from textual.screen import Screen
@@ -282,6 +282,25 @@ class EbbApp(App[None]):
         if action in MUTATING_ACTIONS and self.host.read_only:
             return False
         return True
+
+    def on_key(self, event: events.Key) -> None:
+        """Read-only mode hides the mutating keys; pressed anyway, one says why nothing
+        happens instead of doing nothing silently."""
+        if self.host.read_only and (binding := self._mutating_binding(event.key)) is not None:
+            event.stop()
+            self.allowed(binding.description)
+
+    def _mutating_binding(self, key: str) -> Binding | None:
+        """The mutating binding of ``key`` on the visible screen or the app, if any."""
+        for owner in (*type(self.screen).__mro__, *type(self).__mro__):
+            for binding in vars(owner).get("BINDINGS", ()):
+                if (
+                    isinstance(binding, Binding)
+                    and binding.action in MUTATING_ACTIONS
+                    and key in binding.key.split(",")
+                ):
+                    return binding
+        return None
 
     # -- operations ---------------------------------------------------------------------------
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from rich.console import Group, RenderableType
 from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -13,7 +15,7 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     (
         "Views",
         (
-            ("1 … 5", "Overview, Groups, Quotas, Journal, Engine"),
+            ("1 … 6", "Overview, Groups, Quotas, Journal, Engine, Forecast"),
             ("enter", "open the selected topic"),
             (":", "command palette: views, topics, themes, prune, pause"),
             ("esc", "back (or clear the filter)"),
@@ -24,8 +26,9 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         "Journal",
         (
             ("enter / c", "only the selected cycle's actions / every cycle again"),
-            ("a / A", "next / previous action kind"),
+            ("a", "pick an action kind (policy changes included)"),
             ("o", "only the highlighted action's topic (again: all)"),
+            ("x", "clear every filter and the search"),
             ("w", "export the shown actions as CSV and JSON"),
         ),
     ),
@@ -51,10 +54,10 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         (
             ("e", "edit the topic's policy, with a what-if preview"),
             ("x", "prune now: dry-run preview, confirm, progress, cancel"),
-            ("h", "hold or release the topic"),
+            ("h", "hold the topic (at once) or release it (y confirms)"),
             ("T / D", "truncate a partition / purge the topic (type its name)"),
-            ("E / m", "expire the group / move its position (Groups, Topic views)"),
-            ("z", "pause or resume all deletion"),
+            ("E / m", "expire the group (type its name) / move its position (y confirms)"),
+            ("z", "pause or resume all deletion (y confirms)"),
         ),
     ),
     (
@@ -69,16 +72,18 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
 )
 
 
-def keys_table() -> Table:
-    table = Table(show_header=False, box=None, padding=(0, 2), expand=True)
-    table.add_column(style="bold", no_wrap=True, width=16)
-    table.add_column(ratio=1)
+def keys_table() -> Group:
+    """Each section's heading on a line of its own (in the keys' column it was cut to
+    16 cells), then its keys."""
+    parts: list[RenderableType] = []
     for section, rows in KEYS:
-        table.add_row(f"[underline]{section}[/]", "")
+        table = Table(show_header=False, box=None, padding=(0, 2), expand=True)
+        table.add_column(style="bold", no_wrap=True, width=16)
+        table.add_column(ratio=1)
         for key, meaning in rows:
             table.add_row(key, meaning)
-        table.add_row("", "")
-    return table
+        parts += [Text(section, style="underline"), table, Text("")]
+    return Group(*parts)
 
 
 class HelpScreen(ModalScreen[None]):
@@ -103,4 +108,4 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll() as scroll:
             scroll.border_title = "Ebbtide keys"
-            yield Static(keys_table())
+            yield Static(keys_table(), id="help-keys")

@@ -146,8 +146,10 @@ class LiveTable(DataTable[Cell]):
         following = self.follow and self.cursor_row == 0
         seen = {r.key for r in self._shown}
         self.clear()
-        for row in rows:
-            self.add_row(*map(_plain, row.cells), key=row.key)
+        cells = [tuple(map(_plain, row.cells)) for row in rows]
+        self._fit_columns(cells)
+        for row, plain in zip(rows, cells):
+            self.add_row(*plain, key=row.key)
         self._shown = rows
         if following:
             self.new_above = 0
@@ -160,6 +162,20 @@ class LiveTable(DataTable[Cell]):
             self.move_cursor(row=index, animate=False)
             if self.follow:
                 self.new_above += sum(1 for r in rows[:index] if r.key not in seen)
+
+    def _fit_columns(self, rows: list[tuple[Text, ...]]) -> None:
+        """Size each auto-width column to its label and the rows about to be shown.
+
+        DataTable's ``clear`` keeps every column's width and only ever widens it, so
+        one long cell (a policy change's reason) would push the columns after it off
+        screen for good, and widths measured later, when idle, may come after the first
+        paint; measured here, they are right at once."""
+        keys = [ColumnKey(c.key) for c in self.live_columns]
+        widths = [max((row[i].cell_len for row in rows), default=0) for i in range(len(keys))]
+        for key, width in zip(keys, widths):
+            column = self.columns[key]
+            if column.auto_width:
+                column.content_width = max(column.label.cell_len, width)
 
     def _update_changed_cells(self, old_rows: list[LiveRow], new_rows: list[LiveRow]) -> None:
         """Write the cells that changed, then repaint once.

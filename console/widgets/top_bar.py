@@ -66,16 +66,56 @@ class TopBar(Widget):
         return found
 
     def render(self) -> Text:
+        """The whole header if it fits; else, until it does, without the name, then
+        without the Spark master (the Engine view has it), then with the schedule in
+        fewer words, then without it. The breadcrumb (and the filters it names) and the
+        badges always stay."""
+        width = self.size.width
+        for variant in _VARIANTS:
+            text = self._header(*variant)
+            if not width or text.cell_len <= width:
+                break
+        return text
+
+    def _header(self, name: bool, master: bool, schedule: str) -> Text:
         variables = self.app.theme_variables
-        text = Text(" Ebbtide ", style=f"bold {variables.get('primary', 'cyan')}")
-        text.append(f"│ {self.view_title} │")
+        text = Text(" Ebbtide │", style=f"bold {variables.get('primary', 'cyan')}") if name else Text("")
+        text.append(f" {self.view_title} │")
         for badge, variable in self.badges():
             text.append(" ")
             text.append(f" {badge} ", style=f"bold reverse {variables.get(variable, 'yellow')}")
         status = self.status
         if status is not None:
             colour = variables.get(SESSION_VARIABLE.get(status.session, "warning"), "")
-            text.append(f" │ Spark {status.master} ")
+            text.append(f" │ Spark {status.master} " if master else " │ Spark ")
             text.append(status.session, style=f"bold {colour}")
-            text.append(f" │ {cycle_phrase(status, self.now)} ")
+            phrase = cycle_phrase(status, self.now)
+            if schedule == "short":
+                phrase = _shorter(phrase)
+            if schedule != "none":
+                text.append(f" │ {phrase} ")
         return text
+
+
+#: the header's forms, fullest first: (name, Spark master, schedule phrase)
+_VARIANTS = (
+    (True, True, "full"),
+    (False, True, "full"),
+    (False, False, "full"),
+    (False, False, "short"),
+    (False, False, "none"),
+)
+
+#: the schedule's phrases (console/widgets/engine_panel.py) in fewer words
+_SHORTER = (
+    ("no schedule in this console", "no schedule"),
+    ("first cycle waits for Spark", "waits for Spark"),
+    ("next cycle in ", "next in "),
+)
+
+
+def _shorter(phrase: str) -> str:
+    for long, short in _SHORTER:
+        if phrase.startswith(long):
+            return short + phrase[len(long) :]
+    return phrase

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from textual.geometry import Region
+from textual.widgets import Static
 
 from console import format
 from console.commands import EbbCommands
@@ -193,6 +195,27 @@ async def test_read_only_shows_a_badge_and_hides_every_mutating_key(make_console
         assert "refresh" in shown and "filter" in shown
 
 
+async def test_read_only_says_why_a_mutating_key_does_nothing(make_console) -> None:
+    """Hidden from the footer, a mutating key still answers: a toast naming what was
+    refused, and nothing else happens (no dialog)."""
+    app = make_console(read_only=True)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")  # the first topic
+        await settle(pilot)
+        topic = app.screen
+        for key in ("e", "x", "h", "z", "T", "D"):
+            await pilot.press(key)
+            await settle(pilot)
+            assert app.screen is topic
+        refused = [str(n.message) for n in app._notifications if n.title == "Read-only"]
+        assert len(refused) == 6 and all(m.endswith("refused: the console is read-only") for m in refused)
+        assert refused[0].startswith("Edit policy") and refused[-1].startswith("Purge")
+        await pilot.press("slash", *"ex", "escape")  # typed into the filter: no refusal
+        await settle(pilot)
+        assert len([n for n in app._notifications if n.title == "Read-only"]) == 6
+
+
 async def test_palette_offers_views_topics_and_no_mutation_when_read_only(make_console) -> None:
     from console.commands import EbbCommands
 
@@ -268,6 +291,23 @@ def test_overview_snapshot(snap_compare, make_console, theme: str) -> None:
 
 def test_overview_read_only_snapshot(snap_compare, make_console) -> None:
     assert snap_compare(make_console(read_only=True), terminal_size=TERMINAL, run_before=settle)
+
+
+async def test_help_names_every_view_and_current_key_in_full(make_console) -> None:
+    """The help at 120 columns: view 6, the Journal's kind picker and its clear-all key,
+    the confirmations, and no heading or key cut short."""
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        keys = app.screen.query_one("#help-keys", Static)
+        lines = keys.render_lines(Region(0, 0, keys.size.width, keys.size.height))
+        text = " ".join(" ".join(line.text for line in lines).split())  # wrapped lines joined
+        assert "Overview, Groups, Quotas, Journal, Engine, Forecast" in text
+        assert "Steering (not in --read-only)" in text and text.count("…") == 1  # "1 … 6" only: none cut
+        assert "pick an action kind" in text and "next / previous action kind" not in text
+        assert "clear every filter" in text and "(y confirms)" in text
 
 
 def test_help_snapshot(snap_compare, make_console) -> None:

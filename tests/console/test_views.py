@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 from textual.widgets import OptionList, Static
+from textual.widgets.data_table import ColumnKey
 
 from console.host import ConsoleHost
 from console.modals.kind_picker import KindPicker
@@ -351,6 +352,67 @@ async def test_journal_kind_picker_topic_filter_and_clearing(make_console, histo
         await pilot.press("escape")  # clears the search, stays on the actions
         await settle(pilot)
         assert len(rows_of(app, "actions")) == 4 and app.screen.focused is actions
+
+
+async def test_journal_columns_fit_again_after_policy_changes(make_console, history: Path) -> None:
+    """A policy change's long reason widens the Reason column; once the kind filter is
+    cleared, the columns fit the rows shown again, so Msgs, Bytes and Status stay on
+    screen at 120 columns instead of scrolled off to the right."""
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("4")
+        await settle(pilot)
+        actions = app.screen.query_one("#actions", LiveTable)
+        before = {key: column.content_width for key, column in actions.columns.items()}
+        await app.show_journal_kind(POLICY_CHANGE)
+        await settle(pilot)
+        assert actions.columns["reason"].content_width > before["reason"]  # the long reasons
+        await pilot.press("x")
+        await settle(pilot)
+        reasons = [r[3] for r in rows_of(app, "actions")]
+        assert actions.columns["reason"].content_width == max(len(r) for r in [*reasons, "Reason"])
+        assert {key: column.content_width for key, column in actions.columns.items()} == before
+
+
+async def test_quotas_columns_an_operator_acts_on_fit_at_120(make_console, history: Path) -> None:
+    """Whom to act on (the slowest subscriber) and the state, a clearing one included,
+    are on screen in full at 120 columns; only the backlog policy, a fact of the
+    policy, may scroll."""
+    with Broker(history, clock=lambda: NOW) as broker:
+        broker.create_group("payments", "audit-reconciler", "subscriber")
+        broker.commit("payments", "audit-reconciler", 0, 0, at_ms=NOW - MINUTE)  # ties with ledger (at 10), named first
+        broker.alter_topic("sessions", {"backlog_size": "4 KiB"}, actor="test")
+        EngineState(broker.catalog).set_quota_state("sessions", True, NOW - 20 * MINUTE)  # caught up since
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("3")
+        await settle(pilot)
+        table = app.screen.query_one("#quotas", LiveTable)
+        rows = {r[0]: r for r in rows_of(app, "quotas")}
+        keys = [c.key for c in table.live_columns]
+        assert rows["payments"][keys.index("slowest")] == "audit-reconciler"
+        assert rows["sessions"][keys.index("state")] == "quota exceeded 20m, clearing"
+        needed = keys[: keys.index("policy")] if keys[-1] == "policy" else keys
+        widths = [table.columns[ColumnKey(k)].get_render_width(table) for k in needed]
+        assert sum(widths) <= table.scrollable_content_region.width
+
+
+async def test_the_header_keeps_crumb_badges_and_spark_at_120(make_console, history: Path) -> None:
+    """A filtered Journal in read-only mode with four badges on: the header drops what
+    matters least (the name, the Spark master, then the schedule) instead of cutting
+    the Spark state off at 120 columns."""
+    app = make_console(read_only=True)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("4")
+        await settle(pilot)
+        await app.show_journal_kind(POLICY_CHANGE)
+        await settle(pilot)
+        bar = app.screen.query_one(TopBar)
+        header = bar.render().plain
+        assert bar.view_title == "Journal [filtered: policy_change · x clears]" and bar.view_title in header
+        assert all(badge in header for badge, _variable in bar.badges()) and len(bar.badges()) == 4
+        assert header.rstrip().endswith("LIVE OFF  │ Spark off")
+        assert len(header) <= bar.size.width == TERMINAL[0]
 
 
 async def test_policy_changes_from_the_palette(make_console, history: Path) -> None:
