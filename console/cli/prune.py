@@ -174,16 +174,16 @@ def _applied_actions(broker: Broker, cycle_id: int) -> list[dict[str, Any]]:
     rows = Journal(broker.catalog).actions(cycle=cycle_id, status="applied", limit=None)
     return [
         {
-            "action": a["action"],
-            "topic": a["topic"],
-            "partition": a["partition"],
-            "base_offset": a["start_offset"],
-            "next_offset": a["end_offset"],
-            "bytes": a["bytes"] or 0,
-            "reason": a["reason"],
+            "action": a.action,
+            "topic": a.topic,
+            "partition": a.partition,
+            "base_offset": a.start_offset,
+            "next_offset": a.end_offset,
+            "bytes": a.bytes or 0,
+            "reason": a.reason,
         }
         for a in reversed(rows)
-        if a["action"] in ("delete_segment", "move_log_start")
+        if a.action in ("delete_segment", "move_log_start")
     ]
 
 

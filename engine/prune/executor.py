@@ -40,7 +40,8 @@ from engine.broker import Broker
 from engine.catalog.database import on_full, share_again
 from engine.errors import NotFound, StoreError
 from engine.faults import fault_point
-from engine.journal.journal import ActionStatus, CycleStatus, Entry, Journal
+from engine.journal.journal import Entry, Journal
+from engine.journal.rows import Action, ActionStatus, CycleStatus
 from engine.journal.state import EngineState
 from engine.prune.work import GroupMove, PartitionWork, SegmentDeletion, TopicWork
 from engine.store.lock import FileLock, LockTimeout
@@ -480,25 +481,25 @@ def _check_plan(pw: PartitionWork) -> None:
 # -- settling what a crash or an error left planned -----------------------------------------
 
 
-def _effect(broker: Broker, action: Mapping[str, Any]) -> ActionStatus:
+def _effect(broker: Broker, action: Action) -> ActionStatus:
     """Whether a planned action's effect is visible in the catalog."""
     catalog = broker.catalog
-    topic = action["topic"]
+    topic, partition, end = action.topic, action.partition, action.end_offset
     if topic is None or not catalog.has_topic(topic):
         return "skipped"
-    kind = action["action"]
-    if kind in ("delete_segment", "move_log_start"):
+    kind = action.action
+    if kind in ("delete_segment", "move_log_start") and partition is not None and end is not None:
         # The deletion's durable point is the log start move: past it, the store
         # finishes the deletion; before it, the data stays.
-        moved = catalog.partition(topic, action["partition"]).log_start_offset >= action["end_offset"]
+        moved = catalog.partition(topic, partition).log_start_offset >= end
         return "applied" if moved else "rolled_back"
-    group = (action["details"] or {}).get("group")
+    group = (action.details or {}).get("group")
     current = next((g for g in catalog.groups(topic) if g.name == group), None)
     if kind == "group_expired":
         return "applied" if current is None else "rolled_back"
-    if kind in _MOVE_ACTIONS and current is not None:
-        position = current.positions.get(action["partition"], (-1, 0))[0]
-        return "applied" if position >= action["end_offset"] else "rolled_back"
+    if kind in _MOVE_ACTIONS and current is not None and partition is not None and end is not None:
+        position = current.positions.get(partition, (-1, 0))[0]
+        return "applied" if position >= end else "rolled_back"
     return "rolled_back"
 
 
@@ -509,11 +510,11 @@ class _Settled:
     rolled_back: int
 
 
-def _settle_by_effect(broker: Broker, journal: Journal, planned: Sequence[Mapping[str, Any]], *, how: str) -> _Settled:
+def _settle_by_effect(broker: Broker, journal: Journal, planned: Sequence[Action], *, how: str) -> _Settled:
     """Give actions left ``planned`` (by a crash, or an error half-way) the status
     their visible effect shows, noted in their details as ``completed_<how>``,
     ``rolled_back_<how>`` or ``skipped_<how>`` (a topic deleted since)."""
-    touched = sorted({(a["topic"], a["partition"]) for a in planned if a["partition"] is not None})
+    touched = sorted({(a.topic, a.partition) for a in planned if a.topic is not None and a.partition is not None})
     for topic, partition in touched:
         try:
             # Taking the writer lock makes the files follow the log start (finishing
@@ -527,11 +528,11 @@ def _settle_by_effect(broker: Broker, journal: Journal, planned: Sequence[Mappin
     with broker.catalog.write():
         for action in planned:
             status = _effect(broker, action)
-            journal.settle([action["id"]], status, time=broker.clock(), details={note[status]: True})
+            journal.settle([action.id], status, time=broker.clock(), details={note[status]: True})
             rolled_back += status == "rolled_back"
-            if status == "applied" and action["action"] == "delete_segment":
+            if status == "applied" and action.action == "delete_segment":
                 deletions += 1
-                freed += action["bytes"] or 0
+                freed += action.bytes or 0
     return _Settled(deletions, freed, rolled_back)
 
 
@@ -539,24 +540,24 @@ def _recover(broker: Broker, journal: Journal) -> tuple[int, ...]:
     """Settle the cycles still ``running``: under the prune lock, their process died."""
     recovered = []
     for cycle in journal.cycles(status="running", limit=None):
-        actions = journal.actions(cycle=cycle["id"], limit=None)
-        planned = [a for a in actions if a["status"] == "planned"]
+        actions = journal.actions(cycle=cycle.id, limit=None)
+        planned = [a for a in actions if a.status == "planned"]
         settled = _settle_by_effect(broker, journal, planned, how="on_recovery")
-        deletions = [a for a in actions if a["action"] == "delete_segment"]
-        done_before = [a for a in deletions if a["status"] == "applied"]
+        deletions = [a for a in actions if a.action == "delete_segment"]
+        done_before = [a for a in deletions if a.status == "applied"]
         journal.finish_cycle(
-            cycle["id"],
+            cycle.id,
             status="interrupted",
             finished=broker.clock(),
             planned=len(deletions),
             applied=len(done_before) + settled.deletions,
-            bytes_freed=sum(a["bytes"] or 0 for a in done_before) + settled.bytes_freed,
+            bytes_freed=sum(a.bytes or 0 for a in done_before) + settled.bytes_freed,
             error=(
                 f"interrupted: its process died; recovery completed {settled.deletions} segment deletion(s) "
                 f"and rolled back {settled.rolled_back} planned action(s)"
             ),
         )
-        recovered.append(cycle["id"])
+        recovered.append(cycle.id)
     return tuple(recovered)
 
 

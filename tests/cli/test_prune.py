@@ -22,7 +22,8 @@ import pytest
 import console.cli.engine_cmd as engine_cmd
 import console.cli.prune as prune_cli
 from engine.broker import Broker
-from engine.journal.journal import ACTION_FIELDS, CYCLE_FIELDS, Journal
+from engine.journal.journal import Journal
+from engine.journal.rows import ACTION_FIELDS, CYCLE_FIELDS
 from engine.journal.state import EngineState
 from engine.prune.session import SparkEngine
 from tests.support.cli import REPO, ebb_command, state_of

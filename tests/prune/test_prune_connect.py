@@ -53,5 +53,5 @@ def test_a_prune_cycle_runs_through_spark_connect(broker: Broker, connect_engine
     assert after["log_start_offset"] == expired[-1]["next_offset"]
     assert [s["base_offset"] for s in after["segments"]] == [s["base_offset"] for s in before[len(expired) :]]
     cycle = Journal(broker.catalog).cycle(outcome.result.cycle_id)
-    assert cycle["spark_master"] == connect_engine.description
+    assert cycle.spark_master == connect_engine.description
     assert connect_engine.description.startswith("sc://127.0.0.1:")

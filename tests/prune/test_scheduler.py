@@ -97,8 +97,8 @@ def test_runs_n_cycles_each_interval_measured_from_the_start_of_the_cycle(broker
     assert [r.status for r in reports] == ["done"] * 3
     assert scheduler.last_result == reports[-1] and scheduler.next_cycle_at is None
     journal = Journal(broker.catalog)
-    assert [c["trigger"] for c in journal.cycles()] == ["schedule"] * 3
-    assert reports[-1].cycle_id == journal.cycles()[0]["id"]
+    assert [c.trigger for c in journal.cycles()] == ["schedule"] * 3
+    assert reports[-1].cycle_id == journal.cycles()[0].id
 
 
 def test_the_interval_comes_from_the_config_reloaded_before_each_cycle(broker: Broker, data_dir: Path) -> None:
@@ -126,8 +126,8 @@ def test_the_interval_comes_from_the_config_reloaded_before_each_cycle(broker: B
     assert reports[2].outcome is None and "config not reloaded, nothing pruned" in reports[2].error
     assert "ebb.toml" in reports[2].error
     failed = Journal(broker.catalog).cycles(status="failed")
-    assert len(failed) == 2 and all("config not reloaded" in c["error"] for c in failed)
-    assert {c["trigger"] for c in failed} == {"schedule"}
+    assert len(failed) == 2 and all("config not reloaded" in c.error for c in failed)
+    assert {c.trigger for c in failed} == {"schedule"}
 
 
 def test_a_new_interval_applies_to_the_wait_in_progress(broker: Broker, data_dir: Path) -> None:
@@ -158,7 +158,7 @@ def test_a_cycle_that_raises_is_journaled_and_the_loop_goes_on(broker: Broker) -
     assert reports[1].error == "snapshot exploded" and reports[1].cycle_id is not None
     journal = Journal(broker.catalog)
     failed = journal.cycle(reports[1].cycle_id)
-    assert (failed["status"], failed["trigger"], failed["error"]) == ("failed", "schedule", "snapshot exploded")
+    assert (failed.status, failed.trigger, failed.error) == ("failed", "schedule", "snapshot exploded")
     assert len(journal.cycles()) == 3
 
 
@@ -175,7 +175,7 @@ def test_a_failure_the_executor_journaled_is_not_journaled_twice(broker: Broker)
     reports: list[CycleReport] = []
     Scheduler(FakePruner(broker, behaviour), interval_ms=1, max_cycles=1, on_cycle=reports.append).run(RecordingEvent())
     (cycle,) = Journal(broker.catalog).cycles()
-    assert reports[0].cycle_id == cycle["id"] and reports[0].status == "failed"
+    assert reports[0].cycle_id == cycle.id and reports[0].status == "failed"
 
 
 def test_stops_promptly_between_cycles(broker: Broker) -> None:
@@ -232,8 +232,8 @@ def test_spark_that_failed_to_start_fails_each_cycle_journaled(broker: Broker) -
     Scheduler(pruner, interval_ms=1, max_cycles=2, on_cycle=reports.append).run(RecordingEvent())
     assert [r.status for r in reports] == ["failed", "failed"] and pruner.calls == []
     cycles = Journal(broker.catalog).cycles()
-    assert [c["error"] for c in cycles] == ["cannot start Spark (local[1]): no java"] * 2
-    assert {c["spark_master"] for c in cycles} == {"local[1]"}
+    assert [c.error for c in cycles] == ["cannot start Spark (local[1]): no java"] * 2
+    assert {c.spark_master for c in cycles} == {"local[1]"}
 
 
 def test_interval_must_be_positive(broker: Broker) -> None:
@@ -288,9 +288,9 @@ def test_on_spark_a_failing_topic_is_isolated_and_a_changed_config_applies_next_
     assert len(_files(data_dir, "later")) == 1
     journal = Journal(broker.catalog)
     failed = journal.actions(action="topic_failed")
-    assert [a["topic"] for a in failed] == ["broken", "broken"]
-    assert {a["trigger"] for a in failed} == {"schedule"}
-    assert [c["status"] for c in journal.cycles()] == ["done", "done"]
+    assert [a.topic for a in failed] == ["broken", "broken"]
+    assert {a.trigger for a in failed} == {"schedule"}
+    assert [c.status for c in journal.cycles()] == ["done", "done"]
 
 
 def test_on_spark_a_paused_engine_still_plans_and_reports(
@@ -313,4 +313,4 @@ def test_on_spark_a_paused_engine_still_plans_and_reports(
     assert report.outcome.result.applied == 0
     assert _files(data_dir, "events") == before
     (cycle,) = Journal(broker.catalog).cycles()
-    assert (cycle["status"], cycle["trigger"], cycle["planned"], cycle["applied"]) == ("paused", "schedule", planned, 0)
+    assert (cycle.status, cycle.trigger, cycle.planned, cycle.applied) == ("paused", "schedule", planned, 0)

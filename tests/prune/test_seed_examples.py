@@ -422,8 +422,7 @@ def test_pulsar_consumer_backlog_eviction(broker: Broker, pruner: Pruner) -> Non
     assert log_start(broker, "e-age") == 0
     evictions = actions(broker, out.result.cycle_id, action="backlog_eviction")
     assert sorted(
-        (a["topic"], a["partition"], a["start_offset"], a["end_offset"], a["messages"], a["details"], a["status"])
-        for a in evictions
+        (a.topic, a.partition, a.start_offset, a.end_offset, a.messages, a.details, a.status) for a in evictions
     ) == [
         ("e-age", 0, 0, 30, 30, {"group": "sub", "kind": "subscriber"}, "applied"),
         ("e-size", 0, 5, 30, 25, {"group": "sub", "kind": "subscriber"}, "applied"),
@@ -463,7 +462,7 @@ def test_pulsar_message_ttl(broker: Broker, pruner: Pruner) -> None:
         ("move_log_start", 0, 0, 10, 10, None, None, "applied"),
         ("delete_segment", 0, 0, 10, 10, 1000, "DELETE_TIME", "applied"),
     ]
-    assert actions(broker, out.result.cycle_id, action="ttl_advance")[0]["details"] == {
+    assert actions(broker, out.result.cycle_id, action="ttl_advance")[0].details == {
         "group": "sub",
         "kind": "subscriber",
     }
@@ -662,7 +661,7 @@ def test_pravega_consumption_based_retention_cases(broker: Broker, pruner: Prune
         ("move_log_start", 0, 0, 60, 60, None, None, "applied"),
     ]
     assert [a[0] for a in summary[2:]] == ["delete_segment"] * 6
-    assert actions(broker, cycle, topic="pv-none", action="reader_moved")[0]["details"] == {
+    assert actions(broker, cycle, topic="pv-none", action="reader_moved")[0].details == {
         "group": "reader",
         "kind": "reader",
     }
@@ -839,7 +838,7 @@ def test_arrebato_consumer_index_expiry(broker: Broker, pruner: Pruner) -> None:
     assert [g["name"] for g in broker.describe("arr-groups").to_json()["groups"]] == ["fresh"]
     assert positions(broker, "arr-groups") == {"fresh": 20}
     expired = actions(broker, out.result.cycle_id, topic="arr-groups", action="group_expired")
-    assert sorted((a["details"]["group"], a["details"]["kind"], a["status"]) for a in expired) == [
+    assert sorted((a.details["group"], a.details["kind"], a.status) for a in expired) == [
         ("idle-reader", "reader", "applied"),
         ("stale", "subscriber", "applied"),
     ]
@@ -868,7 +867,7 @@ def test_dry_run_changes_nothing_and_decides_the_same(broker: Broker, pruner: Pr
     assert _files(topic_dir) == files_before
     assert broker.describe("dry").to_json() == described_before
     assert actions(broker, dry.result.cycle_id) == []
-    assert Journal(broker.catalog).cycle(dry.result.cycle_id)["status"] == "dry_run"
+    assert Journal(broker.catalog).cycle(dry.result.cycle_id).status == "dry_run"
 
     real = pruner.cycle(now=T0 + 120 * MIN, topics=["dry"])
     assert decisions(real.plan, "dry") == expected
