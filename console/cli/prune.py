@@ -82,15 +82,16 @@ def run_prune(broker: Broker, args: argparse.Namespace) -> int:
     now = _now(args)  # refuse a bad --now before starting Spark
     pruner = _pruner(broker, args)
     try:
-        outcome = pruner.cycle(now=now, topics=args.topics, dry_run=args.dry_run, trigger="manual", actor="cli")
+        plan = pruner.plan(now=now, topics=args.topics)
+        result = pruner.cycle(topics=args.topics, dry_run=args.dry_run, trigger="manual", actor="cli", plan=plan)
     finally:
         pruner.spark.stop()
-    plan, result = outcome.plan, outcome.result
     if args.dry_run:
         actions = _planned_actions(plan)
         deleted = len([a for a in actions if a["action"] == "delete_segment"])
         freed = sum(a["bytes"] for a in actions if a["action"] == "delete_segment")
     else:
+        assert result.cycle_id is not None  # the executor journals every cycle it runs
         actions = _applied_actions(broker, result.cycle_id)
         deleted, freed = result.applied, result.bytes_freed
     if args.json:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,6 +43,7 @@ from engine.faults import fault_point
 from engine.journal.journal import Entry, Journal
 from engine.journal.rows import Action, ActionStatus, CycleStatus
 from engine.journal.state import EngineState
+from engine.prune.cycle_result import CycleResult
 from engine.prune.work import GroupMove, PartitionWork, SegmentDeletion, TopicWork
 from engine.store.lock import FileLock, LockTimeout
 from engine.store.partition import PartitionWriter, deleting, unlink_detached
@@ -55,24 +56,6 @@ PARTITION_LOCK_WAIT = 5.0
 #: unlinked segments journaled per transaction
 _UNLINK_BATCH = 100
 _MOVE_ACTIONS = ("ttl_advance", "backlog_eviction", "reader_moved", "subscriber_overrun", "manual_move")
-
-
-@dataclass(frozen=True)
-class CycleResult:
-    cycle_id: int
-    status: CycleStatus
-    #: segment deletions planned and done
-    planned: int
-    applied: int
-    bytes_freed: int
-    #: topic, or "topic/partition", -> why the plan was not applied there
-    skipped: dict[str, str] = field(default_factory=dict)
-    #: topic -> error
-    failed: dict[str, str] = field(default_factory=dict)
-    #: ids of interrupted cycles recovered before this one
-    recovered: tuple[int, ...] = ()
-    #: the part of ``skipped`` whose writer lock another process held too long
-    locked: dict[str, str] = field(default_factory=dict)
 
 
 class _Stale(Exception):
@@ -589,6 +572,7 @@ def execute(
     While the engine is paused, only the topics' quota states are recorded (status
     ``paused``). One topic's failure is journaled (``topic_failed``) and the others
     go on; the cycle is then ``done`` with the failures in its ``error``."""
+    begun = broker.clock()
     journal = Journal(broker.catalog)
     planned = sum(tw.deletions for tw in work)
 
@@ -609,7 +593,7 @@ def execute(
             journal.finish_cycle(
                 cycle_id, status="dry_run", finished=broker.clock(), planned=planned, applied=0, bytes_freed=0
             )
-        return CycleResult(cycle_id, "dry_run", planned, 0, 0)
+        return CycleResult(cycle_id, "dry_run", begun, broker.clock(), planned)
 
     with _prune_lock(broker, lock_timeout), _room_to_delete(broker):
         recovered = _recover(broker, journal)
@@ -649,6 +633,8 @@ def execute(
     return CycleResult(
         cycle_id,
         status,
+        begun,
+        broker.clock(),
         planned,
         cycle.applied,
         cycle.bytes_freed,

@@ -30,7 +30,8 @@ from engine.errors import EbbError, InvalidInput, StoreError
 from engine.journal.journal import Entry, Journal
 from engine.journal.rows import Action
 from engine.journal.state import EngineState
-from engine.prune.executor import CycleResult, execute
+from engine.prune.cycle_result import CycleResult
+from engine.prune.executor import execute
 from engine.prune.snapshot import StoreRecordTimes, time_cut
 from engine.prune.work import GroupMove, MoveAction, PartitionWork, SegmentDeletion, Skip, TopicWork
 

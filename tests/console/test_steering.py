@@ -169,7 +169,7 @@ async def test_prune_now_previews_the_plan_then_prunes_it(make_console, spark_en
         await pilot.press("c")
         await settle(pilot)
         assert dialog.phase == "done" and dialog.outcome is not None
-        result = dialog.outcome.result
+        result = dialog.outcome
         assert f"Cycle {result.cycle_id} (done): deleted {deleted} segment(s)" in text(
             dialog.query_one("#prune-status")
         )
@@ -227,7 +227,7 @@ async def test_prune_now_shows_what_changed_since_the_preview_and_asks_again(
         await pilot.press("c")
         await settle(pilot)
         assert dialog.phase == "done" and dialog.outcome is not None
-        assert dialog.outcome.result.applied == dialog.preview.plan.segments
+        assert dialog.outcome.applied == dialog.preview.plan.segments
 
 
 async def test_prune_now_cancel_stops_a_running_plan(
