@@ -29,9 +29,9 @@ from engine.forecast.forecast import Forecast, Request, forecast
 from engine.prune.cycle_result import CycleResult
 from engine.prune.planner import Plan
 from engine.prune.pruner import Pruner
+from engine.prune.record_times import StoreRecordTimes
 from engine.prune.scheduler import Scheduler
 from engine.prune.session import SparkEngine, spark_engine_for
-from engine.prune.snapshot import StoreRecordTimes
 from engine.prune.spark_settings import LOG_NAME
 
 

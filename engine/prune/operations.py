@@ -32,7 +32,7 @@ from engine.journal.rows import Action
 from engine.journal.state import EngineState
 from engine.prune.cycle_result import CycleResult
 from engine.prune.executor import execute
-from engine.prune.snapshot import StoreRecordTimes, time_cut
+from engine.prune.record_times import StoreRecordTimes, time_cut
 from engine.prune.work import GroupMove, MoveAction, PartitionWork, SegmentDeletion, Skip, TopicWork
 
 TRIGGER = "manual"

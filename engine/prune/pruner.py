@@ -14,12 +14,13 @@ from engine.errors import InvalidPolicy
 from engine.journal.journal import Entry, Journal
 from engine.prune.cycle_result import CycleResult
 from engine.prune.executor import execute
+from engine.prune.plan_work import work_from_plan
 from engine.prune.planner import Plan, Planner
+from engine.prune.record_times import StoreRecordTimes
 from engine.prune.scratch import scratch_dir
 from engine.prune.session import SparkEngine
-from engine.prune.snapshot import StoreRecordTimes, build_snapshot
+from engine.prune.snapshot import build_snapshot
 from engine.prune.transport import Scratch
-from engine.prune.work import work_from_plan
 
 
 class Pruner:

@@ -23,8 +23,9 @@ import pytest
 from engine.broker import Broker
 from engine.prune import bucketed
 from engine.prune import planner as planner_module
+from engine.prune.record_times import StoreRecordTimes
 from engine.prune.session import SparkEngine
-from engine.prune.snapshot import StoreRecordTimes, build_snapshot
+from engine.prune.snapshot import build_snapshot
 from engine.prune.transport import Scratch, private_directory
 from tests.support.seed_scenarios import MIN, T0, write
 

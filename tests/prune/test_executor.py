@@ -21,6 +21,7 @@ from engine.journal.state import EngineState
 from engine.prune import executor as executor_module
 from engine.prune import tables
 from engine.prune.executor import PRUNE_LOCK_FILE, execute, recover_interrupted
+from engine.prune.plan_work import work_from_plan
 from engine.prune.work import (
     ExpiredGroup,
     GroupMove,
@@ -28,7 +29,6 @@ from engine.prune.work import (
     SegmentDeletion,
     Skip,
     TopicWork,
-    work_from_plan,
 )
 from engine.store.batch import NewRecord
 from engine.store.lock import FileLock
