@@ -25,7 +25,6 @@ from console.cli.render import emit_json, instant, size
 from engine.broker import Broker
 from engine.errors import InvalidInput, SparkUnavailable
 from engine.policy.units import InvalidValue, describe_duration, parse_duration
-from engine.prune.session import spark_engine_for
 
 if TYPE_CHECKING:
     from engine.prune.cycle_result import CycleResult
@@ -99,6 +98,7 @@ def report_line(result: CycleResult) -> str:
 def run_engine(broker: Broker, args: argparse.Namespace) -> int:
     from engine.prune.pruner import Pruner
     from engine.prune.scheduler import Scheduler
+    from engine.prune.session import spark_engine_for
 
     interval = _interval(args.prune_interval)
     spark = spark_engine_for(broker.config, broker.data, master=args.spark_master, remote=args.spark_remote)

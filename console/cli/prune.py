@@ -17,7 +17,6 @@ from engine.broker import Broker
 from engine.clock import parse_instant
 from engine.journal.journal import Journal
 from engine.policy.effective import merge_overrides
-from engine.prune.session import spark_engine_for
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -58,6 +57,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def _pruner(broker: Broker, args: argparse.Namespace) -> Pruner:
     from engine.prune.pruner import Pruner
+    from engine.prune.session import spark_engine_for
 
     spark = spark_engine_for(broker.config, broker.data, master=args.spark_master, remote=args.spark_remote)
     try:
