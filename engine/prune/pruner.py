@@ -74,7 +74,8 @@ class Pruner:
         plan: Plan | None = None,
     ) -> CycleResult:
         """Plan, then apply (or, with ``dry_run``, only journal) one cycle; ``plan``:
-        apply that plan of ``topics`` (one the operator previewed) instead of planning."""
+        apply that plan of ``topics`` (one the operator previewed) instead of planning.
+        Returns the executor's result with the plan it applied."""
         plan = plan if plan is not None else self.plan(now=now, topics=topics, tag=tag)
         result = execute(
             self.broker,
