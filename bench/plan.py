@@ -68,9 +68,11 @@ import pyarrow.compute as pc
 from bench.synthetic_catalog import LinearRecordTimes, SyntheticCatalog, generate
 from engine.broker import Broker
 from engine.catalog.catalog import Catalog
-from engine.prune import planner as planner_module
 from engine.prune import tables
 from engine.prune.executor import execute
+from engine.prune.plan import query
+from engine.prune.plan.inputs import buckets_of, read_files, spark_inputs, write_inputs
+from engine.prune.plan.output import split
 from engine.prune.plan_work import work_from_plan
 from engine.prune.planner import Plan, Planner
 from engine.prune.session import SparkEngine
@@ -399,24 +401,25 @@ def _operators(spark: Any, first: int) -> list[dict[str, Any]]:
 
 
 def instrumented_plan(engine: SparkEngine, scratch: Path, snapshot: Snapshot) -> dict[str, Any]:
-    """``Planner.plan`` step by step, with the planner's private functions."""
+    """``Planner.plan`` step by step, with the functions of its parts (:mod:`engine.prune.plan`)."""
     times: dict[str, float] = {}
     info: dict[str, Any] = {}
 
     start = time.perf_counter()
-    inputs = planner_module._spark_inputs(snapshot.tables, snapshot.now)
+    inputs = spark_inputs(snapshot.tables, snapshot.now)
     times["Spark's input tables (Arrow)"] = time.perf_counter() - start
 
     def job(spark: Any) -> pa.Table:
-        buckets = planner_module._buckets(spark)
+        buckets = buckets_of(spark)
         with private_directory(Scratch.local(scratch)) as directory:
             start = time.perf_counter()
-            planner_module._write_inputs(inputs, directory, buckets)
+            write_inputs(inputs, directory, buckets)
             times["bucketed rows + facts -> Parquet"] = time.perf_counter() - start
             before = _stage_ids(spark)
             executions_before = _execution_count(spark)
             start = time.perf_counter()
-            with planner_module._planning_frame(spark, directory, buckets) as frame:
+            with read_files(spark, directory, buckets) as (rows, facts):
+                frame = query.frame(spark, rows, facts)
                 times["table registration + query parsing + analysis (driver)"] = time.perf_counter() - start
                 start = time.perf_counter()
                 executed = frame._jdf.queryExecution().executedPlan()
@@ -442,7 +445,7 @@ def instrumented_plan(engine: SparkEngine, scratch: Path, snapshot: Snapshot) ->
 
     frame = engine.run(job, f"bench-{uuid.uuid4().hex}")
     start = time.perf_counter()
-    planner_module._split(frame, snapshot.tables, inputs)
+    split(frame, snapshot.tables, inputs)
     times["split into plan tables (Python)"] = time.perf_counter() - start
     info["times"] = times
     info["total"] = sum(times.values())

@@ -27,12 +27,17 @@ from engine.clock import now_ms
 from engine.errors import EbbError
 from engine.forecast.forecast import Forecast, Request, forecast
 from engine.prune.cycle_result import CycleResult
+from engine.prune.executor import hold_prune_lock
 from engine.prune.planner import Plan
 from engine.prune.pruner import Pruner
 from engine.prune.record_times import StoreRecordTimes
 from engine.prune.scheduler import Scheduler
 from engine.prune.session import SparkEngine, spark_engine_for
 from engine.prune.spark_settings import LOG_NAME
+from engine.store.lock import LockTimeout
+
+#: how long prune now tries for the prune lock before it says who holds it
+LOCK_PATIENCE = 0.5
 
 
 def _signature(path: Path) -> tuple[int, int] | None:
@@ -260,13 +265,16 @@ class ConsoleHost:
         unchanged: Callable[[Plan], bool],
         *,
         tag: str | None = None,
+        waiting: Callable[[LockTimeout | None], None] | None = None,
     ) -> CycleResult | Plan:
         """Apply what the operator previewed, or say it changed. With the schedule held
-        off, plan ``topics`` again at the preview's instant (so the clock alone changes
-        nothing); if ``unchanged(plan)``, apply that plan as one manual cycle, else
-        return the new plan, applying nothing."""
+        off and the data directory's prune lock held (no cycle of any process between;
+        ``waiting`` hears who holds it meanwhile), plan ``topics`` again at the
+        preview's instant (so the clock alone changes nothing); if ``unchanged(plan)``,
+        apply that plan as one manual cycle, else return the new plan, applying nothing."""
         self.refuse_if_read_only("prune now")
-        with self._cycle_gate:
+        # The gate first, as a scheduled cycle takes them: the other order deadlocks.
+        with self._cycle_gate, hold_prune_lock(self.root, patience=LOCK_PATIENCE, waiting=waiting):
             plan = self.plan(topics, now=previewed.now, tag=tag)
             if not unchanged(plan):
                 return plan

@@ -14,12 +14,17 @@ kept on top), ``enter`` goes to the next field, ``esc`` closes.
 - Saving re-reads the policy in the same write transaction as the write and refuses
   when it changed since it was loaded (:func:`~console.model.policy_form.save_policy`):
   a newer change is never overwritten unseen.
+- A save toasts what changed and, when the change deletes data at the next cycle that
+  the policy before it kept, warns how much: from the what-if if it showed exactly
+  the saved form, else from the same two plans made by an app worker right after the
+  save (the editor has closed by then; the save itself never waits for Spark).
 - ``esc`` with unsaved changes asks once (a warning: ``esc`` again discards them,
   nothing is saved); without changes it closes at once.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 from textual import events, work
@@ -50,6 +55,7 @@ from engine.policy.fields import FIELDS
 
 if TYPE_CHECKING:
     from console.app import EbbApp
+    from console.host import ConsoleHost
 
 #: what the bool fields accept in the form (any text `parse_bool` takes works too)
 BOOL_WORDS = ("on", "off")
@@ -96,6 +102,56 @@ class PreviewFailed(Message):
     def __init__(self, error: str) -> None:
         super().__init__()
         self.error = error
+
+
+# -- what a change deletes now --------------------------------------------------------------
+
+
+def plan_what_if(
+    host: ConsoleHost, topic: str, proposed: dict[str, str], *, tag: str, before: dict[str, str] | None = None
+) -> WhatIf:
+    """``topic`` planned with the ``proposed`` overrides against ``before`` (None: the
+    saved policy). Both plans at one instant, as ``ebb explain`` does: a segment that
+    becomes eligible between them must not count as the change's."""
+    now = host.clock()
+    saved = host.plan([topic], now=now, overrides=None if before is None else {topic: before}, tag=tag)
+    changed = host.plan([topic], now=now, overrides={topic: proposed}, tag=tag)
+    return compare(topic, saved, changed)
+
+
+def warn_if_it_deletes_now(app: EbbApp, what_if: WhatIf) -> None:
+    """Toast (from any thread) what a saved change deletes at the next cycle that the
+    policy before it would have kept; nothing when it deletes nothing more."""
+    if what_if.segments:
+        app.notify(
+            f"this change deletes {what_if.segments} more segment(s), {format.size(what_if.bytes)}, at the next cycle",
+            title=f"{what_if.topic}: deletes data now",
+            severity="warning",
+            timeout=10,
+            markup=False,
+        )
+
+
+def check_saved_change(app: EbbApp, topic: str, before: dict[str, str], after: dict[str, str]) -> None:
+    """A thread worker of the app's (the editor has closed): plan ``topic`` with the
+    policy before and after a save that was not previewed, and warn as a preview would."""
+    host = app.host
+    status = host.engine_status()
+    if status.session in ("off", "failed"):
+        why = "the Spark engine is off in this console" if status.session == "off" else "the Spark engine failed"
+        app.notify(f"what the change deletes now was not checked: {why}", title=f"{topic}: saved", markup=False)
+        return
+    try:
+        what_if = plan_what_if(host, topic, after, tag=host.new_tag(), before=before)
+    except Exception as error:  # noqa: BLE001 - a toast, never a crash
+        app.notify(
+            f"what the change deletes now was not checked: {describe_error(error)}",
+            title=f"{topic}: saved",
+            severity="warning",
+            markup=False,
+        )
+        return
+    warn_if_it_deletes_now(app, what_if)
 
 
 # -- widgets --------------------------------------------------------------------------------
@@ -439,21 +495,21 @@ class PolicyEditorScreen(ModalScreen[None]):
 
     def on_policy_saved(self, message: PolicySaved) -> None:
         self._saving = False
-        app = self.app  # the toasts outlive this dialog: they are the app's
+        app = self.ebb  # the toasts outlive this dialog: they are the app's
         app.notify(describe_changes(self.topic, message.changes), title="Policy saved", markup=False)
-        warning = self._deletes_now()
-        if warning is not None:
-            app.notify(warning, title=f"{self.topic}: deletes data now", severity="warning", timeout=10, markup=False)
+        form = self.form
+        if form is not None and self._what_if is not None and self._previewed == form.merged():
+            warn_if_it_deletes_now(app, self._what_if)
+        elif form is not None:
+            # Not previewed as saved: plan it now, after the save (as `kafka-configs
+            # --alter` applies at once), and warn when the answer comes.
+            app.run_worker(
+                partial(check_saved_change, app, self.topic, dict(form.saved.overrides), form.merged()),
+                thread=True,
+                exit_on_error=False,
+                group="policy-check",
+            )
         self._close()  # the view underneath refreshes as it resumes
-
-    def _deletes_now(self) -> str | None:
-        """The warning for a saved change that deletes data now, from the what-if of
-        exactly the saved form (None: it deletes nothing more, or was not previewed)."""
-        what_if, form = self._what_if, self.form
-        if what_if is None or form is None or self._previewed != form.merged() or not what_if.segments:
-            return None
-        size = format.size(what_if.bytes)
-        return f"this change deletes {what_if.segments} more segment(s), {size}, at the next cycle"
 
     def on_save_refused(self, message: SaveRefused) -> None:
         self._saving = False
@@ -493,14 +549,8 @@ class PolicyEditorScreen(ModalScreen[None]):
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="policy-preview")
     def _preview(self, overrides: dict[str, str], summary: str, tag: str) -> None:
-        host = self.ebb.host
-        # Both plans at one instant, as ``ebb explain`` does: a segment that becomes
-        # eligible between them must not count as the change's.
-        now = host.clock()
         try:
-            saved = host.plan([self.topic], now=now, tag=tag)
-            proposed = host.plan([self.topic], now=now, overrides={self.topic: overrides}, tag=tag)
-            what_if = compare(self.topic, saved, proposed)
+            what_if = plan_what_if(self.ebb.host, self.topic, overrides, tag=tag)
         except Exception as error:  # noqa: BLE001 - shown in the pane, never a crash
             self.post_message(PreviewFailed(describe_error(error)))
             return

@@ -18,10 +18,13 @@ topics), through :meth:`~console.app.EbbApp.open_prune_now`.
    cancel that comes later does not stop them (the result says so). A second ``esc``
    closes the dialog without waiting; the worker ends on its own.
 4. *Confirm* (``c``): :meth:`ConsoleHost.prune_as_previewed` holds this console's
-   schedule off, plans again at the preview's instant and, when that plan does what
+   schedule off and takes the data directory's prune lock (which every cycle of every
+   process takes), plans again at the preview's instant and, when that plan does what
    the preview showed, applies it as one manual cycle (trigger ``manual``, actor
-   ``console``); so a scheduled cycle cannot slip in between and leave the confirmed
-   cycle nothing to do. If the store changed since the preview (another process
+   ``console``) before letting the lock go; so no cycle, scheduled here or run by
+   ``ebb engine`` or ``ebb prune``, can slip in between and leave the confirmed cycle
+   nothing to do. While another process's cycle holds the lock the dialog says so,
+   with its pid, and ``esc`` stops waiting. If the store changed since the preview (another process
    pruned, a group moved), nothing is applied: the dialog shows the new plan and the
    difference, and asks again. Refused in read-only mode. With deletion paused the
    cycle deletes nothing: said before and after.
@@ -61,6 +64,7 @@ from engine.errors import PlanCancelled
 from engine.journal.state import EngineState
 from engine.prune.cycle_result import CycleResult
 from engine.prune.planner import Plan
+from engine.store.lock import LockTimeout
 
 if TYPE_CHECKING:
     from console.app import EbbApp
@@ -275,6 +279,8 @@ class PruneNowScreen(ModalScreen[None]):
         self._cancel = threading.Event()
         self._started = 0.0
         self._ticker: Timer | None = None
+        #: the prune lock's holder while the confirmed cycle waits for it
+        self._lock_held_by: LockTimeout | None = None
 
     @property
     def ebb(self) -> EbbApp:
@@ -356,7 +362,11 @@ class PruneNowScreen(ModalScreen[None]):
         try:
             self._wait_for_spark(host)
             result = host.prune_as_previewed(
-                topics, previewed.source, lambda plan: not previewed.plan.differences(preview(plan)), tag=tag
+                topics,
+                previewed.source,
+                lambda plan: not previewed.plan.differences(preview(plan)),
+                tag=tag,
+                waiting=self._waiting_for_lock,
             )
             if isinstance(result, CycleResult):
                 return result
@@ -366,6 +376,13 @@ class PruneNowScreen(ModalScreen[None]):
             return Stopped(cancelled=True)
         except Exception as error:  # noqa: BLE001 - shown in the dialog, never a crash
             return Stopped(cancelled=False, error=describe_error(error))
+
+    def _waiting_for_lock(self, held: LockTimeout | None) -> None:
+        """Worker thread: note who holds the prune lock (None: taken now); stop waiting
+        on a cancel."""
+        self._lock_held_by = held
+        if held is not None and self._cancel.is_set():
+            raise PlanCancelled("cancelled while waiting for the prune lock")
 
     def _tick(self) -> None:
         if self.phase not in RUNNING:
@@ -377,6 +394,9 @@ class PruneNowScreen(ModalScreen[None]):
         elapsed = f"{time.monotonic() - self._started:.0f} s"
         if self._cancel.is_set():
             doing = "Cancelling"
+        elif (held := self._lock_held_by) is not None:
+            by = "another process" if held.holder is None else f"another process (pid {held.holder})"
+            doing = f"Waiting for the prune lock: a cycle of {by} holds it; nothing applied yet"
         elif status.session == "starting":
             doing = f"Waiting for Spark ({status.master}) to start"
         elif self.phase == "previewing":

@@ -129,7 +129,8 @@ class PlanPreview:
 
     def differences(self, later: PlanPreview) -> list[str]:
         """What ``later`` (a plan of the same scope) does otherwise, one line per
-        partition or group: ``orders/0: 2 → 1 segment(s), log start 32 → 16``."""
+        partition or group: ``orders/0: 2 → 1 segment(s) to delete, log start to 32 → to 16``
+        (``not moved`` where a plan leaves the log start where the store has it)."""
         lines = []
         before = {(p.topic, p.partition): p for p in self.partitions}
         after = {(p.topic, p.partition): p for p in later.partitions}
@@ -139,7 +140,7 @@ class PlanPreview:
             new_cut = (new.segments, new.new_log_start_offset) if new else (0, None)
             if old_cut != new_cut:
                 lines.append(
-                    f"{key[0]}/{key[1]}: {old_cut[0]} → {new_cut[0]} segment(s), "
+                    f"{key[0]}/{key[1]}: {old_cut[0]} → {new_cut[0]} segment(s) to delete, "
                     f"log start {_offset(old_cut[1])} → {_offset(new_cut[1])}"
                 )
         moves_before = {(g.topic, g.group, g.partition): g for g in self.groups}
@@ -152,12 +153,13 @@ class PlanPreview:
 
 
 def _offset(offset: int | None) -> str:
-    return "unchanged" if offset is None else f"{offset:,}"
+    # "unchanged" read as a contradiction when a cycle since had moved it
+    return "not moved" if offset is None else f"to {offset:,}"
 
 
 def _move(group: GroupEffect | None) -> str:
     if group is None:
-        return "unchanged"
+        return "not moved"
     return "expired" if group.expired else f"to {group.new_position:,}"
 
 

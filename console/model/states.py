@@ -1,5 +1,9 @@
 """A topic's state words (``ok``, ``over quota``, ``held``...): decided here once, shown
-by the Overview's State column and the Topic view's header line alike."""
+by the Overview's State column and the Topic view's header line alike.
+
+A pause stops deletion for every topic at once, so it is not a topic's state: the
+header's DELETION PAUSED badge says it on every screen (repeated on every row it cut
+the State column at 120 columns)."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from console.model.quota import QuotaStatus
 from engine.policy.effective import EffectivePolicy
 
 
-def topic_states(policy: EffectivePolicy | None, quota: QuotaStatus, paused: bool) -> tuple[str, ...]:
+def topic_states(policy: EffectivePolicy | None, quota: QuotaStatus) -> tuple[str, ...]:
     """``ok`` or the conditions that matter to an operator, most urgent first."""
     states = []
     if policy is None:
@@ -16,6 +20,4 @@ def topic_states(policy: EffectivePolicy | None, quota: QuotaStatus, paused: boo
         states.append(quota.word)
     if policy is not None and policy["hold"]:
         states.append("held")
-    if paused:
-        states.append("paused")
     return tuple(states) or ("ok",)

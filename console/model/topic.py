@@ -147,7 +147,7 @@ class TopicData:
 
     @property
     def states(self) -> tuple[str, ...]:
-        return topic_states(self.policy, self.quota, self.paused)
+        return topic_states(self.policy, self.quota)
 
 
 def _plan_rows(plan: Plan, table: str, topic: str) -> list[dict]:

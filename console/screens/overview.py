@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -11,6 +12,7 @@ from textual.widgets import DataTable
 
 from console import format
 from console.host import ConsoleHost
+from console.messages import ViewLoaded
 from console.model.overview import OverviewData, TopicSummary, load_overview
 from console.screens.base import LiveScreen
 from console.screens.topic_actions import TOPIC_BINDINGS, TopicActions
@@ -20,6 +22,9 @@ from console.widgets.live_table import Column, LiveRow, LiveTable
 
 #: cells of the backlog gauge: narrower than a lone gauge, so the State column fits
 GAUGE_WIDTH = 6
+
+#: the Backlog and State cells of a topic whose backlog is still being read
+PENDING = "…"
 
 COLUMNS = (
     Column("topic", "Topic"),
@@ -59,12 +64,18 @@ def _compact_size(value: int) -> str:
 def topic_row(topic: TopicSummary, data: OverviewData, palette: Palette) -> LiveRow:
     retention = retention_text(topic)
     oldest_age = None if topic.oldest_timestamp is None else data.now - topic.oldest_timestamp
-    states = topic.states(data.paused)
+    states = topic.states()
     quota = topic.quota
-    if not quota.quota.finite:
-        backlog = Text(format.size(quota.backlog_bytes))  # no quota: the figure alone
+    backlog_order: float | int | None
+    if quota is None or states is None:
+        backlog, backlog_order = Text(PENDING, style=palette.muted), None
+        state_cell = Text(PENDING, style=palette.muted)
     else:
-        backlog = meter(quota.fraction, palette, width=GAUGE_WIDTH)  # the larger of size and age against quota
+        if not quota.quota.finite:
+            backlog, backlog_order = Text(format.size(quota.backlog_bytes)), quota.backlog_bytes  # the figure alone
+        else:  # the larger of size and age against quota
+            backlog, backlog_order = meter(quota.fraction, palette, width=GAUGE_WIDTH), quota.fraction
+        state_cell = state(", ".join(states), palette)
     return LiveRow(
         key=topic.name,
         cells=(
@@ -75,7 +86,7 @@ def topic_row(topic: TopicSummary, data: OverviewData, palette: Palette) -> Live
             format.age(oldest_age),
             retention,
             backlog,
-            state(", ".join(states), palette) if len(states) > 1 else state(states[0], palette),
+            state_cell,
         ),
         sort_values=(
             topic.name,
@@ -84,7 +95,7 @@ def topic_row(topic: TopicSummary, data: OverviewData, palette: Palette) -> Live
             topic.size_bytes,
             oldest_age,
             retention,
-            quota.fraction if quota.quota.finite else quota.backlog_bytes,
+            backlog_order,
             states,
         ),
     )
@@ -106,15 +117,30 @@ class OverviewScreen(TopicActions, LiveScreen[OverviewRows]):
         yield LiveTable(COLUMNS, id="topics")
         yield EnginePanel()
 
+    #: whether the table has shown every topic's backlog (read from the load's thread:
+    #: a bool, written once by the UI thread)
+    filled = False
+
     def load(self, host: ConsoleHost) -> OverviewRows:
-        with host.reading() as broker:
-            data = load_overview(broker)
         # The palette is read, not changed: a theme switch replaces the whole dict.
         palette = Palette.of(self.app)
-        return OverviewRows(data, tuple(topic_row(t, data, palette) for t in data.topics))
+        begun = time.perf_counter()
+
+        def rows(data: OverviewData) -> OverviewRows:
+            return OverviewRows(data, tuple(topic_row(t, data, palette) for t in data.topics))
+
+        def early(data: OverviewData) -> None:
+            # Until the table has been filled once, the topics go on screen before the
+            # backlog is read; after that a refresh replaces whole rows, never blanks them.
+            self.ebb.post_message(ViewLoaded(self, rows(data), (time.perf_counter() - begun) * 1000))
+
+        with host.reading() as broker:
+            data = load_overview(broker, None if self.filled else early)
+        return rows(data)
 
     def show(self, loaded: OverviewRows) -> None:
         data = loaded.data
+        self.filled = self.filled or data.complete
         self.query_one("#topics", LiveTable).show(loaded.rows)
         self.query_one(EnginePanel).show(self.ebb.host.engine_status(), data.cycles, data.now)
         self.ebb.known_topics = [t.name for t in data.topics]

@@ -72,6 +72,12 @@ def connect(path: Path) -> sqlite_utils.Database:
     return sqlite_utils.Database(conn, execute_plugins=False)
 
 
+def is_exclusive(db: sqlite_utils.Database) -> bool:
+    """Whether ``db`` holds the catalog in exclusive locking mode (a full disk): no
+    other process can read it meanwhile."""
+    return db in _exclusive
+
+
 def share_again(db: sqlite_utils.Database) -> bool:
     """Give up the exclusive lock of a connection opened on a full disk once there is
     room again (after a deletion): reopen it in normal locking mode, in place, so that

@@ -30,8 +30,9 @@ or partition is skipped (journaled) and the next cycle plans it again.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -62,14 +63,51 @@ class _Stale(Exception):
     """The store changed since the snapshot so that the plan is no longer safe."""
 
 
+#: the data directories whose prune lock this thread holds through hold_prune_lock
+_held_prune_locks: ContextVar[frozenset[Path]] = ContextVar("held_prune_locks", default=frozenset())
+
+
 @contextmanager
-def _prune_lock(broker: Broker, timeout: float | None) -> Iterator[None]:
-    lock = FileLock(broker.data.root / PRUNE_LOCK_FILE, what=f"pruning of {broker.data.root}")
-    lock.acquire(timeout)
+def hold_prune_lock(
+    root: Path, *, patience: float | None, waiting: Callable[[LockTimeout | None], None] | None = None
+) -> Iterator[None]:
+    """Hold ``root``'s prune lock for a session: a cycle executed inside it, on this
+    thread, takes no lock of its own, and every other cycle (another process's, or
+    another thread's) waits until the session ends. A confirmed preview re-plans and
+    applies in one session, so no cycle slips in between.
+
+    Tries for ``patience`` seconds (None: forever), then calls ``waiting`` with the
+    timeout (which names the holder) and tries again, and calls it with None once the
+    lock is taken after a wait; without ``waiting`` it raises."""
+    lock = FileLock(root / PRUNE_LOCK_FILE, what=f"pruning of {root}")
+    waited = False
+    while True:
+        try:
+            lock.acquire(patience)
+            break
+        except LockTimeout as held:
+            if waiting is None:
+                raise
+            waiting(held)  # says who holds it; raises to stop waiting
+            waited = True
+    token = _held_prune_locks.set(_held_prune_locks.get() | {root.resolve()})
     try:
+        if waited and waiting is not None:
+            waiting(None)
         yield
     finally:
+        _held_prune_locks.reset(token)
         lock.release()
+
+
+@contextmanager
+def _prune_lock(broker: Broker, timeout: float | None) -> Iterator[None]:
+    root = broker.data.root
+    if root.resolve() in _held_prune_locks.get():
+        yield  # the caller's session holds it
+        return
+    with hold_prune_lock(root, patience=timeout):
+        yield
 
 
 @contextmanager

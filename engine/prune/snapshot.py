@@ -3,7 +3,7 @@ as numbers and the record-level time cuts, as Arrow tables.
 
 The snapshot is read in one SQLite read transaction, so topics, partitions, segments
 and positions are from the same instant even while producers and consumers write;
-its tables come into Arrow in bulk (engine/catalog/arrow_reads.py).
+its tables come into Arrow in bulk (engine/catalog/bulk_reads.py).
 Record-level time cuts (docs/RETENTION.md) need record timestamps, which the catalog
 does not hold: for each cut the catalog names the one segment that can contain it and
 the store finds the record there (:class:`RecordTimes`), like Kafka's offsetsForTimes.
@@ -12,10 +12,10 @@ the store finds the record there (:class:`RecordTimes`), like Kafka's offsetsFor
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -24,9 +24,6 @@ from engine.errors import InvalidPolicy
 from engine.policy.effective import EffectivePolicy, resolve
 from engine.prune import tables
 from engine.prune.record_times import RecordTimes
-
-if TYPE_CHECKING:
-    from engine.catalog.arrow_reads import ArrowReads
 
 #: policy fields the planner reads, with the snapshot column each becomes
 _NUMERIC_FIELDS = (
@@ -93,28 +90,27 @@ def build_snapshot(
     """Snapshot ``topics`` (all if None) at ``now``; ``overrides`` replaces the saved
     policy overrides of some topics (a what-if that is not saved).
 
-    The catalog's tables come as Arrow columns in bulk (:meth:`Catalog.arrow_reads`):
+    The catalog's tables come as Arrow columns in bulk (:meth:`Catalog.bulk_tables`):
     Python loops only over topics and time cuts, never over segments."""
     overrides = overrides or {}
-    with catalog.arrow_reads() as reads:  # every table from the same instant
-        topic_table = reads.topics(topics, pa.schema([("topic", pa.string()), ("partitions", pa.int32())]))
-        saved, versions = reads.overrides(topics), reads.policy_versions(topics)
-        subscribed = reads.subscribed_topics()
-        policies: dict[str, EffectivePolicy] = {}
-        rejected: dict[str, str] = {}
-        for name in topic_table["topic"].to_pylist():
-            try:
-                policies[name] = _resolved(
-                    frozenset(overrides.get(name, saved.get(name, {})).items()), frozenset(defaults.items())
-                )
-            except InvalidPolicy as error:
-                rejected[name] = str(error)
-        # All topics in one read each, less the rejected; or the topics asked for, by name.
-        names = None if topics is None else sorted(policies)
-        partitions = _without(reads.partitions(names, tables.PARTITIONS), rejected)
-        segments = _without(reads.segments(names, tables.SEGMENTS), rejected)
-        positions = _without(reads.positions(names, tables.POSITIONS), rejected)
-        time_cuts = _time_cuts(reads, records, policies, now, subscribed, partitions)
+    read = catalog.bulk_tables(topics)  # every table from the same instant
+    topic_table = read.topics.rename_columns(["topic", "partitions"]).cast(
+        pa.schema([("topic", pa.string()), ("partitions", pa.int32())])
+    )
+    policies: dict[str, EffectivePolicy] = {}
+    rejected: dict[str, str] = {}
+    for name in topic_table["topic"].to_pylist():
+        try:
+            policies[name] = _resolved(
+                frozenset(overrides.get(name, read.overrides.get(name, {})).items()), frozenset(defaults.items())
+            )
+        except InvalidPolicy as error:
+            rejected[name] = str(error)
+    partitions = _without(_as(read.partitions, tables.PARTITIONS), rejected)
+    segments = _without(_as(read.segments, tables.SEGMENTS), rejected)
+    positions = _without(_as(read.positions, tables.POSITIONS), rejected)
+    time_cuts = _time_cuts(segments, records, policies, now, read.subscribed, partitions)
+    versions = read.versions
     topic_rows = [
         _topic_row(name, count, policies[name], versions.get(name, 0))
         for name, count in zip(topic_table["topic"].to_pylist(), topic_table["partitions"].to_pylist())
@@ -142,6 +138,11 @@ def _resolved(overrides: frozenset[tuple[str, str]], defaults: frozenset[tuple[s
     return resolve(dict(overrides), dict(defaults))
 
 
+def _as(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` as read (engine/catalog/bulk_reads.py), in ``schema``'s names and types."""
+    return table.rename_columns(schema.names).cast(schema)
+
+
 def _without(table: pa.Table, topics: Mapping[str, str]) -> pa.Table:
     """``table`` without the rows of ``topics``."""
     if not topics:
@@ -150,7 +151,7 @@ def _without(table: pa.Table, topics: Mapping[str, str]) -> pa.Table:
 
 
 def _time_cuts(
-    reads: ArrowReads,
+    segments: pa.Table,
     records: RecordTimes,
     policies: Mapping[str, EffectivePolicy],
     now: int,
@@ -158,8 +159,8 @@ def _time_cuts(
     partitions: pa.Table,
 ) -> pa.Table:
     """Per topic needing them, per partition of ``partitions`` (the snapshot's) and
-    kind: the record-level time cut (:func:`time_cut`), its candidate segments asked
-    of the catalog for all cuts at once, round after round."""
+    kind: the record-level time cut (:func:`time_cut`), its candidate segments found
+    among the snapshot's ``segments``, round after round."""
     thresholds = {topic: _thresholds(policy, now, topic in subscribed) for topic, policy in policies.items()}
     wanted = [
         (topic, partition, log_start, log_end, kind, theta)
@@ -167,32 +168,16 @@ def _time_cuts(
         for kind, theta in thresholds.get(topic, {}).items()
     ]
     cuts: list[int | None] = [None] * len(wanted)
-    after = [-1] * len(wanted)
-    pending = list(range(len(wanted)))
-    while pending:
-        requests = pa.table(
-            {
-                "topic": [wanted[i][0] for i in pending],
-                "partition": pa.array([wanted[i][1] for i in pending], pa.int64()),
-                "log_start": pa.array([wanted[i][2] for i in pending], pa.int64()),
-                "theta": pa.array([wanted[i][5] for i in pending], pa.int64()),
-                "after": pa.array([after[i] for i in pending], pa.int64()),
-            }
-        )
-        unresolved = []
-        for i, base in zip(pending, reads.next_cut_candidates(requests).to_pylist()):
-            topic, partition, log_start, log_end, _kind, theta = wanted[i]
-            found = (
-                None if base is None else records.first_at_or_after(topic, partition, base, max(base, log_start), theta)
-            )
-            if base is None:
-                cuts[i] = log_end  # no record at or after θ: the cut is the end
-            elif found is not None:
-                cuts[i] = found
-            else:
-                after[i] = base  # its newer records lie below the log start: the next one decides
-                unresolved.append(i)
-        pending = unresolved
+    if wanted:
+        candidates = _CutCandidates(segments)
+        for i, (topic, partition, log_start, log_end, _kind, theta) in enumerate(wanted):
+            cuts[i] = log_end  # no record at or after θ: the cut is the end
+            for base in candidates.of(topic, partition, log_start, theta):
+                found = records.first_at_or_after(topic, partition, base, max(base, log_start), theta)
+                if found is not None:
+                    cuts[i] = found
+                    break
+                # its newer records lie below the log start: the next candidate decides
     return pa.table(
         {
             "topic": [w[0] for w in wanted],
@@ -202,3 +187,28 @@ def _time_cuts(
         },
         schema=tables.TIME_CUTS,
     )
+
+
+class _CutCandidates:
+    """:meth:`Catalog.cut_candidates` over the snapshot's own segments (in offset
+    order per partition), so that the cuts come from the snapshot's instant."""
+
+    def __init__(self, segments: pa.Table) -> None:
+        self._base = segments["base_offset"].to_numpy()
+        self._next = segments["next_offset"].to_numpy()
+        self._max_ts = segments["max_timestamp"].to_numpy()
+        topics = segments["topic"].to_pylist()
+        partitions = segments["partition"].to_pylist()
+        self._rows: dict[tuple[str, int], tuple[int, int]] = {}
+        start = 0
+        for row in range(1, len(topics) + 1):
+            if row == len(topics) or (topics[row], partitions[row]) != (topics[start], partitions[start]):
+                self._rows[(topics[start], partitions[start])] = (start, row)
+                start = row
+
+    def of(self, topic: str, partition: int, log_start: int, theta: int) -> Iterator[int]:
+        """Base offsets of the partition's segments that may hold its first record
+        >= ``theta`` at or above ``log_start``, oldest first."""
+        start, end = self._rows.get((topic, partition), (0, 0))
+        rows = start + np.flatnonzero((self._next[start:end] > log_start) & (self._max_ts[start:end] >= theta))
+        return (int(b) for b in self._base[rows])

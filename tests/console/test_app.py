@@ -68,11 +68,11 @@ def test_overview_model_counts_each_topic_and_its_backlog(console_data: Path) ->
     payments = topics["payments"].quota
     assert payments.quota.size_bytes == 4096
     assert payments.backlog_bytes is not None and payments.backlog_bytes > 4096
-    assert topics["payments"].states(paused=False) == ("over quota",)
+    assert topics["payments"].states() == ("over quota",)
     # a reader never counts as backlog; clickstream has no group at all
     assert topics["clickstream"].quota.backlog_bytes is None
-    assert topics["legal"].states(paused=False) == ("held",)
-    assert topics["orders"].states(paused=True) == ("paused",)
+    assert topics["legal"].states() == ("held",)
+    assert topics["orders"].states() == ("ok",)
     assert data.paused is False and data.now == NOW
 
 
@@ -248,7 +248,7 @@ async def test_a_failing_load_is_a_notification_not_a_crash(make_console, monkey
     async with app.run_test(size=TERMINAL) as pilot:
         await settle(pilot)
 
-        def broken(_broker):
+        def broken(_broker, *_steps):
             raise OSError("disk on fire")
 
         monkeypatch.setattr("console.screens.overview.load_overview", broken)

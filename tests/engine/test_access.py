@@ -77,7 +77,9 @@ ALLOWED: dict[str, set[str]] = {
     "engine/catalog/queries.py": {"','.join('?' * len(topics))", "_POSITIONS_SQL.format(where=where)", "where"},
     # _Where joins terms that are literals of this module (checked below).
     "engine/journal/journal.py": {"' AND '.join(self.terms)", "where.sql()"},
-    # "WHERE p.topic = ?" or nothing.
+    # "WHERE column IN (?, ...)", one "?" per topic, or nothing; the topics are
+    # parameters, the column a literal of the module's _TOPIC_COLUMN.
+    "engine/catalog/bulk_reads.py": {"where", "column", "', '.join('?' * len(names))"},
     # The planner's bucketed table: quoted identifiers of its schema (types from a
     # fixed map) and an integer; its name and location go as parameters.
     "engine/prune/bucketed.py": {"ddl(schema)", "_quoted([key])", "_quoted(order)", "int(buckets)"},
@@ -85,9 +87,9 @@ ALLOWED: dict[str, set[str]] = {
 
 
 #: Modules whose SQL text is built once, at import, from the module's own names: the
-#: Spark planner's one query (engine.prune.planner.PLAN_QUERY). No snapshot value
+#: Spark planner's one query (engine.prune.plan.query.PLAN_QUERY). No snapshot value
 #: ever reaches its text; the inputs go to spark.sql as DataFrames (checked below).
-SQL_AT_IMPORT = {"engine/prune/planner.py"}
+SQL_AT_IMPORT = {"engine/prune/plan/query.py"}
 
 
 def _module_strings(tree: ast.Module) -> dict[str, str]:

@@ -22,7 +22,9 @@ import pytest
 
 from engine.broker import Broker
 from engine.prune import bucketed
-from engine.prune import planner as planner_module
+from engine.prune.plan import query
+from engine.prune.plan.inputs import SparkInputs, read_files, spark_inputs, write_inputs
+from engine.prune.plan.layout import SEGMENT_ROW
 from engine.prune.record_times import StoreRecordTimes
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import build_snapshot
@@ -54,7 +56,7 @@ def test_rows_are_grouped_by_bucket_keeping_their_order() -> None:
         assert indices.tolist() == sorted(indices.tolist())
 
 
-def planner_inputs(broker: Broker, *, segments_reversed: bool = False) -> planner_module.SparkInputs:
+def planner_inputs(broker: Broker, *, segments_reversed: bool = False) -> SparkInputs:
     """Three partitions of 10-odd segments and a subscriber and a reader: Spark's
     inputs (optionally from a snapshot whose segments came in the wrong order)."""
     broker.create_topic("t", 3, {"segment_size": "1000", "retention_time": "1h"})
@@ -66,7 +68,7 @@ def planner_inputs(broker: Broker, *, segments_reversed: bool = False) -> planne
     tables = dict(snapshot.tables)
     if segments_reversed:
         tables["segments"] = tables["segments"].take(pa.array(range(tables["segments"].num_rows - 1, -1, -1)))
-    return planner_module._spark_inputs(tables, snapshot.now)
+    return spark_inputs(tables, snapshot.now)
 
 
 @pytest.mark.parametrize("segments_reversed", [False, True])
@@ -74,7 +76,7 @@ def test_the_planners_files_keep_the_layout_the_table_declares(
     broker: Broker, tmp_path: Path, segments_reversed: bool
 ) -> None:
     inputs = planner_inputs(broker, segments_reversed=segments_reversed)
-    planner_module._write_inputs(inputs, Scratch.local(tmp_path), 4)
+    write_inputs(inputs, Scratch.local(tmp_path), 4)
 
     files = sorted((tmp_path / "rows").iterdir())
     assert [f.name for f in files] == [f"rows_{b:05d}.parquet" for b in range(4)]
@@ -91,7 +93,7 @@ def test_the_planners_files_keep_the_layout_the_table_declares(
     assert sorted(written, key=repr) == sorted(given.to_pylist(), key=repr)
     # Ranks and following bytes, by their definition, on one partition's segments.
     rows = pa.concat_tables([pq.read_table(path) for path in files])
-    segments = rows.filter(pc.equal(rows["row"], planner_module.SEGMENT_ROW)).sort_by(
+    segments = rows.filter(pc.equal(rows["row"], SEGMENT_ROW)).sort_by(
         [("pid", "ascending"), ("base_offset", "ascending")]
     )
     first = segments.filter(pc.equal(segments["pid"], segments["pid"][0]))
@@ -148,12 +150,13 @@ def test_the_planner_reads_its_rows_as_a_bucketed_scan_without_shuffle_or_sort(
     write(broker, "t", [T0 + i * MIN for i in range(30)])
     broker.create_group("t", "g", "subscriber", "earliest")
     snapshot = build_snapshot(broker.catalog, StoreRecordTimes(broker.data), defaults={}, now=T0 + 2 * 60 * MIN)
-    inputs = planner_module._spark_inputs(snapshot.tables, snapshot.now)
+    inputs = spark_inputs(snapshot.tables, snapshot.now)
     spark = spark_engine.session()
 
     with private_directory(Scratch.local(tmp_path)) as directory:
-        planner_module._write_inputs(inputs, directory, 4)
-        with planner_module._planning_frame(spark, directory, 4) as frame:
+        write_inputs(inputs, directory, 4)
+        with read_files(spark, directory, 4) as (rows, facts):
+            frame = query.frame(spark, rows, facts)
             frame.toArrow()
             # Adaptive execution shows the plan it ran, then the one it started from.
             executed = frame._jdf.queryExecution().executedPlan().toString().split("== Initial Plan ==")[0]

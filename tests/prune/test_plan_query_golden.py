@@ -1,5 +1,5 @@
 """The planning query as a reviewer reads it: ``tests/prune/golden/plan_query.sql`` is
-:data:`engine.prune.planner.PLAN_QUERY` pretty-printed, so a change to the query shows
+:data:`engine.prune.plan.query.PLAN_QUERY` pretty-printed, so a change to the query shows
 as a diff of that file in the same commit. ``EBB_REGENERATE_GOLDEN=1`` rewrites it.
 """
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import sqlparse
 
-from engine.prune.planner import PLAN_QUERY
+from engine.prune.plan.query import PLAN_QUERY
 
 GOLDEN = Path(__file__).parent / "golden" / "plan_query.sql"
 

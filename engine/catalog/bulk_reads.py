@@ -1,0 +1,194 @@
+"""The catalog's tables read into Arrow in bulk, for the planner's snapshot.
+
+Two ways to one result (:class:`CatalogTables`), each in one read transaction, so
+every table comes from the same instant while producers and consumers write:
+
+- a catalog of up to :data:`BULK_FROM` segments is read on the catalog's own
+  ``sqlite3`` connection, rows gathered into columns;
+- a larger one is read by ADBC (``adbc-driver-sqlite``: SQLite's C API straight into
+  Arrow columns, a third of the time ``sqlite3`` takes to make the rows) in a child
+  process, which streams the tables back as Arrow IPC.
+
+ADBC never runs in this process. The driver links its own copy of SQLite, and two
+copies of SQLite in one process break each other on a WAL database: POSIX locks
+belong to the process, so one copy closing the file drops the other's locks, and a
+copy that believes it is alone resets the shared-memory index the other has mapped.
+The console died of SIGBUS every few minutes that way, and a fresh ADBC connection
+reported a sound catalog as malformed (sqlite.org/howtocorrupt.html, "multiple
+copies of SQLite linked into the same application"). A child costs a few tenths of
+a second to start, which only a large read repays.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+
+from engine.catalog.damage import REMEDY
+from engine.errors import CatalogDamaged, StoreError
+
+#: segments from which the child's ADBC read is faster than rows through ``sqlite3``
+BULK_FROM = 100_000
+
+_TOPICS = "SELECT name AS topic, partitions FROM topics{where} ORDER BY name"
+_PARTITIONS = "SELECT topic, partition, log_start_offset, next_offset FROM partitions{where} ORDER BY topic, partition"
+_SEGMENTS = (
+    "SELECT topic, partition, base_offset, next_offset, size_bytes, first_timestamp, max_timestamp, sealed"
+    " FROM segments{where} ORDER BY topic, partition, base_offset"
+)
+#: with each group's latest commit on any partition of the topic (for expiry)
+_POSITIONS = (
+    'SELECT p.topic, p.group_name AS "group", g.kind, p.partition, p.position, p.committed_at,'
+    " MAX(p.committed_at) OVER (PARTITION BY p.topic, p.group_name) AS group_last_commit"
+    " FROM positions p JOIN groups g ON g.topic = p.topic AND g.name = p.group_name"
+    "{where} ORDER BY p.topic, p.group_name, p.partition"
+)
+_POLICIES = "SELECT topic, field, value FROM policies{where}"
+_VERSIONS = "SELECT topic, MAX(id) AS version FROM policy_changes{where} GROUP BY topic"
+_SUBSCRIBED = "SELECT DISTINCT topic FROM groups{where} AND kind = 'subscriber'"
+_SEGMENT_COUNT = "SELECT COUNT(*) FROM segments{where}"
+
+#: every table of :class:`CatalogTables`, in the order the child streams them
+_QUERIES = {
+    "topics": _TOPICS,
+    "partitions": _PARTITIONS,
+    "segments": _SEGMENTS,
+    "positions": _POSITIONS,
+    "policies": _POLICIES,
+    "versions": _VERSIONS,
+    "subscribed": _SUBSCRIBED,
+}
+#: the ``where`` of a query when it reads some topics (``topic IN (...)`` otherwise)
+_TOPIC_COLUMN = {_TOPICS: "name", _POSITIONS: "p.topic"}
+#: the child's exit status for a catalog SQLite calls damaged
+_DAMAGED = 3
+
+
+@dataclass(frozen=True)
+class CatalogTables:
+    """The catalog's tables as read, column names as in the queries above; the
+    caller casts them to the schema it needs (the driver types a column from its
+    first rows, ``sqlite3`` from Python values)."""
+
+    topics: pa.Table
+    partitions: pa.Table
+    segments: pa.Table
+    positions: pa.Table
+    #: topic -> field -> value of the saved policy overrides
+    overrides: dict[str, dict[str, str]]
+    #: topic -> the id of its latest policy change, for topics that have one
+    versions: dict[str, int]
+    #: topics with at least one subscriber group
+    subscribed: set[str]
+
+    @classmethod
+    def of(cls, tables: dict[str, pa.Table]) -> CatalogTables:
+        policies = tables["policies"]
+        overrides: dict[str, dict[str, str]] = {}
+        for topic, field, value in zip(*(policies[c].to_pylist() for c in ("topic", "field", "value"))):
+            overrides.setdefault(topic, {})[field] = value
+        versions = tables["versions"]
+        return cls(
+            topics=tables["topics"],
+            partitions=tables["partitions"],
+            segments=tables["segments"],
+            positions=tables["positions"],
+            overrides=overrides,
+            versions=dict(zip(versions["topic"].to_pylist(), versions["version"].to_pylist())),
+            subscribed=set(tables["subscribed"]["topic"].to_pylist()),
+        )
+
+
+def read_tables(connection: Any, database: Path, names: Sequence[str] | None, *, child_allowed: bool) -> CatalogTables:
+    """The tables of ``names``'s topics (every topic if None). ``connection`` is the
+    catalog's own, inside a read transaction; ``child_allowed`` is False where a
+    second process could not open the catalog (it is held in exclusive mode)."""
+    where, params = _where(_SEGMENT_COUNT, names)
+    (segments,) = connection.execute(_SEGMENT_COUNT.format(where=where), params).fetchone()
+    if child_allowed and segments >= BULK_FROM:
+        return read_in_child(database, names)
+    return CatalogTables.of({key: _rows_as_table(connection, query, names) for key, query in _QUERIES.items()})
+
+
+def read_in_child(database: Path, names: Sequence[str] | None) -> CatalogTables:
+    """Every table read by ADBC in a child process (see the module's docstring)."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "engine.catalog.bulk_reads", str(database)],
+            input=json.dumps(None if names is None else list(names)).encode(),
+            capture_output=True,
+            check=False,
+        )
+    except OSError as error:
+        raise StoreError(f"cannot read the catalog {database}: {error}") from None
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip().splitlines()
+        reason = said[-1] if said else f"exit status {done.returncode}"
+        if done.returncode == _DAMAGED:
+            raise CatalogDamaged(f"the catalog {database} is damaged ({reason}); {REMEDY}")
+        raise StoreError(f"cannot read the catalog {database}: {reason}")
+    stream = pa.BufferReader(done.stdout)
+    return CatalogTables.of({key: pa.ipc.open_stream(stream).read_all() for key in _QUERIES})
+
+
+def _where(query: str, names: Sequence[str] | None) -> tuple[str, tuple[str, ...]]:
+    """The ``where`` that limits ``query`` to ``names`` (nothing if None), and its parameters."""
+    if names is None:
+        return (" WHERE 1" if query == _SUBSCRIBED else ""), ()
+    column = _TOPIC_COLUMN.get(query, "topic")
+    return f" WHERE {column} IN ({', '.join('?' * len(names))})", tuple(names)
+
+
+def _rows_as_table(connection: Any, query: str, names: Sequence[str] | None) -> pa.Table:
+    where, params = _where(query, names)
+    cursor = connection.execute(query.format(where=where), params)
+    columns = [d[0] for d in cursor.description]
+    rows = cursor.fetchall()
+    values = list(zip(*rows)) if rows else [() for _ in columns]
+    return pa.table({name: pa.array(column) for name, column in zip(columns, values)})
+
+
+def _stream_tables(database: Path, names: Sequence[str] | None, out: BinaryIO) -> None:
+    """The child's side: every table through ADBC, in one read transaction, to ``out``."""
+    import adbc_driver_sqlite.dbapi as adbc
+
+    # Not autocommit: the driver holds one transaction, so every read sees one instant.
+    connection = adbc.connect(f"{database.resolve().as_uri()}?mode=ro", autocommit=False)
+    try:
+        with connection.cursor() as cursor:
+            for query in _QUERIES.values():
+                where, params = _where(query, names)
+                cursor.execute(query.format(where=where), params)
+                table = cursor.fetch_arrow_table()
+                with pa.ipc.new_stream(out, table.schema) as writer:
+                    writer.write_table(table)
+        connection.rollback()
+    finally:
+        connection.close()
+
+
+def main() -> int:
+    """``python -m engine.catalog.bulk_reads DATABASE`` with the topics (a JSON list,
+    or null for all) on stdin: the tables as Arrow IPC streams on stdout."""
+    from adbc_driver_manager import Error as AdbcError
+
+    database = Path(sys.argv[1])
+    names = json.loads(sys.stdin.read())
+    try:
+        _stream_tables(database, names, sys.stdout.buffer)
+    except (AdbcError, OSError) as error:  # the parent turns it into one line
+        text = str(error).splitlines()[0] if str(error) else type(error).__name__
+        print(text, file=sys.stderr)
+        return _DAMAGED if "malformed" in text or "not a database" in text else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,291 @@
+"""The planning query: docs/RETENTION.md as one Spark SQL query, its text fixed.
+
+The plan is one SQL query, written once: Spark parses and analyses it in one call,
+where the DataFrame API would cost a round trip to the JVM per column expression
+(thousands per plan). Every row of a partition (the partition itself, its
+segments, its group positions) is in one relation, tagged by ``row``, so that every
+per-partition quantity (prefixes, barrier, cut, new log start) is a window
+aggregate over ``pid`` attached to each row: no shuffle (the rows are bucketed by
+``pid``), no sort (each bucket is in order), no joins back. Rows stay narrow: a
+window operator copies every column of every row it passes, so the per-partition
+facts never go through one; they are joined by broadcast (which keeps the
+partitioning) before each step that reads them, and what a rule derives from them
+is evaluated where it is needed. Two levels of window aggregates, the second
+depending on the first: the furthest-behind subscriber and the prefixes; what is
+deleted. The running sizes and ranks a third level would compute come with the rows.
+
+The text is built once, at import, from the rules of :mod:`~engine.prune.plan.rules`
+and the layouts of :mod:`~engine.prune.plan.layout`; no snapshot value is in it:
+the planning instant is a fact. Spark compiles the generated code of each query
+stage once per distinct source text, so the same text every cycle is compiled
+once (``tests/prune/test_planner_codegen.py``); its rendering is reviewed as
+``tests/prune/golden/plan_query.sql``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.prune import bucketed
+from engine.prune.plan.layout import (
+    FACT_FIELDS,
+    FLAG_BITS,
+    GROUP_NUMBERS,
+    GROUP_ROW,
+    PACKED_FACTS,
+    PARTITION_NUMBERS,
+    PARTITION_ROW,
+    SEGMENT_ROW,
+    code,
+)
+from engine.prune.plan.rules import SUFFIX_FROM, flag, marks, row_rules
+
+#: stands for "no limit" where a number is compared (the budget)
+UNLIMITED = 1 << 62
+
+
+def _names(columns: list[str]) -> str:
+    return ", ".join(f"`{c}`" for c in columns)
+
+
+def _with_facts(source: str) -> str:
+    """``source`` with the per-partition facts as columns, by a broadcast join on
+    ``pid``.
+
+    The facts travel packed in one array (``packed``), so that every join
+    broadcasts the very same relation and Spark reads and broadcasts it once: with
+    separate columns it prunes each join's side to the facts that step reads, and
+    then reads and broadcasts them once per join."""
+    unpacked = ", ".join(
+        f"CAST(f.facts[{PACKED_FACTS.index(field.name)}] AS {bucketed.SQL_TYPES[field.type]}) AS `{field.name}`"
+        for field in FACT_FIELDS
+    )
+    return f"(SELECT /*+ BROADCAST(f) */ s.*, {unpacked} FROM {source} s JOIN packed f ON s.pid = f.pid)"
+
+
+#: the snapshot's columns the query reads of its rows (each null on the row kinds
+#: that do not have it)
+_SNAPSHOT_COLUMNS = [
+    "pid", "row", "base_offset", "next_offset", "size_bytes", "max_timestamp", "sealed",
+    "gid", "kind", "position", "group_last_commit",
+]  # fmt: skip
+
+
+#: level one's prefixes: name -> the eligibility rules it is the ``first_not`` of
+#: (first_not's candidates; "Per partition, the cut", target and hard)
+_FIRST_NOT = {
+    "fn_target": ("e_time", "e_size"),
+    "fn_size": ("e_size",),
+    "fn_hard": ("e_max_time", "e_max_size"),
+    "fn_max_size": ("e_max_size",),
+}
+#: what rows carry into level one (running sizes and ranks come with the rows)
+_RANKED = [*_SNAPSHOT_COLUMNS, "suffix_after", "rn"]
+#: what rows carry through level one: what ``flags`` stands for stays behind
+_LEVEL_ONE_CARRIED = [
+    "pid",
+    "base_offset",
+    "next_offset",
+    "size_bytes",
+    "gid",
+    "position",
+    "rn",
+    "flags",
+    "eligible_at",
+]
+
+
+def _level_one() -> str:
+    """Over the partition: the subscriber furthest behind (after TTL), the active
+    segment's first timestamp, the first live segment outside each prefix and the
+    first segment that fits the backlog size quota (before their bounds, see
+    :func:`_decide`); per row its ``flags`` and ``eligible_at`` (:data:`FLAG_BITS`).
+
+    One window operator, over the partition without an order: the running sizes
+    it would need one for are in the rows already. Of the subscribers at the
+    lowest position, the one first by name is named as the barrier."""
+    rules = row_rules(before_flags=True)
+
+    def outside(eligibility: tuple[str, ...]) -> str:
+        eligible = " OR ".join(rules[name] for name in eligibility)
+        return f"CASE WHEN {rules['live']} AND NOT ({eligible}) THEN base_offset END"
+
+    # barrier's candidate, lowest first; "Per partition, the cut", Barrier
+    holding = f"CASE WHEN {rules['holding']} THEN named_struct('pos', {rules['pos_ttl']}, 'gid', gid) END"
+    # size_evict_cut's candidates; "Per topic, before the cut" 3
+    fits_quota = f"CASE WHEN {rules['segment']} AND {SUFFIX_FROM} <= backlog_size THEN base_offset END"
+    flags = " + ".join(f"CASE WHEN {rules[name]} THEN {bit} ELSE 0 END" for name, bit in FLAG_BITS.items())
+    inputs = ", ".join(
+        [
+            _names([*_RANKED, "active_first_ts"]),
+            f"{flags} AS flags",
+            # eligible_at; "Decision and reason per segment"
+            f"CASE WHEN {rules['is_sealed']}"
+            " THEN least(max_timestamp + retention_time + 1, max_timestamp + max_time + 1) END"
+            " AS eligible_at",
+            f"{holding} AS holding",
+            *(f"{outside(eligibility)} AS {name}" for name, eligibility in _FIRST_NOT.items()),
+            f"{fits_quota} AS fits_quota",
+        ]
+    )
+    minima = ", ".join(f"min({name}) OVER whole AS {name}" for name in (*_FIRST_NOT, "fits_quota"))
+    return f"""SELECT {_names(_LEVEL_ONE_CARRIED)},
+    min(holding) OVER whole AS behind,
+    max(active_first_ts) OVER whole AS active_first_ts,
+    {minima}
+  FROM (SELECT {inputs} FROM {_with_facts("rows")})
+  WINDOW whole AS (PARTITION BY pid)"""
+
+
+#: what rows carry out of :func:`_decide` (the output and the group rules read them)
+_DECIDED_CARRIED = ["pid", "gid", "position", "rn", "flags", "eligible_at"]
+
+
+def _decide() -> str:
+    """Per row, with the facts: the quota, eviction, barrier (and its group),
+    target, hard cut and cut; per segment decision, reason and eligibility time
+    (RETENTION.md tables); per group row its position after eviction and its quota
+    state.
+
+    Three projections, each naming what the next reads; Spark merges them into one
+    operator."""
+    rules = row_rules(before_flags=False)
+    subscriber, pos_ttl = rules["subscriber"], rules["pos_ttl"]
+
+    def first_not(name: str) -> str:
+        return f"greatest(H, coalesce({name}, T))"
+
+    def record_cut(kind: str, limit: str) -> str:
+        return f"CASE WHEN {limit} IS NOT NULL THEN tc_{kind} ELSE H END"
+
+    size_evict_cut = "coalesce(fits_quota, T)"
+    size_floor = f"CASE WHEN backlog_size IS NOT NULL THEN {size_evict_cut} END"
+    age_floor = "CASE WHEN backlog_age IS NOT NULL THEN tc_backlog_age END"
+    over_size = flag(f"{subscriber} AND backlog_size IS NOT NULL AND {pos_ttl} < {size_evict_cut}")
+    over_age = flag(f"{subscriber} AND {pos_ttl} < tc_backlog_age")
+    # Eviction lifts every subscriber of the partition to the same floor, so the
+    # lowest position after eviction is the lowest after TTL, lifted to that floor.
+    # barrier (size_evict_cut, pos_after_eviction), then the_cut's target and hard;
+    # RETENTION.md "Per topic, before the cut" 3 and "Per partition, the cut".
+    limits = f"""SELECT *,
+    CASE WHEN behind.pos IS NOT NULL AND evicting THEN greatest(behind.pos, {size_floor}, {age_floor})
+      ELSE behind.pos END AS barrier,
+    CASE WHEN message THEN greatest({record_cut("retention", "retention_time")}, {first_not("fn_size")})
+      ELSE {first_not("fn_target")} END AS target,
+    CASE WHEN message THEN greatest({record_cut("max_time", "max_time")}, {first_not("fn_max_size")})
+      ELSE {first_not("fn_hard")} END AS hard
+  FROM {_with_facts("level_one")}"""
+    # the_cut: cut = min(T, max(H, hard, min(target, barrier)))
+    cuts = "SELECT *, least(T, greatest(H, hard, least(target, barrier))) AS cut FROM limits"
+    # plan_partition's wanted and deleted (within_budget); "Per partition, the cut"
+    wanted = flag(f"{rules['is_sealed']} AND NOT hold AND next_offset <= cut")
+    within_budget = flag(f"rn <= coalesce(max_deletes_per_cycle, {UNLIMITED})")
+    chosen = f"SELECT *, {wanted} AS wanted, {wanted} AND {within_budget} AS deleted FROM cuts"
+
+    by_target = "next_offset <= least(target, barrier)"
+    time_rule = f"CASE WHEN message THEN {flag('next_offset <= tc_retention')} ELSE {rules['e_time']} END"
+    max_time_rule = f"CASE WHEN message THEN {flag('next_offset <= tc_max_time')} ELSE {rules['e_max_time']} END"
+    # delete_reason and keep_reason; "Decision and reason per segment"
+    delete_reason = f"""CASE WHEN next_offset <= H THEN {code("DELETE_BELOW_LOG_START")}
+      WHEN {by_target} AND {time_rule} THEN {code("DELETE_TIME")}
+      WHEN {by_target} THEN {code("DELETE_SIZE")}
+      WHEN {max_time_rule} THEN {code("DELETE_MAX_TIME")}
+      ELSE {code("DELETE_MAX_SIZE")} END"""
+    held_by_barrier = f"(next_offset <= target AND {flag('next_offset > barrier')})"
+    eligible_itself = " OR ".join(rules[name] for name in ("e_time", "e_size", "e_max_time", "e_max_size"))
+    keep_reason = f"""CASE WHEN hold THEN {code("KEEP_HOLD")}
+      WHEN NOT {rules["is_sealed"]} THEN {code("KEEP_ACTIVE")}
+      WHEN wanted THEN {code("KEEP_BUDGET")}
+      WHEN {held_by_barrier} THEN {code("KEEP_BARRIER")}
+      WHEN {eligible_itself} THEN {code("KEEP_PREFIX")}
+      WHEN {rules["future"]} THEN {code("KEEP_FUTURE_TIMESTAMP")}
+      WHEN retention_time IS NOT NULL THEN {code("KEEP_WITHIN_TIME")}
+      WHEN retention_size IS NOT NULL THEN {code("KEEP_SIZE_TARGET")}
+      ELSE {code("KEEP_NO_LIMIT")} END"""
+    # pos_after_eviction and backlog's over_quota; "Per topic, before the cut" 3
+    evicted = (
+        f"CASE WHEN {subscriber} AND evicting THEN greatest({pos_ttl}, {size_floor}, {age_floor}) ELSE {pos_ttl} END"
+    )
+    decided = f"""SELECT {_names(_DECIDED_CARRIED)}, {rules["roll"]} AS roll, barrier, behind.gid AS barrier_group,
+    cut, wanted, deleted, base_offset, next_offset, size_bytes,
+    CASE WHEN deleted THEN {delete_reason} ELSE {keep_reason} END AS reason_code,
+    {evicted} AS pos_new,
+    NOT {rules["expired"]} AND ({over_size} OR {over_age}) AS over_quota
+  FROM chosen"""
+    return f"limits AS ({limits}),\ncuts AS ({cuts}),\nchosen AS ({chosen}),\ndecided AS ({decided})"
+
+
+def _level_two() -> str:
+    """Over the partition: what the cycle deletes (plan_partition's totals and the
+    inputs of new_log_start; "Per partition, the cut")."""
+    return """SELECT *,
+    max(CASE WHEN deleted THEN next_offset END) OVER whole AS last_deleted_next,
+    min(CASE WHEN wanted AND NOT deleted THEN base_offset END) OVER whole AS first_kept_by_budget,
+    count(CASE WHEN deleted THEN true END) OVER whole AS segments_deleted,
+    coalesce(sum(CASE WHEN deleted THEN size_bytes END) OVER whole, 0) AS bytes_deleted
+  FROM decided
+  WINDOW whole AS (PARTITION BY pid)"""
+
+
+def _output() -> str:
+    """What leaves Spark, with the facts: on segment rows the rank, reason and
+    eligibility time; the packed numbers of partition and group rows: the new log
+    start H' and each group's final position and what moved it."""
+    rules = row_rules(before_flags=False)
+    # new_log_start; "Per partition, the cut", New log start
+    new_start = """CASE WHEN hold THEN H
+      WHEN message THEN greatest(H, least(cut, first_kept_by_budget))
+      ELSE greatest(H, coalesce(last_deleted_next, H)) END"""
+    live = f"NOT {rules['expired']}"
+    final = f"""SELECT *, {new_start} AS new_log_start_offset FROM {_with_facts("level_two")}"""
+    new_position = f"CASE WHEN {live} THEN greatest(pos_new, new_log_start_offset) ELSE `position` END"
+    numbers = {
+        **{name: f"`{name}`" for name in (*PARTITION_NUMBERS.names, "gid", "position", "over_quota")},
+        "subscriber": rules["subscriber"],
+        "new_position": new_position,
+        "expired": rules["expired"],
+        "ttl_skipped": f"CASE WHEN {live} THEN {rules['pos_ttl']} - {rules['pos_eff']} ELSE 0 END",
+        "evicted_skipped": f"CASE WHEN {live} THEN pos_new - {rules['pos_ttl']} ELSE 0 END",
+        "moved_skipped": f"CASE WHEN {live} THEN {new_position} - pos_new ELSE 0 END",
+        "quota_blocks_producers": "over_quota AND NOT evicting",
+    }
+
+    segment, group = rules["segment"], rules["group"]
+    columns = [
+        f"CAST(CASE WHEN {segment} THEN {SEGMENT_ROW} WHEN {group} THEN {GROUP_ROW}"
+        f" ELSE {PARTITION_ROW} END AS TINYINT)"
+        " AS `row`",
+        "CAST(pid AS INT) AS pid",
+        f"CAST(CASE WHEN {segment} THEN rn END AS INT) AS rn",
+        f"CAST(CASE WHEN {segment} THEN reason_code END AS TINYINT) AS reason_code",
+        f"CASE WHEN {segment} THEN eligible_at END AS eligible_at",
+        f"""CASE WHEN {group} THEN {GROUP_NUMBERS.array(numbers.__getitem__)}
+      WHEN NOT {segment} THEN {PARTITION_NUMBERS.array(numbers.__getitem__)} END AS numbers""",
+    ]
+    return f"final AS ({final})\nSELECT {', '.join(columns)} FROM final"
+
+
+def _plan_query() -> str:
+    """The planning query over the inputs ``{rows}`` (:data:`~engine.prune.plan.inputs.BUCKETED_ROWS`) and
+    ``{facts}`` (:data:`~engine.prune.plan.layout.FACTS`); ``SparkSession.sql`` puts them in. Of the
+    segments' first timestamps only the active segment's is read (idle roll)."""
+    packed = PACKED_FACTS.array(lambda name: f"`{name}`")
+    active_first_ts = f"CASE WHEN {marks()['segment']} AND NOT sealed AND size_bytes > 0 THEN first_timestamp END"
+    return f"""WITH
+packed AS (SELECT pid, {packed} AS facts FROM {{facts}}),
+rows AS (SELECT {_names(_RANKED)}, {active_first_ts} AS active_first_ts FROM {{rows}}),
+level_one AS ({_level_one()}),
+{_decide()},
+level_two AS ({_level_two()}),
+{_output()}"""
+
+
+#: the planning query; the same text every plan, so Spark's compiled code is reused
+PLAN_QUERY = _plan_query()
+
+
+def frame(spark: Any, rows: Any, facts: Any) -> Any:
+    """The plan as one DataFrame: :data:`PLAN_QUERY` over the DataFrames ``rows``
+    (:data:`~engine.prune.plan.inputs.BUCKETED_ROWS`) and ``facts``
+    (:data:`~engine.prune.plan.layout.FACTS`)."""
+    return spark.sql(PLAN_QUERY, rows=rows, facts=facts)
