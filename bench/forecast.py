@@ -35,8 +35,9 @@ from engine.forecast import forecast as forecasting
 from engine.forecast.extend import extend
 from engine.policy.effective import resolve
 from engine.prune.planner import Planner
+from engine.prune.record_times import time_cut
 from engine.prune.session import SparkEngine
-from engine.prune.snapshot import build_snapshot, time_cut
+from engine.prune.snapshot import build_snapshot
 
 
 def timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[float, Any]:

@@ -67,7 +67,8 @@ with Broker(Path(sys.argv[1])) as broker:
     spark.session()
     marks["attach session"] = time.monotonic()
     pruner = Pruner(broker, spark)
-    from engine.prune.snapshot import StoreRecordTimes, build_snapshot
+    from engine.prune.record_times import StoreRecordTimes
+    from engine.prune.snapshot import build_snapshot
     snapshot = build_snapshot(broker.catalog, StoreRecordTimes(broker.data), defaults=broker.config.policy_defaults,
                               now=broker.clock(), topics=["demo"], overrides=None)
     marks["snapshot"] = time.monotonic()

@@ -75,11 +75,11 @@ from engine.prune.executor import execute
 from engine.prune.plan import query
 from engine.prune.plan.inputs import buckets_of, read_files, spark_inputs, write_inputs
 from engine.prune.plan.output import split
+from engine.prune.plan_work import work_from_plan
 from engine.prune.planner import Plan, Planner
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import Snapshot, build_snapshot
 from engine.prune.transport import Scratch, private_directory
-from engine.prune.work import work_from_plan
 
 #: issue 13's targets at 1M segments: the whole warm cycle, and the plan alone
 CYCLE_TARGET_SECONDS = 2.5

@@ -26,12 +26,13 @@ from engine.broker import Broker
 from engine.clock import now_ms
 from engine.errors import EbbError
 from engine.forecast.forecast import Forecast, Request, forecast
+from engine.prune.cycle_result import CycleResult
 from engine.prune.executor import hold_prune_lock
 from engine.prune.planner import Plan
-from engine.prune.pruner import CycleOutcome, Pruner
-from engine.prune.scheduler import CycleReport, Scheduler
+from engine.prune.pruner import Pruner
+from engine.prune.record_times import StoreRecordTimes
+from engine.prune.scheduler import Scheduler
 from engine.prune.session import SparkEngine, spark_engine_for
-from engine.prune.snapshot import StoreRecordTimes
 from engine.prune.spark_settings import LOG_NAME
 from engine.store.lock import LockTimeout
 
@@ -71,7 +72,7 @@ class EngineStatus:
     #: the prune interval in force, ms
     interval_ms: int
     #: the latest scheduled cycle this console ran, if any
-    last_report: CycleReport | None
+    last_report: CycleResult | None
     #: where Spark and the JVM write their output (never the terminal)
     log_file: Path
 
@@ -96,7 +97,7 @@ class _GatedPruner(Pruner):
         super().__init__(broker, spark)
         self.gate = gate
 
-    def cycle(self, **kwargs: Any) -> CycleOutcome:
+    def cycle(self, **kwargs: Any) -> CycleResult:
         with self.gate:
             return super().cycle(**kwargs)
 
@@ -138,7 +139,7 @@ class ConsoleHost:
         #: held by a scheduled cycle, and by prune now from its re-check to its end
         self._cycle_gate = threading.Lock()
         #: called (from a worker thread) after each scheduled cycle
-        self.on_cycle: Callable[[CycleReport], object] | None = None
+        self.on_cycle: Callable[[CycleResult], object] | None = None
 
     # -- brokers ------------------------------------------------------------------------
 
@@ -190,11 +191,11 @@ class ConsoleHost:
             self._scheduler = Scheduler(pruner, on_cycle=self._cycled)
             self._scheduler.start()
 
-    def _cycled(self, report: CycleReport) -> None:
-        if report.outcome is not None:
-            self._remember(report.outcome.plan, None)
+    def _cycled(self, result: CycleResult) -> None:
+        if result.plan is not None:
+            self._remember(result.plan, None)
         if self.on_cycle is not None:
-            self.on_cycle(report)
+            self.on_cycle(result)
 
     def _remember(self, plan: Plan, topics: Sequence[str] | None) -> None:
         with self._plan_lock:
@@ -268,7 +269,7 @@ class ConsoleHost:
         *,
         tag: str | None = None,
         waiting: Callable[[LockTimeout | None], None] | None = None,
-    ) -> CycleOutcome | Plan:
+    ) -> CycleResult | Plan:
         """Apply what the operator previewed, or say it changed. With the schedule held
         off and the data directory's prune lock held (no cycle of any process between;
         ``waiting`` hears who holds it meanwhile), plan ``topics`` again at the
@@ -282,11 +283,11 @@ class ConsoleHost:
                 return plan
             with self._actor_lock:
                 assert self._actor is not None  # plan() opened it
-                outcome = self._pruner(self._actor).cycle(
+                result = self._pruner(self._actor).cycle(
                     topics=topics, trigger="manual", actor="console", tag=tag, plan=plan
                 )
-        self._remember(outcome.plan, topics)
-        return outcome
+        self._remember(plan, topics)
+        return result
 
     @staticmethod
     def new_tag() -> str:

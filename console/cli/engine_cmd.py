@@ -25,10 +25,9 @@ from console.cli.render import emit_json, instant, size
 from engine.broker import Broker
 from engine.errors import InvalidInput, SparkUnavailable
 from engine.policy.units import InvalidValue, describe_duration, parse_duration
-from engine.prune.session import spark_engine_for
 
 if TYPE_CHECKING:
-    from engine.prune.scheduler import CycleReport
+    from engine.prune.cycle_result import CycleResult
 
 _WAIT_SECONDS = 0.2
 
@@ -62,31 +61,31 @@ def _interval(text: str | None) -> int | None:
     return interval
 
 
-def report_json(report: CycleReport) -> dict[str, Any]:
-    result = report.outcome.result if report.outcome is not None else None
+def report_json(result: CycleResult, number: int) -> dict[str, Any]:
+    """One scheduled cycle, the ``number``-th of this engine, as ``--json`` prints it."""
     return {
-        "cycle_id": report.cycle_id,
-        "number": report.number,
-        "status": report.status,
-        "started": report.started,
-        "finished": report.finished,
-        "duration_ms": report.duration_ms,
-        "planned": result.planned if result else 0,
-        "applied": result.applied if result else 0,
-        "bytes_freed": result.bytes_freed if result else 0,
-        "skipped": result.skipped if result else {},
-        "failed": result.failed if result else {},
-        "error": report.error,
+        "cycle_id": result.cycle_id,
+        "number": number,
+        "status": result.status,
+        "started": result.started,
+        "finished": result.finished,
+        "duration_ms": result.duration_ms,
+        "planned": result.planned,
+        "applied": result.applied,
+        "bytes_freed": result.bytes_freed,
+        "skipped": result.skipped,
+        "failed": result.failed,
+        "error": result.error,
     }
 
 
-def report_line(report: CycleReport) -> str:
+def report_line(result: CycleResult) -> str:
     """One line per cycle, for the terminal and for logs."""
-    head = f"{instant(report.started)} cycle {report.cycle_id if report.cycle_id is not None else '-'} {report.status}"
-    seconds = f"{report.duration_ms / 1000:.1f} s"
-    if report.outcome is None:
-        return f"{head} after {seconds}: {report.error}"
-    result = report.outcome.result
+    head = f"{instant(result.started)} cycle {result.cycle_id if result.cycle_id is not None else '-'} {result.status}"
+    seconds = f"{result.duration_ms / 1000:.1f} s"
+    if result.status in ("failed", "cancelled"):
+        # the scheduler's own result: the cycle stopped before the executor ran
+        return f"{head} after {seconds}: {result.error}"
     if result.status == "paused":
         body = f"{result.planned} segment(s) planned, none deleted (engine paused)"
     else:
@@ -99,6 +98,7 @@ def report_line(report: CycleReport) -> str:
 def run_engine(broker: Broker, args: argparse.Namespace) -> int:
     from engine.prune.pruner import Pruner
     from engine.prune.scheduler import Scheduler
+    from engine.prune.session import spark_engine_for
 
     interval = _interval(args.prune_interval)
     spark = spark_engine_for(broker.config, broker.data, master=args.spark_master, remote=args.spark_remote)
@@ -106,11 +106,11 @@ def run_engine(broker: Broker, args: argparse.Namespace) -> int:
     stop = threading.Event()
     errors: list[BaseException] = []
 
-    def on_cycle(report: CycleReport) -> None:
+    def on_cycle(result: CycleResult) -> None:
         if args.json:
-            emit_json(report_json(report))
+            emit_json(report_json(result, scheduler.cycles_run))
         else:
-            print(report_line(report), flush=True)
+            print(report_line(result), flush=True)
         if broker.catalog.damage is not None:
             # Every later cycle would fail the same way: stop, and say what to do.
             errors.append(broker.catalog.damage)

@@ -114,7 +114,7 @@ def _run(
     overrides: dict[str, dict[str, str]] | None,
 ) -> Forecast:
     from engine.forecast.forecast import forecast
-    from engine.prune.snapshot import StoreRecordTimes
+    from engine.prune.record_times import StoreRecordTimes
 
     # The Spark session of --spark-master / --spark-remote, as prune and explain start it.
     pruner = _pruner(broker, args)

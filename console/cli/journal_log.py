@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, get_args
 
 from console.cli.parser import command, non_negative_int, positive_int
@@ -17,15 +18,8 @@ from console.cli.render import instant, size, table
 from engine.broker import Broker
 from engine.errors import InvalidInput
 from engine.journal.export import write_csv, write_json
-from engine.journal.journal import (
-    ACTION_FIELDS,
-    ACTION_KINDS,
-    CYCLE_FIELDS,
-    POLICY_CHANGE_FIELDS,
-    ActionStatus,
-    CycleStatus,
-    Journal,
-)
+from engine.journal.journal import ACTION_KINDS, POLICY_CHANGE_FIELDS, Journal
+from engine.journal.rows import ACTION_FIELDS, CYCLE_FIELDS, Action, ActionStatus, Cycle, CycleStatus
 from engine.policy.units import InvalidValue, parse_duration
 
 DEFAULT_LIMIT = 100
@@ -91,56 +85,59 @@ def run_log(broker: Broker, args: argparse.Namespace) -> int:
         broker.catalog.topic(args.topic)  # neither in the journal nor the catalog: a typo
     limit = None if args.limit == 0 else args.limit
     if args.cycles:
-        if args.cycle is not None:
-            rows = [journal.cycle(args.cycle)]
-        else:
-            rows = journal.cycles(since=since, status=args.status, limit=limit)
-        fields: tuple[str, ...] = CYCLE_FIELDS
+        cycles = (
+            [journal.cycle(args.cycle)]
+            if args.cycle is not None
+            else journal.cycles(since=since, status=args.status, limit=limit)
+        )
+        _print(args, [c.to_json() for c in cycles], CYCLE_FIELDS, lambda: _cycle_table(cycles))
     elif args.policy_changes:
-        rows = journal.policy_changes(since=since, topic=args.topic, limit=limit)
-        fields = POLICY_CHANGE_FIELDS
+        changes = journal.policy_changes(since=since, topic=args.topic, limit=limit)
+        _print(args, changes, POLICY_CHANGE_FIELDS, lambda: _policy_change_table(changes))
     else:
         if args.cycle is not None:
             journal.cycle(args.cycle)  # an unknown cycle is an error, not an empty list
-        rows = journal.actions(
+        actions = journal.actions(
             since=since, topic=args.topic, action=args.action, cycle=args.cycle, status=args.status, limit=limit
         )
-        fields = ACTION_FIELDS
-    if args.csv:
-        write_csv(rows, fields, sys.stdout)
-    elif args.json:
-        write_json(rows, fields, sys.stdout)
-    elif not rows:
-        print("no journal rows match")
-    elif args.cycles:
-        print(_cycle_table(rows))
-    elif args.policy_changes:
-        print(
-            table(
-                ("TIME", "ACTOR", "TOPIC", "FIELD", "OLD", "NEW"),
-                [(instant(r["time"]), r["actor"], r["topic"], r["field"], r["old"], r["new"]) for r in rows],
-            )
-        )
-    else:
-        print(_action_table(rows))
+        _print(args, [a.to_json() for a in actions], ACTION_FIELDS, lambda: _action_table(actions))
     sys.stdout.flush()
     return 0
 
 
-def _offsets(row: dict[str, Any]) -> str | None:
-    if row["start_offset"] is None and row["end_offset"] is None:
+def _print(
+    args: argparse.Namespace, rows: Sequence[Mapping[str, Any]], fields: Sequence[str], text: Callable[[], str]
+) -> None:
+    """``rows`` as CSV, JSON or, by default, the table ``text`` makes."""
+    if args.csv:
+        write_csv(rows, fields, sys.stdout)
+    elif args.json:
+        write_json(rows, fields, sys.stdout)
+    else:
+        print(text() if rows else "no journal rows match")
+
+
+def _policy_change_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    return table(
+        ("TIME", "ACTOR", "TOPIC", "FIELD", "OLD", "NEW"),
+        [(instant(r["time"]), r["actor"], r["topic"], r["field"], r["old"], r["new"]) for r in rows],
+    )
+
+
+def _offsets(row: Action) -> str | None:
+    if row.start_offset is None and row.end_offset is None:
         return None
-    return f"{row['start_offset']}..{row['end_offset']}"
+    return f"{row.start_offset}..{row.end_offset}"
 
 
-def _details(row: dict[str, Any]) -> str | None:
-    details = row["details"]
+def _details(row: Action) -> str | None:
+    details = row.details
     if not details:
         return None
     return json.dumps(details, sort_keys=True, separators=(",", ":"))
 
 
-def _action_table(rows: list[dict[str, Any]]) -> str:
+def _action_table(rows: Sequence[Action]) -> str:
     return table(
         (
             "TIME",
@@ -159,18 +156,18 @@ def _action_table(rows: list[dict[str, Any]]) -> str:
         ),
         [
             (
-                instant(r["time"]),
-                r["cycle"],
-                r["trigger"],
-                r["actor"],
-                r["action"],
-                r["topic"],
-                r["partition"],
+                instant(r.time),
+                r.cycle,
+                r.trigger,
+                r.actor,
+                r.action,
+                r.topic,
+                r.partition,
                 _offsets(r),
-                r["messages"],
-                None if r["bytes"] is None else size(r["bytes"]),
-                r["reason"],
-                r["status"],
+                r.messages,
+                None if r.bytes is None else size(r.bytes),
+                r.reason,
+                r.status,
                 _details(r),
             )
             for r in rows
@@ -178,7 +175,7 @@ def _action_table(rows: list[dict[str, Any]]) -> str:
     )
 
 
-def _cycle_table(rows: list[dict[str, Any]]) -> str:
+def _cycle_table(rows: Sequence[Cycle]) -> str:
     return table(
         (
             "ID",
@@ -196,18 +193,18 @@ def _cycle_table(rows: list[dict[str, Any]]) -> str:
         ),
         [
             (
-                r["id"],
-                instant(r["started"]),
-                r["trigger"],
-                r["actor"],
-                "all" if r["scope"] == "all" else ",".join(r["scope"]),
-                r["status"],
-                r["planned"],
-                r["applied"],
-                size(r["bytes_freed"]),
-                None if r["duration_ms"] is None else f"{r['duration_ms'] / 1000:.1f} s",
-                r["spark_master"],
-                r["error"],
+                r.id,
+                instant(r.started),
+                r.trigger,
+                r.actor,
+                "all" if r.scope == "all" else ",".join(r.scope),
+                r.status,
+                r.planned,
+                r.applied,
+                size(r.bytes_freed),
+                None if r.duration_ms is None else f"{r.duration_ms / 1000:.1f} s",
+                r.spark_master,
+                r.error,
             )
             for r in rows
         ],

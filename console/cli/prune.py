@@ -17,7 +17,6 @@ from engine.broker import Broker
 from engine.clock import parse_instant
 from engine.journal.journal import Journal
 from engine.policy.effective import merge_overrides
-from engine.prune.session import spark_engine_for
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -58,6 +57,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def _pruner(broker: Broker, args: argparse.Namespace) -> Pruner:
     from engine.prune.pruner import Pruner
+    from engine.prune.session import spark_engine_for
 
     spark = spark_engine_for(broker.config, broker.data, master=args.spark_master, remote=args.spark_remote)
     try:
@@ -82,15 +82,16 @@ def run_prune(broker: Broker, args: argparse.Namespace) -> int:
     now = _now(args)  # refuse a bad --now before starting Spark
     pruner = _pruner(broker, args)
     try:
-        outcome = pruner.cycle(now=now, topics=args.topics, dry_run=args.dry_run, trigger="manual", actor="cli")
+        plan = pruner.plan(now=now, topics=args.topics)
+        result = pruner.cycle(topics=args.topics, dry_run=args.dry_run, trigger="manual", actor="cli", plan=plan)
     finally:
         pruner.spark.stop()
-    plan, result = outcome.plan, outcome.result
     if args.dry_run:
         actions = _planned_actions(plan)
         deleted = len([a for a in actions if a["action"] == "delete_segment"])
         freed = sum(a["bytes"] for a in actions if a["action"] == "delete_segment")
     else:
+        assert result.cycle_id is not None  # the executor journals every cycle it runs
         actions = _applied_actions(broker, result.cycle_id)
         deleted, freed = result.applied, result.bytes_freed
     if args.json:
@@ -174,16 +175,16 @@ def _applied_actions(broker: Broker, cycle_id: int) -> list[dict[str, Any]]:
     rows = Journal(broker.catalog).actions(cycle=cycle_id, status="applied", limit=None)
     return [
         {
-            "action": a["action"],
-            "topic": a["topic"],
-            "partition": a["partition"],
-            "base_offset": a["start_offset"],
-            "next_offset": a["end_offset"],
-            "bytes": a["bytes"] or 0,
-            "reason": a["reason"],
+            "action": a.action,
+            "topic": a.topic,
+            "partition": a.partition,
+            "base_offset": a.start_offset,
+            "next_offset": a.end_offset,
+            "bytes": a.bytes or 0,
+            "reason": a.reason,
         }
         for a in reversed(rows)
-        if a["action"] in ("delete_segment", "move_log_start")
+        if a.action in ("delete_segment", "move_log_start")
     ]
 
 

@@ -6,14 +6,16 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from console.cli.parser import command
 from console.cli.render import emit_json, size
 from engine.broker import Broker
 from engine.errors import SparkUnavailable
 from engine.policy.units import describe_duration
-from engine.prune import spark_service
-from engine.prune.session import SparkEngine
+
+if TYPE_CHECKING:
+    from engine.prune.session import SparkEngine
 
 _PROGRESS_AFTER_SECONDS = 1.0
 _POLL_SECONDS = 0.05
@@ -32,6 +34,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_status(broker: Broker, args: argparse.Namespace) -> int:
+    from engine.prune import spark_service
+
     status = spark_service.status(broker.data.root)
     if args.json:
         emit_json(status)
@@ -51,6 +55,8 @@ def run_status(broker: Broker, args: argparse.Namespace) -> int:
 
 
 def run_start(broker: Broker, args: argparse.Namespace) -> int:
+    from engine.prune import spark_service
+
     spec = spark_service.ServiceSpec(
         broker.data.root, broker.config.spark_conf, broker.config.spark_idle_timeout_ms, broker.data.root / "logs"
     )
@@ -65,6 +71,8 @@ def run_start(broker: Broker, args: argparse.Namespace) -> int:
 
 
 def run_stop(broker: Broker, args: argparse.Namespace) -> int:
+    from engine.prune import spark_service
+
     state = spark_service.stop(broker.data.root)
     print("Spark service stopped" if state is not None else "Spark service was not running")
     return 0

@@ -62,8 +62,8 @@ from console.model.plan_preview import (
 from console.widgets.live_table import Column, LiveRow, LiveTable
 from engine.errors import PlanCancelled
 from engine.journal.state import EngineState
+from engine.prune.cycle_result import CycleResult
 from engine.prune.planner import Plan
-from engine.prune.pruner import CycleOutcome
 from engine.store.lock import LockTimeout
 
 if TYPE_CHECKING:
@@ -201,9 +201,8 @@ def preview_notes(preview_: Preview) -> str:
     return "\n".join(notes)
 
 
-def cycle_summary(outcome: CycleOutcome, previewed: int | None) -> str:
+def cycle_summary(result: CycleResult, previewed: int | None) -> str:
     """The result of the confirmed cycle, as ``ebb prune`` reports it."""
-    result = outcome.result
     if result.status == "paused":
         return (
             f"Cycle {result.cycle_id} (paused): deletion is paused, nothing was deleted "
@@ -275,7 +274,7 @@ class PruneNowScreen(ModalScreen[None]):
         self.topics = topics
         self.phase: Phase = "previewing"
         self.preview: Preview | None = None
-        self.outcome: CycleOutcome | None = None
+        self.outcome: CycleResult | None = None
         self._tag = ""
         self._cancel = threading.Event()
         self._started = 0.0
@@ -359,7 +358,7 @@ class PruneNowScreen(ModalScreen[None]):
     @work(thread=True, exit_on_error=False, name=CYCLE_WORKER, group="prune-now")
     def _run_cycle(
         self, host: ConsoleHost, topics: list[str] | None, tag: str, previewed: Preview
-    ) -> CycleOutcome | Changed | Stopped:
+    ) -> CycleResult | Changed | Stopped:
         try:
             self._wait_for_spark(host)
             result = host.prune_as_previewed(
@@ -369,7 +368,7 @@ class PruneNowScreen(ModalScreen[None]):
                 tag=tag,
                 waiting=self._waiting_for_lock,
             )
-            if isinstance(result, CycleOutcome):
+            if isinstance(result, CycleResult):
                 return result
             again = Preview(preview(result), previewed.paused, result)
             return Changed(again, previewed.plan.differences(again.plan))
@@ -415,7 +414,7 @@ class PruneNowScreen(ModalScreen[None]):
             self._show_preview(result)
         elif isinstance(result, Changed):
             self._show_preview(result.preview, changed=result.differences)
-        elif isinstance(result, CycleOutcome):
+        elif isinstance(result, CycleResult):
             self._show_outcome(result)
         elif not isinstance(result, Stopped):
             return
@@ -441,7 +440,7 @@ class PruneNowScreen(ModalScreen[None]):
         self.query_one("#prune-deletions", LiveTable).show([deletion_row(p) for p in result.plan.partitions])
         self.query_one("#prune-groups", LiveTable).show([group_row(g) for g in result.plan.groups])
 
-    def _show_outcome(self, outcome: CycleOutcome) -> None:
+    def _show_outcome(self, outcome: CycleResult) -> None:
         self.outcome = outcome
         self._set_phase("done")
         previewed = self.preview.plan.segments if self.preview is not None else None

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from console.host import ConsoleHost, EngineStatus
 from console.model.overview import CYCLE_HISTORY
 from engine.journal.journal import Journal
+from engine.journal.rows import Cycle
 from engine.journal.state import EngineState
 
 
@@ -21,7 +21,7 @@ class EngineData:
     log_file: Path
     paused: bool
     #: newest first, journal rows of any process
-    cycles: tuple[dict[str, Any], ...]
+    cycles: tuple[Cycle, ...]
 
 
 def load_engine(host: ConsoleHost) -> EngineData:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from engine.catalog.catalog import Catalog
 from engine.journal.history import DiskHistory
+from engine.journal.rows import Cycle
 
 #: points per line at most: a chart is at most ~110 cells wide
 CHART_POINTS = 120
@@ -41,14 +41,14 @@ class History:
 
 
 def load_history(
-    catalog: Catalog, cycles: Sequence[dict[str, Any]], now: int, *, topic: str | None = None, since: int | None = None
+    catalog: Catalog, cycles: Sequence[Cycle], now: int, *, topic: str | None = None, since: int | None = None
 ) -> History:
     """History from ``since`` (default: the oldest of ``cycles``, journal rows newest
     first) to ``now``, of every topic or of ``topic`` alone (its own bytes freed). With
     ``topic``, the span starts no earlier than its oldest sample, so that a young
     history is not thinned as if it were ``since`` long."""
-    done = [c for c in reversed(cycles) if c["status"] == "done"]
-    start = since if since is not None else min((c["started"] for c in cycles), default=now - DEFAULT_SPAN_MS)
+    done = [c for c in reversed(cycles) if c.status == "done"]
+    start = since if since is not None else min((c.started for c in cycles), default=now - DEFAULT_SPAN_MS)
     history = DiskHistory(catalog)
     if topic is not None and (oldest := history.oldest(topic)) is not None:
         start = max(start, oldest)
@@ -69,8 +69,8 @@ def load_history(
         key=lambda h: (-h.bytes[-1], h.topic),
     )
     if topic is None:
-        freed = tuple((c["started"], c["bytes_freed"]) for c in done)
+        freed = tuple((c.started, c.bytes_freed) for c in done)
     else:
-        mine = history.freed(topic, [c["id"] for c in done])
-        freed = tuple((c["started"], mine.get(c["id"], 0)) for c in done)
+        mine = history.freed(topic, [c.id for c in done])
+        freed = tuple((c.started, mine.get(c.id, 0)) for c in done)
     return History(now, start, tuple(topics), freed)

@@ -23,7 +23,8 @@ from typing import Any
 
 from engine.broker import Broker
 from engine.journal.export import write_csv, write_json
-from engine.journal.journal import ACTION_FIELDS, ACTION_KINDS, Journal
+from engine.journal.journal import ACTION_KINDS, Journal
+from engine.journal.rows import ACTION_FIELDS, Action, Cycle
 
 #: at most this many of the newest cycles and of the newest matching actions are loaded
 ROW_LIMIT = 500
@@ -63,9 +64,9 @@ class JournalData:
     now: int
     filter: JournalFilter
     #: newest first, journal rows (engine/journal/journal.py CYCLE_FIELDS)
-    cycles: tuple[dict[str, Any], ...]
-    #: newest first, journal rows (ACTION_FIELDS) matching ``filter``
-    actions: tuple[dict[str, Any], ...]
+    cycles: tuple[Cycle, ...]
+    #: newest first, journal rows matching ``filter``
+    actions: tuple[Action, ...]
     limit: int
 
 
@@ -79,9 +80,8 @@ class CycleTimes:
     apply_ms: int | None
 
     @classmethod
-    def of(cls, cycle: dict[str, Any]) -> CycleTimes:
-        now, started = cycle["now"], cycle["started"]
-        return cls(started - now if now is not None and started >= now else None, cycle["duration_ms"])
+    def of(cls, cycle: Cycle) -> CycleTimes:
+        return cls(cycle.started - cycle.now if cycle.started >= cycle.now else None, cycle.duration_ms)
 
     @property
     def total_ms(self) -> int | None:
@@ -89,22 +89,28 @@ class CycleTimes:
         return None if self.apply_ms is None else (self.plan_ms or 0) + self.apply_ms
 
 
-def policy_change_row(change: dict[str, Any]) -> dict[str, Any]:
+def policy_change_row(change: dict[str, Any]) -> Action:
     """A policy change in the fields of an action (see the module docstring); its id
     is negated so that it never collides with an action's."""
-    return {
-        **dict.fromkeys(ACTION_FIELDS),
-        "id": -change["id"],
-        "time": change["time"],
-        "settled": change["time"],
-        "trigger": "manual",
-        "actor": change["actor"],
-        "action": POLICY_CHANGE,
-        "topic": change["topic"],
-        "status": "applied",
-        "reason": f"{change['field']} {change['old'] or '(default)'} → {change['new'] or '(default)'}",
-        "details": {"field": change["field"], "old": change["old"], "new": change["new"]},
-    }
+    return Action(
+        id=-change["id"],
+        cycle=None,
+        time=change["time"],
+        settled=change["time"],
+        trigger="manual",
+        actor=change["actor"],
+        action=POLICY_CHANGE,
+        topic=change["topic"],
+        partition=None,
+        segment=None,
+        start_offset=None,
+        end_offset=None,
+        messages=None,
+        bytes=None,
+        reason=f"{change['field']} {change['old'] or '(default)'} → {change['new'] or '(default)'}",
+        details={"field": change["field"], "old": change["old"], "new": change["new"]},
+        status="applied",
+    )
 
 
 def load_journal(broker: Broker, journal_filter: JournalFilter, *, limit: int = ROW_LIMIT) -> JournalData:
@@ -132,14 +138,15 @@ def _free_stem(directory: Path, stem: str) -> str:
     return name
 
 
-def export_actions(rows: Sequence[dict[str, Any]], root: Path, now: int) -> tuple[Path, Path]:
-    """Write ``rows`` (journal action rows, in the order given) as
+def export_actions(actions: Sequence[Action], root: Path, now: int) -> tuple[Path, Path]:
+    """Write ``actions`` (in the order given) as
     ``<root>/exports/journal-<UTC time>.csv`` and ``.json``; returns both paths."""
     directory = root / EXPORTS_DIR
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     stamp = datetime.fromtimestamp(now / 1000, tz=UTC).strftime("%Y%m%dT%H%M%SZ")
     name = _free_stem(directory, f"journal-{stamp}")
     csv_path, json_path = directory / f"{name}.csv", directory / f"{name}.json"
+    rows = [a.to_json() for a in actions]
     # "x": should another process take the name meanwhile, fail rather than overwrite
     with csv_path.open("x", encoding="utf-8", newline="") as out:
         write_csv(rows, ACTION_FIELDS, out)

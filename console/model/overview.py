@@ -19,6 +19,7 @@ from engine.broker import Broker
 from engine.catalog.lag import partition_lags
 from engine.catalog.queries import topic_totals
 from engine.journal.journal import Journal
+from engine.journal.rows import Cycle
 from engine.journal.state import EngineState
 from engine.policy.effective import EffectivePolicy
 
@@ -53,7 +54,7 @@ class OverviewData:
     topics: tuple[TopicSummary, ...]
     paused: bool
     #: recent cycles, newest first (journal rows: any process's cycles)
-    cycles: tuple[dict, ...]
+    cycles: tuple[Cycle, ...]
 
     @property
     def complete(self) -> bool:

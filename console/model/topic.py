@@ -194,8 +194,8 @@ def plan_staleness(journal: Journal, topic: str, plan_now: int) -> str | None:
     if changes and changes[0]["time"] > plan_now:
         return "the policy changed since"
     cycles = journal.cycles(limit=1)
-    if cycles and cycles[0]["now"] is not None and cycles[0]["now"] > plan_now:
-        return f"cycle {cycles[0]['id']} planned since"
+    if cycles and cycles[0].now > plan_now:
+        return f"cycle {cycles[0].id} planned since"
     return None
 
 

@@ -24,7 +24,7 @@ from engine.prune.planner import Plan
 
 
 @dataclass(frozen=True)
-class PartitionChange:
+class PartitionWhatIf:
     """One partition under both policies."""
 
     partition: int
@@ -69,7 +69,7 @@ class GroupSkip:
 class WhatIf:
     topic: str
     now: int
-    partitions: tuple[PartitionChange, ...]
+    partitions: tuple[PartitionWhatIf, ...]
     #: groups that would skip unconsumed data (or expire) with the proposed policy
     groups: tuple[GroupSkip, ...]
 
@@ -120,7 +120,7 @@ def compare(topic: str, saved: Plan, proposed: Plan) -> WhatIf:
         segments, size = _sum(only_new, new_deleted, p)
         spared, spared_size = _sum(only_saved, saved_deleted, p)
         partitions.append(
-            PartitionChange(
+            PartitionWhatIf(
                 partition=p,
                 segments=segments,
                 bytes=size,

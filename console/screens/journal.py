@@ -48,6 +48,7 @@ from console.screens.base import LiveScreen
 from console.widgets.cells import Palette, state
 from console.widgets.filter_bar import FilterBar
 from console.widgets.live_table import Cell, Column, LiveRow, LiveTable
+from engine.journal.rows import Action, Cycle
 
 CYCLE_COLUMNS = (
     Column("id", "Cycle"),
@@ -80,115 +81,113 @@ def scope_text(scope: Any) -> str:
     return "all" if scope == "all" else ", ".join(scope)
 
 
-def cycle_row(cycle: dict[str, Any], palette: Palette, *, split: bool = False) -> LiveRow:
+def cycle_row(cycle: Cycle, palette: Palette, *, split: bool = False) -> LiveRow:
     """One journaled cycle; ``split`` adds the planning and applying times (the Engine
     view's :data:`ENGINE_CYCLE_COLUMNS`)."""
     times = CycleTimes.of(cycle)
     cells: tuple[Cell, ...] = (
-        str(cycle["id"]),
-        format.instant(cycle["started"]),
-        cycle["trigger"],
-        scope_text(cycle["scope"]),
-        state(cycle["status"], palette),
-        f"{format.count(cycle['applied'])} of {format.count(cycle['planned'])}",
-        format.size(cycle["bytes_freed"]),
+        str(cycle.id),
+        format.instant(cycle.started),
+        cycle.trigger,
+        scope_text(cycle.scope),
+        state(cycle.status, palette),
+        f"{format.count(cycle.applied)} of {format.count(cycle.planned)}",
+        format.size(cycle.bytes_freed),
         format.elapsed(times.total_ms),
     )
     sorts: tuple[Any, ...] = (
-        cycle["id"],
-        cycle["started"],
-        cycle["trigger"],
-        scope_text(cycle["scope"]),
-        cycle["status"],
-        cycle["applied"],
-        cycle["bytes_freed"],
+        cycle.id,
+        cycle.started,
+        cycle.trigger,
+        scope_text(cycle.scope),
+        cycle.status,
+        cycle.applied,
+        cycle.bytes_freed,
         times.total_ms,
     )
     if split:
         cells += (format.elapsed(times.plan_ms), format.elapsed(times.apply_ms))
         sorts += (times.plan_ms, times.apply_ms)
     return LiveRow(
-        key=str(cycle["id"]),
+        key=str(cycle.id),
         cells=cells,
         sort_values=sorts,
-        search=" ".join(
-            (str(cycle["id"]), cycle["trigger"], scope_text(cycle["scope"]), cycle["status"], cycle["error"] or "")
-        ),
+        search=" ".join((str(cycle.id), cycle.trigger, scope_text(cycle.scope), cycle.status, cycle.error or "")),
     )
 
 
-def _offsets(action: dict[str, Any]) -> str:
-    start, end = action["start_offset"], action["end_offset"]
+def _offsets(action: Action) -> str:
+    start, end = action.start_offset, action.end_offset
     return "" if start is None and end is None else f"{format.count(start)}..{format.count(end)}"
 
 
-def where_text(action: dict[str, Any]) -> str:
+def where_text(action: Action) -> str:
     """``orders/0``, ``orders``, or empty for an action on no topic (a pause)."""
-    topic = action["topic"] or ""
-    return topic if action["partition"] is None else f"{topic}/{action['partition']}"
+    topic = action.topic or ""
+    return topic if action.partition is None else f"{topic}/{action.partition}"
 
 
-def action_row(action: dict[str, Any], palette: Palette) -> LiveRow:
+def action_row(action: Action, palette: Palette) -> LiveRow:
     return LiveRow(
-        key=str(action["id"]),
+        key=str(action.id),
         cells=(
-            format.instant(action["time"]),
-            action["action"],
+            format.instant(action.time),
+            action.action,
             where_text(action),
-            action["reason"] or "",
-            "" if action["messages"] is None else format.count(action["messages"]),
-            "" if action["bytes"] is None else format.size(action["bytes"]),
-            state(action["status"], palette),
+            action.reason or "",
+            "" if action.messages is None else format.count(action.messages),
+            "" if action.bytes is None else format.size(action.bytes),
+            state(action.status, palette),
         ),
         sort_values=(
-            action["time"],
-            action["action"],
-            (action["topic"], action["partition"]),
-            action["reason"],
-            action["messages"],
-            action["bytes"],
-            action["status"],
+            action.time,
+            action.action,
+            (action.topic, action.partition),
+            action.reason,
+            action.messages,
+            action.bytes,
+            action.status,
         ),
         search=" ".join(
             str(v)
             for v in (
-                action["action"],
+                action.action,
                 where_text(action),
-                action["reason"],
-                action["status"],
-                action["trigger"],
-                action["actor"],
-                action["cycle"],
+                action.reason,
+                action.status,
+                action.trigger,
+                action.actor,
+                action.cycle,
             )
             if v is not None
         ),
     )
 
 
-def action_detail(action: dict[str, Any]) -> str:
+def action_detail(action: Action) -> str:
     """The rest of the action on one line: cycle, segment, offsets, who, details."""
-    parts = [f"{action['action']} by {action['actor']} ({action['trigger']})"]
-    if action["cycle"] is not None:
-        parts.append(f"cycle {action['cycle']}")
-    if action["segment"] is not None:
-        parts.append(f"segment {action['segment']}")
+    parts = [f"{action.action} by {action.actor} ({action.trigger})"]
+    if action.cycle is not None:
+        parts.append(f"cycle {action.cycle}")
+    if action.segment is not None:
+        parts.append(f"segment {action.segment}")
     if offsets := _offsets(action):
         parts.append(f"offsets {offsets}")
-    if action["settled"] is not None and action["settled"] != action["time"]:
-        parts.append(f"settled {format.instant(action['settled'])}")
-    if action["details"]:
-        parts.append(json.dumps(action["details"], sort_keys=True, separators=(", ", ": ")))
+    if action.settled is not None and action.settled != action.time:
+        parts.append(f"settled {format.instant(action.settled)}")
+    if action.details:
+        parts.append(json.dumps(action.details, sort_keys=True, separators=(", ", ": ")))
     return " · ".join(parts)
 
 
-def cycle_detail(cycle: dict[str, Any]) -> str:
-    parts = [f"cycle {cycle['id']}: {cycle['trigger']} by {cycle['actor']}, scope {scope_text(cycle['scope'])}"]
-    if cycle["spark_master"]:
-        parts.append(f"Spark {cycle['spark_master']}")
-    if cycle["finished"] is not None:
-        parts.append(f"finished {format.instant(cycle['finished'])}")
-    if cycle["error"]:
-        parts.append(f"error: {cycle['error']}")
+def cycle_detail(cycle: Cycle) -> str:
+    parts = [f"cycle {cycle.id}: {cycle.trigger} by {cycle.actor}, scope {scope_text(cycle.scope)}"]
+    if cycle.spark_master:
+        parts.append(f"Spark {cycle.spark_master}")
+    if cycle.finished is not None:
+        parts.append(f"finished {format.instant(cycle.finished)}")
+    if cycle.error:
+        parts.append(f"error: {cycle.error}")
     return " · ".join(parts) + " · enter: its actions"
 
 
@@ -199,7 +198,7 @@ class JournalRows:
     cycles_subtitle: str
     actions_subtitle: str
     #: the journal rows behind the action rows, by row key (export, topic filter)
-    action_records: dict[str, dict[str, Any]]
+    action_records: dict[str, Action]
     #: the detail line of each row, by table id and row key
     details: dict[tuple[str, str], str]
 
@@ -213,14 +212,14 @@ def journal_rows(data: JournalData, palette: Palette) -> JournalRows:
         f"{len(data.actions)} action(s) · {data.filter.describe()} · "
         f"{bound(len(data.actions), ': filter to reach older ones')}"
     )
-    details = {("cycles", str(c["id"])): cycle_detail(c) for c in data.cycles}
-    details.update({("actions", str(a["id"])): action_detail(a) for a in data.actions})
+    details = {("cycles", str(c.id)): cycle_detail(c) for c in data.cycles}
+    details.update({("actions", str(a.id)): action_detail(a) for a in data.actions})
     return JournalRows(
         cycles=tuple(cycle_row(c, palette) for c in data.cycles),
         actions=tuple(action_row(a, palette) for a in data.actions),
         cycles_subtitle=cycles_subtitle,
         actions_subtitle=actions_subtitle,
-        action_records={str(a["id"]): a for a in data.actions},
+        action_records={str(a.id): a for a in data.actions},
         details=details,
     )
 
@@ -308,7 +307,7 @@ class JournalScreen(LiveScreen[JournalRows]):
         key = str(event.row_key.value)
         if event.data_table.id == "cycles":
             self._show_cycle(int(key))
-        elif self._rows is not None and (cycle := self._rows.action_records[key]["cycle"]) is not None:
+        elif self._rows is not None and (cycle := self._rows.action_records[key].cycle) is not None:
             self._show_cycle(cycle)  # enter on an action: the rest of its cycle
 
     def _show_cycle(self, cycle: int) -> None:
@@ -349,12 +348,12 @@ class JournalScreen(LiveScreen[JournalRows]):
             self._refilter(replace(self.journal_filter, topic=None))
             return
         action = self._focused_action()
-        if action is None or action["topic"] is None:
+        if action is None or action.topic is None:
             self.notify("highlight an action of a topic first", severity="warning")
             return
-        self._refilter(replace(self.journal_filter, topic=action["topic"]))
+        self._refilter(replace(self.journal_filter, topic=action.topic))
 
-    def _focused_action(self) -> dict[str, Any] | None:
+    def _focused_action(self) -> Action | None:
         key = self.query_one("#actions", LiveTable).selected_key
         return None if key is None or self._rows is None else self._rows.action_records.get(key)
 
@@ -370,7 +369,7 @@ class JournalScreen(LiveScreen[JournalRows]):
         self._export(shown)
 
     @work(thread=True, exit_on_error=False, group="export")
-    def _export(self, rows: list[dict[str, Any]]) -> None:
+    def _export(self, rows: list[Action]) -> None:
         host = self.ebb.host
         try:
             csv_path, json_path = export_actions(rows, host.root, host.clock())

@@ -17,20 +17,21 @@ from console.model.history import History
 from console.model.journal import CycleTimes
 from console.widgets.charts import Chart, legend, series_roles
 from console.widgets.history_charts import disk_chart, freed_chart
+from engine.journal.rows import Cycle
 
 
-def last_cycle_line(cycle: dict | None, now: int) -> str:
+def last_cycle_line(cycle: Cycle | None, now: int) -> str:
     """``cycle 12 done 34s ago in 2.1 s: 4 of 4 deleted, 12.0 MiB freed``."""
     if cycle is None:
         return "no cycle journaled yet"
     took = CycleTimes.of(cycle).total_ms
     duration = "" if took is None else f" in {format.elapsed(took)}"
     line = (
-        f"cycle {cycle['id']} {cycle['status']} {format.since(now, cycle['started'])} ago{duration}: "
-        f"{cycle['applied']} of {cycle['planned']} deleted, {format.size(cycle['bytes_freed'])} freed"
+        f"cycle {cycle.id} {cycle.status} {format.since(now, cycle.started)} ago{duration}: "
+        f"{cycle.applied} of {cycle.planned} deleted, {format.size(cycle.bytes_freed)} freed"
     )
-    if cycle.get("error"):
-        line += f" ({cycle['error']})"
+    if cycle.error:
+        line += f" ({cycle.error})"
     return line
 
 
@@ -86,7 +87,7 @@ class EnginePanel(Vertical):
                 yield Static(id="engine-legend")
             yield Chart(id="engine-freed")
 
-    def show(self, status: EngineStatus, cycles: Sequence[dict], now: int, history: History) -> None:
+    def show(self, status: EngineStatus, cycles: Sequence[Cycle], now: int, history: History) -> None:
         """``cycles`` newest first, as the journal gives them; ``history`` over their span."""
         self.query_one("#engine-status", Static).update(Text(status_line(status, now)))
         self.query_one("#engine-last", Static).update(Text(last_cycle_line(cycles[0] if cycles else None, now)))

@@ -23,7 +23,8 @@ from engine.forecast.extend import Extension, extend
 from engine.forecast.rates import Rate, given_rate, observed_rates
 from engine.policy.effective import EffectivePolicy, resolve
 from engine.prune.planner import Planner
-from engine.prune.snapshot import RecordTimes, Snapshot, build_snapshot, time_cut
+from engine.prune.record_times import RecordTimes, time_cut
+from engine.prune.snapshot import Snapshot, build_snapshot
 
 #: more instants than this is a typo (a step of 1s over a week), not a forecast
 MAX_INSTANTS = 5000

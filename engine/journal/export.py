@@ -1,5 +1,5 @@
 """Journal rows as CSV and JSON files (SPEC §6), with the stable field names of
-:mod:`engine.journal.journal` and timestamps in epoch milliseconds.
+:mod:`engine.journal.rows` (a row's ``to_json()``) and timestamps in epoch milliseconds.
 
 JSON keeps structure (``details`` and ``scope`` are objects and lists); CSV has one
 flat column per field, so structured values are written as compact JSON text and a

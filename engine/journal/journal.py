@@ -7,7 +7,8 @@ deletion is the journal's own retention.
 
 Actions of a prune cycle carry its id; a manual operation (truncate, purge, hold,
 pause...) is journaled with ``cycle`` null unless it runs as a cycle of its own.
-Timestamps are epoch milliseconds; ``details`` is a JSON object.
+Timestamps are epoch milliseconds; ``details`` is a JSON object. Reads hand out the
+typed rows of :mod:`engine.journal.rows` (policy changes, the catalog's table, as dicts).
 """
 
 from __future__ import annotations
@@ -20,10 +21,8 @@ from typing import Any, Literal
 
 from engine.catalog.catalog import Catalog
 from engine.errors import NotFound
+from engine.journal.rows import Action, ActionStatus, Cycle, CycleStatus
 from engine.journal.schema import ensure_journal_schema, write_or_join
-
-CycleStatus = Literal["running", "done", "failed", "interrupted", "dry_run", "paused"]
-ActionStatus = Literal["planned", "applied", "rolled_back", "skipped"]
 
 #: every kind of action; a new kind of operation adds its name here
 ACTION_KINDS = frozenset(
@@ -56,42 +55,7 @@ ACTION_KINDS = frozenset(
     }
 )
 
-#: stable field names of the exports (SPEC §7: fields may be added, never renamed)
-CYCLE_FIELDS = (
-    "id",
-    "trigger",
-    "actor",
-    "scope",
-    "now",
-    "started",
-    "finished",
-    "status",
-    "planned",
-    "applied",
-    "bytes_freed",
-    "spark_master",
-    "duration_ms",
-    "error",
-)
-ACTION_FIELDS = (
-    "id",
-    "cycle",
-    "time",
-    "settled",
-    "trigger",
-    "actor",
-    "action",
-    "topic",
-    "partition",
-    "segment",
-    "start_offset",
-    "end_offset",
-    "messages",
-    "bytes",
-    "reason",
-    "details",
-    "status",
-)
+#: stable field names of the policy-change export (SPEC §7: fields may be added, never renamed)
 POLICY_CHANGE_FIELDS = ("id", "time", "actor", "topic", "field", "old", "new")
 
 
@@ -122,18 +86,6 @@ class RetentionResult:
 
 def _json(value: Mapping[str, Any] | None) -> str | None:
     return None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def _cycle_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    out = {f: row[f] for f in CYCLE_FIELDS}
-    out["scope"] = json.loads(row["scope"])
-    return out
-
-
-def _action_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    out = {f: row[f] for f in ACTION_FIELDS}
-    out["details"] = None if row["details"] is None else json.loads(row["details"])
-    return out
 
 
 def _inserted_id(cursor: sqlite3.Cursor) -> int:
@@ -280,21 +232,19 @@ class Journal:
 
     # -- reading --------------------------------------------------------------------
 
-    def cycle(self, cycle_id: int) -> dict[str, Any]:
+    def cycle(self, cycle_id: int) -> Cycle:
         rows = list(self.db.query("SELECT * FROM cycles WHERE id = ?", (cycle_id,)))
         if not rows:
             raise NotFound(f"cycle {cycle_id} is not in the journal (see `ebb log`)")
-        return _cycle_row(rows[0])
+        return Cycle.from_row(rows[0])
 
-    def cycles(
-        self, *, since: int | None = None, status: str | None = None, limit: int | None = 100
-    ) -> list[dict[str, Any]]:
+    def cycles(self, *, since: int | None = None, status: str | None = None, limit: int | None = 100) -> list[Cycle]:
         """Cycles started at or after ``since``, newest first."""
         where = _Where()
         where.add("started >= ?", since)
         where.add("status = ?", status)
         return [
-            _cycle_row(r)
+            Cycle.from_row(r)
             for r in self.db.query(
                 f"SELECT * FROM cycles{where.sql()} ORDER BY started DESC, id DESC LIMIT ?",
                 (*where.params, _limit(limit)),
@@ -310,7 +260,7 @@ class Journal:
         cycle: int | None = None,
         status: str | None = None,
         limit: int | None = 1000,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Action]:
         """Actions recorded at or after ``since`` that match every filter given,
         newest first."""
         where = _Where()
@@ -320,7 +270,7 @@ class Journal:
         where.add("cycle = ?", cycle)
         where.add("status = ?", status)
         return [
-            _action_row(r)
+            Action.from_row(r)
             for r in self.db.query(
                 f"SELECT * FROM actions{where.sql()} ORDER BY time DESC, id DESC LIMIT ?",
                 (*where.params, _limit(limit)),

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,8 +42,10 @@ from engine.catalog.database import on_full, share_again
 from engine.errors import NotFound, StoreError
 from engine.faults import fault_point
 from engine.journal.history import DiskHistory
-from engine.journal.journal import ActionStatus, CycleStatus, Entry, Journal
+from engine.journal.journal import Entry, Journal
+from engine.journal.rows import Action, ActionStatus, CycleStatus
 from engine.journal.state import EngineState
+from engine.prune.cycle_result import CycleResult
 from engine.prune.work import GroupMove, PartitionWork, SegmentDeletion, TopicWork
 from engine.store.lock import FileLock, LockTimeout
 from engine.store.partition import PartitionWriter, deleting, unlink_detached
@@ -56,24 +58,6 @@ PARTITION_LOCK_WAIT = 5.0
 #: unlinked segments journaled per transaction
 _UNLINK_BATCH = 100
 _MOVE_ACTIONS = ("ttl_advance", "backlog_eviction", "reader_moved", "subscriber_overrun", "manual_move")
-
-
-@dataclass(frozen=True)
-class CycleResult:
-    cycle_id: int
-    status: CycleStatus
-    #: segment deletions planned and done
-    planned: int
-    applied: int
-    bytes_freed: int
-    #: topic, or "topic/partition", -> why the plan was not applied there
-    skipped: dict[str, str] = field(default_factory=dict)
-    #: topic -> error
-    failed: dict[str, str] = field(default_factory=dict)
-    #: ids of interrupted cycles recovered before this one
-    recovered: tuple[int, ...] = ()
-    #: the part of ``skipped`` whose writer lock another process held too long
-    locked: dict[str, str] = field(default_factory=dict)
 
 
 class _Stale(Exception):
@@ -519,25 +503,25 @@ def _check_plan(pw: PartitionWork) -> None:
 # -- settling what a crash or an error left planned -----------------------------------------
 
 
-def _effect(broker: Broker, action: Mapping[str, Any]) -> ActionStatus:
+def _effect(broker: Broker, action: Action) -> ActionStatus:
     """Whether a planned action's effect is visible in the catalog."""
     catalog = broker.catalog
-    topic = action["topic"]
+    topic, partition, end = action.topic, action.partition, action.end_offset
     if topic is None or not catalog.has_topic(topic):
         return "skipped"
-    kind = action["action"]
-    if kind in ("delete_segment", "move_log_start"):
+    kind = action.action
+    if kind in ("delete_segment", "move_log_start") and partition is not None and end is not None:
         # The deletion's durable point is the log start move: past it, the store
         # finishes the deletion; before it, the data stays.
-        moved = catalog.partition(topic, action["partition"]).log_start_offset >= action["end_offset"]
+        moved = catalog.partition(topic, partition).log_start_offset >= end
         return "applied" if moved else "rolled_back"
-    group = (action["details"] or {}).get("group")
+    group = (action.details or {}).get("group")
     current = next((g for g in catalog.groups(topic) if g.name == group), None)
     if kind == "group_expired":
         return "applied" if current is None else "rolled_back"
-    if kind in _MOVE_ACTIONS and current is not None:
-        position = current.positions.get(action["partition"], (-1, 0))[0]
-        return "applied" if position >= action["end_offset"] else "rolled_back"
+    if kind in _MOVE_ACTIONS and current is not None and partition is not None and end is not None:
+        position = current.positions.get(partition, (-1, 0))[0]
+        return "applied" if position >= end else "rolled_back"
     return "rolled_back"
 
 
@@ -548,11 +532,11 @@ class _Settled:
     rolled_back: int
 
 
-def _settle_by_effect(broker: Broker, journal: Journal, planned: Sequence[Mapping[str, Any]], *, how: str) -> _Settled:
+def _settle_by_effect(broker: Broker, journal: Journal, planned: Sequence[Action], *, how: str) -> _Settled:
     """Give actions left ``planned`` (by a crash, or an error half-way) the status
     their visible effect shows, noted in their details as ``completed_<how>``,
     ``rolled_back_<how>`` or ``skipped_<how>`` (a topic deleted since)."""
-    touched = sorted({(a["topic"], a["partition"]) for a in planned if a["partition"] is not None})
+    touched = sorted({(a.topic, a.partition) for a in planned if a.topic is not None and a.partition is not None})
     for topic, partition in touched:
         try:
             # Taking the writer lock makes the files follow the log start (finishing
@@ -566,11 +550,11 @@ def _settle_by_effect(broker: Broker, journal: Journal, planned: Sequence[Mappin
     with broker.catalog.write():
         for action in planned:
             status = _effect(broker, action)
-            journal.settle([action["id"]], status, time=broker.clock(), details={note[status]: True})
+            journal.settle([action.id], status, time=broker.clock(), details={note[status]: True})
             rolled_back += status == "rolled_back"
-            if status == "applied" and action["action"] == "delete_segment":
+            if status == "applied" and action.action == "delete_segment":
                 deletions += 1
-                freed += action["bytes"] or 0
+                freed += action.bytes or 0
     return _Settled(deletions, freed, rolled_back)
 
 
@@ -578,24 +562,24 @@ def _recover(broker: Broker, journal: Journal) -> tuple[int, ...]:
     """Settle the cycles still ``running``: under the prune lock, their process died."""
     recovered = []
     for cycle in journal.cycles(status="running", limit=None):
-        actions = journal.actions(cycle=cycle["id"], limit=None)
-        planned = [a for a in actions if a["status"] == "planned"]
+        actions = journal.actions(cycle=cycle.id, limit=None)
+        planned = [a for a in actions if a.status == "planned"]
         settled = _settle_by_effect(broker, journal, planned, how="on_recovery")
-        deletions = [a for a in actions if a["action"] == "delete_segment"]
-        done_before = [a for a in deletions if a["status"] == "applied"]
+        deletions = [a for a in actions if a.action == "delete_segment"]
+        done_before = [a for a in deletions if a.status == "applied"]
         journal.finish_cycle(
-            cycle["id"],
+            cycle.id,
             status="interrupted",
             finished=broker.clock(),
             planned=len(deletions),
             applied=len(done_before) + settled.deletions,
-            bytes_freed=sum(a["bytes"] or 0 for a in done_before) + settled.bytes_freed,
+            bytes_freed=sum(a.bytes or 0 for a in done_before) + settled.bytes_freed,
             error=(
                 f"interrupted: its process died; recovery completed {settled.deletions} segment deletion(s) "
                 f"and rolled back {settled.rolled_back} planned action(s)"
             ),
         )
-        recovered.append(cycle["id"])
+        recovered.append(cycle.id)
     return tuple(recovered)
 
 
@@ -627,6 +611,7 @@ def execute(
     While the engine is paused, only the topics' quota states are recorded (status
     ``paused``). One topic's failure is journaled (``topic_failed``) and the others
     go on; the cycle is then ``done`` with the failures in its ``error``."""
+    begun = broker.clock()
     journal = Journal(broker.catalog)
     planned = sum(tw.deletions for tw in work)
 
@@ -647,7 +632,7 @@ def execute(
             journal.finish_cycle(
                 cycle_id, status="dry_run", finished=broker.clock(), planned=planned, applied=0, bytes_freed=0
             )
-        return CycleResult(cycle_id, "dry_run", planned, 0, 0)
+        return CycleResult(cycle_id, "dry_run", begun, broker.clock(), planned)
 
     with _prune_lock(broker, lock_timeout), _room_to_delete(broker):
         recovered = _recover(broker, journal)
@@ -688,6 +673,8 @@ def execute(
     return CycleResult(
         cycle_id,
         status,
+        begun,
+        broker.clock(),
         planned,
         cycle.applied,
         cycle.bytes_freed,

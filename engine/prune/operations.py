@@ -28,9 +28,11 @@ from typing import Any, Literal
 from engine.broker import Broker
 from engine.errors import EbbError, InvalidInput, StoreError
 from engine.journal.journal import Entry, Journal
+from engine.journal.rows import Action
 from engine.journal.state import EngineState
-from engine.prune.executor import CycleResult, execute
-from engine.prune.snapshot import StoreRecordTimes, time_cut
+from engine.prune.cycle_result import CycleResult
+from engine.prune.executor import execute
+from engine.prune.record_times import StoreRecordTimes, time_cut
 from engine.prune.work import GroupMove, MoveAction, PartitionWork, SegmentDeletion, Skip, TopicWork
 
 TRIGGER = "manual"
@@ -308,17 +310,17 @@ def _journal_request(
     """Record the operator's request in its cycle, next to what the executor did."""
     journal = Journal(broker.catalog)
     applied = journal.actions(cycle=result.cycle_id, status="applied", limit=None)
-    deleted: dict[int, list[dict[str, Any]]] = {}
+    deleted: dict[int | None, list[Action]] = {}
     for a in applied:
-        if a["action"] == "delete_segment":
-            deleted.setdefault(a["partition"], []).append(a)
+        if a.action == "delete_segment":
+            deleted.setdefault(a.partition, []).append(a)
     changes = tuple(
         PartitionChange(
             pw.partition,
             pw.log_start_offset,
             pw.new_log_start_offset,
             len(deleted.get(pw.partition, [])),
-            sum(a["bytes"] or 0 for a in deleted.get(pw.partition, [])),
+            sum(a.bytes or 0 for a in deleted.get(pw.partition, [])),
         )
         for pw in work.partitions
     )

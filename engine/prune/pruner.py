@@ -7,24 +7,20 @@ The same :meth:`Pruner.plan` serves the scheduled cycle, a one-off prune, a dry 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 
 from engine.broker import Broker
 from engine.errors import InvalidPolicy
 from engine.journal.journal import Entry, Journal
-from engine.prune.executor import CycleResult, execute
+from engine.prune.cycle_result import CycleResult
+from engine.prune.executor import execute
+from engine.prune.plan_work import work_from_plan
 from engine.prune.planner import Plan, Planner
+from engine.prune.record_times import StoreRecordTimes
 from engine.prune.scratch import scratch_dir
 from engine.prune.session import SparkEngine
-from engine.prune.snapshot import StoreRecordTimes, build_snapshot
+from engine.prune.snapshot import build_snapshot
 from engine.prune.transport import Scratch
-from engine.prune.work import work_from_plan
-
-
-@dataclass(frozen=True)
-class CycleOutcome:
-    plan: Plan
-    result: CycleResult
 
 
 class Pruner:
@@ -76,9 +72,10 @@ class Pruner:
         actor: str = "engine",
         tag: str | None = None,
         plan: Plan | None = None,
-    ) -> CycleOutcome:
+    ) -> CycleResult:
         """Plan, then apply (or, with ``dry_run``, only journal) one cycle; ``plan``:
-        apply that plan of ``topics`` (one the operator previewed) instead of planning."""
+        apply that plan of ``topics`` (one the operator previewed) instead of planning.
+        Returns the executor's result with the plan it applied."""
         plan = plan if plan is not None else self.plan(now=now, topics=topics, tag=tag)
         result = execute(
             self.broker,
@@ -101,4 +98,4 @@ class Pruner:
                 status="applied",
                 cycle=result.cycle_id,
             )
-        return CycleOutcome(plan, result)
+        return replace(result, plan=plan)

@@ -31,13 +31,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any, Protocol
 
 from engine.clock import now_ms
 from engine.errors import EbbError, PlanCancelled
 from engine.journal.journal import Journal
-from engine.prune.pruner import CycleOutcome
+from engine.prune.cycle_result import CycleResult
 
 TRIGGER = "schedule"
 #: how often a wait for the Spark session looks at the stop event
@@ -47,30 +47,7 @@ _SPARK_POLL_SECONDS = 0.1
 class _Pruner(Protocol):
     broker: Any
 
-    def cycle(self, *, trigger: str, actor: str, tag: str | None) -> CycleOutcome: ...
-
-
-@dataclass(frozen=True)
-class CycleReport:
-    """One scheduled cycle as the scheduler saw it."""
-
-    #: 1, 2, ... within this scheduler
-    number: int
-    #: wall clock, epoch ms
-    started: int
-    finished: int
-    #: the journal's cycle status (``done``, ``paused``, ``failed``...), or
-    #: ``cancelled`` for a plan stopped by :meth:`Scheduler.stop` (not journaled)
-    status: str
-    #: the journal's cycle id; None if nothing could be journaled
-    cycle_id: int | None
-    #: the plan and the executor's result; None when the cycle failed
-    outcome: CycleOutcome | None = None
-    error: str | None = None
-
-    @property
-    def duration_ms(self) -> int:
-        return self.finished - self.started
+    def cycle(self, *, trigger: str, actor: str, tag: str | None) -> CycleResult: ...
 
 
 class Scheduler:
@@ -82,7 +59,7 @@ class Scheduler:
         *,
         interval_ms: int | None = None,
         max_cycles: int | None = None,
-        on_cycle: Callable[[CycleReport], None] | None = None,
+        on_cycle: Callable[[CycleResult], None] | None = None,
         actor: str = "engine",
         reload_config: bool = True,
         config_poll_seconds: float = 1.0,
@@ -108,7 +85,7 @@ class Scheduler:
         #: epoch ms of the next cycle's start; None when the loop is not running
         self.next_cycle_at: int | None = None
         #: the latest cycle's report; None before the first one ends
-        self.last_result: CycleReport | None = None
+        self.last_result: CycleResult | None = None
         self.cycles_run = 0
         #: True while a cycle is running
         self.running = False
@@ -176,7 +153,7 @@ class Scheduler:
             if stop.wait(min(wait, self.config_poll_seconds)):
                 return True
 
-    def run_once(self) -> CycleReport | None:
+    def run_once(self) -> CycleResult | None:
         """One scheduled cycle now; None if a stop came before it could start."""
         started = self._wall()
         self.running = True
@@ -192,36 +169,34 @@ class Scheduler:
             self.on_cycle(report)
         return report
 
-    def _cycle(self, started: int) -> CycleReport | None:
-        number = self.cycles_run + 1
+    def _cycle(self, started: int) -> CycleResult | None:
         if self.reload_config:
             try:
                 self._config_seen = self._config_signature()
                 self.broker.reload_config()
             except EbbError as error:
-                return self._failed(number, started, None, f"config not reloaded, nothing pruned: {error}")
+                return self._failed(started, None, f"config not reloaded, nothing pruned: {error}")
         if not self._spark_ready():
             if self._stop.is_set():
                 return None
             spark = getattr(self.pruner, "spark", None)
-            return self._failed(number, started, None, getattr(spark, "error", None) or "Spark is not available")
+            return self._failed(started, None, getattr(spark, "error", None) or "Spark is not available")
         if self._stop.is_set():
             return None
         before = self._latest_cycle_id()
         self._tag = f"schedule-{uuid.uuid4().hex[:12]}"
         try:
-            outcome = self.pruner.cycle(trigger=TRIGGER, actor=self.actor, tag=self._tag)
+            result = self.pruner.cycle(trigger=TRIGGER, actor=self.actor, tag=self._tag)
         except PlanCancelled as error:
             if self._stop.is_set():
-                return CycleReport(number, started, self._wall(), "cancelled", None, error=str(error))
-            return self._failed(number, started, before, str(error))
+                return CycleResult(None, "cancelled", started, self._wall(), error=str(error))
+            return self._failed(started, before, str(error))
         except Exception as error:  # noqa: BLE001 - a failed cycle is journaled and the loop goes on (SPEC §5)
-            return self._failed(number, started, before, str(error) or type(error).__name__)
+            return self._failed(started, before, str(error) or type(error).__name__)
         finally:
             self._tag = None
-        result = outcome.result
         failures = "; ".join(f"{t}: {e}" for t, e in result.failed.items()) or None
-        return CycleReport(number, started, self._wall(), result.status, result.cycle_id, outcome, failures)
+        return replace(result, error=failures, started=started, finished=self._wall())
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -274,14 +249,14 @@ class Scheduler:
         except Exception:  # noqa: BLE001 - the journal unreadable: the failure path says so
             return 0
 
-    def _failed(self, number: int, started: int, before: int | None, error: str) -> CycleReport:
+    def _failed(self, started: int, before: int | None, error: str) -> CycleResult:
         """Journal a failed cycle (unless the executor did already) and report it."""
         cycle_id: int | None = None
         try:
             cycle_id = self._journal_failure(before, error)
         except Exception as journal_error:  # noqa: BLE001 - keep the loop going; the report says it
             error = f"{error} (and the journal could not record it: {journal_error})"
-        return CycleReport(number, started, self._wall(), "failed", cycle_id, None, error)
+        return CycleResult(cycle_id, "failed", started, self._wall(), error=error)
 
     def _journal_failure(self, before: int | None, error: str) -> int:
         catalog = self.broker.catalog

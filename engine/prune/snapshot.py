@@ -14,18 +14,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.catalog.catalog import Catalog
-from engine.datadir import DataDir
 from engine.errors import InvalidPolicy
 from engine.policy.effective import EffectivePolicy, resolve
 from engine.prune import tables
-from engine.store.segment import Segment, SegmentMissing
+from engine.prune.record_times import RecordTimes
 
 #: policy fields the planner reads, with the snapshot column each becomes
 _NUMERIC_FIELDS = (
@@ -40,34 +38,6 @@ _NUMERIC_FIELDS = (
     "backlog_age",
     "max_deletes_per_cycle",
 )
-
-
-class RecordTimes(Protocol):
-    """Where record timestamps come from (the store; a fake in the tests)."""
-
-    def first_at_or_after(
-        self, topic: str, partition: int, segment_base: int, start_offset: int, theta: int
-    ) -> int | None:
-        """The first offset >= ``start_offset`` in the segment at ``segment_base``
-        whose record timestamp is >= ``theta``, or None."""
-
-
-@dataclass(frozen=True)
-class StoreRecordTimes:
-    """Record timestamps read from the segment files of a data directory."""
-
-    data: DataDir
-
-    def first_at_or_after(
-        self, topic: str, partition: int, segment_base: int, start_offset: int, theta: int
-    ) -> int | None:
-        directory = self.data.partition_dir(topic, partition)
-        try:
-            # Sealed: nothing past the valid data is cut, and nothing is repaired here.
-            segment = Segment.open(directory, segment_base, sealed=True, repair=False)
-        except SegmentMissing:
-            return None  # pruned since the snapshot was read: the next segment decides
-        return segment.first_at_or_after(start_offset, theta)
 
 
 @dataclass(frozen=True)
@@ -242,18 +212,3 @@ class _CutCandidates:
         start, end = self._rows.get((topic, partition), (0, 0))
         rows = start + np.flatnonzero((self._next[start:end] > log_start) & (self._max_ts[start:end] >= theta))
         return (int(b) for b in self._base[rows])
-
-
-def time_cut(
-    catalog: Catalog, records: RecordTimes, topic: str, partition: int, log_start: int, theta: int
-) -> int | None:
-    """The first offset >= the log start whose timestamp is >= θ; None if none is.
-
-    Every record of a segment whose max timestamp is below θ is below θ, so only
-    segments at or above θ are candidates, oldest first; the first one usually holds
-    the cut. It may not when its newer records lie below the log start."""
-    for base in catalog.cut_candidates(topic, partition, log_start, theta):
-        found = records.first_at_or_after(topic, partition, base, max(base, log_start), theta)
-        if found is not None:
-            return found
-    return None

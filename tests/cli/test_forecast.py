@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-import console.cli.prune as prune_cli
 from engine.broker import Broker
 from engine.prune.pruner import Pruner
 from engine.prune.session import SparkEngine
@@ -49,7 +48,7 @@ def steady(data_dir: Path) -> int:
 @pytest.fixture
 def shared_spark(spark_engine: SparkEngine, monkeypatch: pytest.MonkeyPatch) -> SparkEngine:
     monkeypatch.setattr(spark_engine, "stop", lambda: None)
-    monkeypatch.setattr(prune_cli, "spark_engine_for", lambda *args, **kwargs: spark_engine)
+    monkeypatch.setattr("engine.prune.session.spark_engine_for", lambda *args, **kwargs: spark_engine)
     return spark_engine
 
 

@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pytest
 
-import console.cli.engine_cmd as engine_cmd
-import console.cli.prune as prune_cli
 from engine.broker import Broker
-from engine.journal.journal import ACTION_FIELDS, CYCLE_FIELDS, Journal
+from engine.journal.journal import Journal
+from engine.journal.rows import ACTION_FIELDS, CYCLE_FIELDS
 from engine.journal.state import EngineState
 from engine.prune.session import SparkEngine
 from tests.support.cli import REPO, ebb_command, state_of
@@ -48,8 +47,7 @@ def shared_spark(spark_engine: SparkEngine, monkeypatch: pytest.MonkeyPatch) -> 
     """``prune``, ``explain`` and ``engine`` get the session fixture's engine, which
     they must not stop."""
     monkeypatch.setattr(spark_engine, "stop", lambda: None)
-    monkeypatch.setattr(prune_cli, "spark_engine_for", lambda *args, **kwargs: spark_engine)
-    monkeypatch.setattr(engine_cmd, "spark_engine_for", lambda *args, **kwargs: spark_engine)
+    monkeypatch.setattr("engine.prune.session.spark_engine_for", lambda *args, **kwargs: spark_engine)
     return spark_engine
 
 
@@ -140,7 +138,7 @@ def test_engine_runs_n_cycles_with_one_json_line_each(ebb, data_dir: Path, event
 def test_engine_refuses_a_bad_interval_before_starting_spark(
     ebb, data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(engine_cmd, "spark_engine_for", lambda *a, **k: pytest.fail("Spark started"))
+    monkeypatch.setattr("engine.prune.session.spark_engine_for", lambda *a, **k: pytest.fail("Spark started"))
     for bad in ("0", "soon", "infinite"):
         assert "invalid --prune-interval" in one_error_line(ebb("engine", "--prune-interval", bad))
 

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from console.cli import console_cmd, engine_cmd
+from console.cli import console_cmd
 from console.cli import main as cli_main
-from console.cli import prune as prune_cli
 from console.cli.main import build_parser
 from engine.broker import Broker
 from engine.prune.session import SparkEngine
@@ -104,8 +103,7 @@ def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> SparkEngine:
         raise SparkReached
 
-    monkeypatch.setattr(prune_cli, "spark_engine_for", refuse)
-    monkeypatch.setattr(engine_cmd, "spark_engine_for", refuse)
+    monkeypatch.setattr("engine.prune.session.spark_engine_for", refuse)
 
 
 @pytest.fixture
@@ -195,7 +193,7 @@ def test_consume_no_commit_reads_without_creating_the_group(ebb, seeded: Path) -
 def shared_spark(spark_engine: SparkEngine, monkeypatch: pytest.MonkeyPatch) -> SparkEngine:
     """``explain`` on the session's Spark engine, which it must not stop."""
     monkeypatch.setattr(spark_engine, "stop", lambda: None)
-    monkeypatch.setattr(prune_cli, "spark_engine_for", lambda *args, **kwargs: spark_engine)
+    monkeypatch.setattr("engine.prune.session.spark_engine_for", lambda *args, **kwargs: spark_engine)
     return spark_engine
 
 

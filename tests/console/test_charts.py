@@ -65,7 +65,7 @@ def test_history_comes_from_the_samples_and_the_cycles(charted: Path) -> None:
                  for t in broker.catalog.topics()}  # fmt: skip
         clicks = load_history(broker.catalog, cycles, NOW, topic="clickstream")
     assert history.since == NOW - CYCLES * STEP_MS
-    assert [c["bytes_freed"] for c in reversed(cycles)] == [b for _, b in history.freed]
+    assert [c.bytes_freed for c in reversed(cycles)] == [b for _, b in history.freed]
     assert sum(b for _, b in history.freed) > 0
     # one sample per cycle and topic; the last is what is on disk now, largest topic first
     assert {len(t.times) for t in history.topics} == {CYCLES}

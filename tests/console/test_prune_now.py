@@ -114,10 +114,10 @@ async def test_confirm_waits_for_another_process_cycle_then_applies_the_preview(
         other.release()
         await settle(pilot)
         assert dialog.phase == "done" and dialog.outcome is not None
-        assert dialog.outcome.result.applied == dialog.preview.plan.segments
+        assert dialog.outcome.applied == dialog.preview.plan.segments
         assert "Waiting" not in status(dialog) and "the preview showed" not in status(dialog)
     (cycle,) = journaled_cycles(console_data)
-    assert (cycle["trigger"], cycle["status"], cycle["applied"]) == ("manual", "done", dialog.preview.plan.segments)
+    assert (cycle.trigger, cycle.status, cycle.applied) == ("manual", "done", dialog.preview.plan.segments)
 
 
 async def test_esc_stops_waiting_for_the_lock_and_nothing_is_deleted(

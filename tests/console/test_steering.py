@@ -169,7 +169,7 @@ async def test_prune_now_previews_the_plan_then_prunes_it(make_console, spark_en
         await pilot.press("c")
         await settle(pilot)
         assert dialog.phase == "done" and dialog.outcome is not None
-        result = dialog.outcome.result
+        result = dialog.outcome
         assert f"Cycle {result.cycle_id} (done): deleted {deleted} segment(s)" in text(
             dialog.query_one("#prune-status")
         )
@@ -182,18 +182,18 @@ async def test_prune_now_previews_the_plan_then_prunes_it(make_console, spark_en
     with Broker(console_data, clock=lambda: NOW) as broker:
         journal = Journal(broker.catalog)
         (cycle,) = journal.cycles()
-        assert (cycle["id"], cycle["trigger"], cycle["actor"], cycle["status"]) == (
+        assert (cycle.id, cycle.trigger, cycle.actor, cycle.status) == (
             result.cycle_id,
             "manual",
             "console",
             "done",
         )
-        assert cycle["scope"] == ["orders"] and cycle["applied"] == deleted
-        actions = journal.actions(cycle=cycle["id"], action="delete_segment", status="applied", limit=None)
-        assert {(a["topic"], a["partition"], a["segment"]) for a in actions} == {
+        assert cycle.scope == ["orders"] and cycle.applied == deleted
+        actions = journal.actions(cycle=cycle.id, action="delete_segment", status="applied", limit=None)
+        assert {(a.topic, a.partition, a.segment) for a in actions} == {
             (t, p, base) for (t, p), segments in expected.items() for base, _ in segments
         }
-        assert all(a["actor"] == "console" and a["trigger"] == "manual" for a in actions)
+        assert all(a.actor == "console" and a.trigger == "manual" for a in actions)
         for (topic, partition), segments in expected.items():
             left = {s.base_offset for s in broker.catalog.segments(topic, partition)}
             assert not left & {base for base, _ in segments}
@@ -227,7 +227,7 @@ async def test_prune_now_shows_what_changed_since_the_preview_and_asks_again(
         await pilot.press("c")
         await settle(pilot)
         assert dialog.phase == "done" and dialog.outcome is not None
-        assert dialog.outcome.result.applied == dialog.preview.plan.segments
+        assert dialog.outcome.applied == dialog.preview.plan.segments
 
 
 async def test_prune_now_cancel_stops_a_running_plan(
@@ -302,7 +302,7 @@ async def test_prune_now_while_paused_deletes_nothing_and_says_so(
     assert catalog_state(console_data)["topics"] == before
     with Broker(console_data, clock=lambda: NOW) as broker:
         (cycle,) = Journal(broker.catalog).cycles()
-        assert (cycle["status"], cycle["actor"], cycle["applied"]) == ("paused", "console", 0)
+        assert (cycle.status, cycle.actor, cycle.applied) == ("paused", "console", 0)
 
 
 async def test_prune_now_without_spark_says_why(make_console, console_data: Path) -> None:
@@ -361,14 +361,14 @@ async def test_truncate_is_refused_until_the_topic_is_typed_exactly(make_console
         assert broker.catalog.partition("orders", 0).log_start_offset == 48
         assert broker.catalog.group("orders", "billing").positions[0][0] == 48
         (request,) = Journal(broker.catalog).actions(action="truncate")
-        assert (request["topic"], request["partition"], request["actor"], request["trigger"]) == (
+        assert (request.topic, request.partition, request.actor, request.trigger) == (
             "orders",
             0,
             "console",
             "manual",
         )
-        assert (request["start_offset"], request["end_offset"], request["details"]["before_offset"]) == (0, 48, 48)
-        assert request["cycle"] is not None
+        assert (request.start_offset, request.end_offset, request.details["before_offset"]) == (0, 48, 48)
+        assert request.cycle is not None
 
 
 async def test_truncate_by_time_and_by_oldest_segments(make_console, console_data: Path) -> None:
@@ -406,9 +406,9 @@ async def test_truncate_by_time_and_by_oldest_segments(make_console, console_dat
         assert broker.catalog.partition("clickstream", 0).log_start_offset == 30
         assert broker.catalog.partition("clickstream", 1).log_start_offset == 32  # two segments of 16
         journal = Journal(broker.catalog)
-        by_time, by_count = sorted(journal.actions(action="truncate"), key=lambda a: a["id"])
-        assert by_time["details"]["before_time"] == NOW - 90 * 60_000 and by_time["actor"] == "console"
-        assert by_count["details"] == {**by_count["details"], "oldest_segments": 2, "operation": "delete_oldest"}
+        by_time, by_count = sorted(journal.actions(action="truncate"), key=lambda a: a.id)
+        assert by_time.details["before_time"] == NOW - 90 * 60_000 and by_time.actor == "console"
+        assert by_count.details == {**by_count.details, "oldest_segments": 2, "operation": "delete_oldest"}
 
 
 async def test_purge_is_refused_until_the_topic_is_typed_exactly(make_console, console_data: Path) -> None:
@@ -435,7 +435,7 @@ async def test_purge_is_refused_until_the_topic_is_typed_exactly(make_console, c
             assert p.log_start_offset == p.next_offset == 120
             assert [s.size_bytes for s in broker.catalog.segments("clickstream", p.partition)] == [0]
         (request,) = Journal(broker.catalog).actions(action="purge")
-        assert (request["topic"], request["actor"], request["messages"]) == ("clickstream", "console", 240)
+        assert (request.topic, request.actor, request.messages) == ("clickstream", "console", 240)
 
 
 async def test_a_held_topic_refuses_truncate_and_purge(make_console, console_data: Path) -> None:
@@ -525,14 +525,14 @@ async def test_group_move_and_expire(make_console, console_data: Path) -> None:
     with Broker(console_data, clock=lambda: NOW) as broker:
         assert [g.name for g in broker.catalog.groups("orders")] == ["audit-reader"]
         journal = Journal(broker.catalog)
-        moves = sorted(journal.actions(action="manual_move"), key=lambda a: a["id"])
-        assert [(a["partition"], a["start_offset"], a["end_offset"], a["messages"], a["actor"]) for a in moves] == [
+        moves = sorted(journal.actions(action="manual_move"), key=lambda a: a.id)
+        assert [(a.partition, a.start_offset, a.end_offset, a.messages, a.actor) for a in moves] == [
             (0, 30, 60, 30, "console"),
             (1, 90, 0, -90, "console"),
         ]
         (expired,) = journal.actions(action="group_expired")
-        assert expired["details"]["group"] == "billing" and expired["details"]["positions"] == {"0": 60, "1": 0}
-        assert expired["actor"] == "console" and expired["cycle"] is None
+        assert expired.details["group"] == "billing" and expired.details["positions"] == {"0": 60, "1": 0}
+        assert expired.actor == "console" and expired.cycle is None
 
 
 # -- read-only ----------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ engine's exceeded state after the backlog has come back under."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from console.widgets.live_table import LiveTable
 from console.widgets.top_bar import TopBar
 from engine.broker import Broker
 from engine.journal.journal import Journal
+from engine.journal.rows import Cycle
 from engine.journal.state import EngineState
 from engine.prune.operations import pause, set_hold
 from engine.store.batch import NewRecord
@@ -162,26 +164,27 @@ def test_retention_shows_every_finite_limit(console_data: Path) -> None:
 
 
 def test_a_cycle_took_its_planning_and_its_applying() -> None:
-    cycle = {"now": 1_000, "started": 3_000, "duration_ms": 500}
+    cycle = Cycle(
+        id=7,
+        trigger="schedule",
+        actor="engine",
+        scope="all",
+        now=1_000,
+        started=3_000,
+        finished=3_500,
+        status="done",
+        planned=1,
+        applied=1,
+        bytes_freed=10,
+        spark_master=None,
+        duration_ms=500,
+        error=None,
+    )
     times = CycleTimes.of(cycle)
     assert (times.plan_ms, times.apply_ms, times.total_ms) == (2_000, 500, 2_500)
-    running = {"now": 1_000, "started": 3_000, "duration_ms": None}
+    running = dataclasses.replace(cycle, finished=None, status="running", duration_ms=None)
     assert CycleTimes.of(running).total_ms is None
-    row = cycle_row(
-        {
-            **cycle,
-            "id": 7,
-            "trigger": "schedule",
-            "scope": "all",
-            "status": "done",
-            "applied": 1,
-            "planned": 1,
-            "bytes_freed": 10,
-            "error": None,
-        },
-        PLAIN,
-        split=True,
-    )
+    row = cycle_row(cycle, PLAIN, split=True)
     assert [str(c) for c in row.cells[-3:]] == ["2.5 s", "2.0 s", "500 ms"]
 
 

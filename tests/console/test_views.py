@@ -34,7 +34,8 @@ from console.widgets.live_table import LiveTable
 from console.widgets.top_bar import TopBar
 from engine.broker import Broker
 from engine.journal.export import write_csv
-from engine.journal.journal import ACTION_FIELDS, ACTION_KINDS, Entry, Journal
+from engine.journal.journal import ACTION_KINDS, Entry, Journal
+from engine.journal.rows import ACTION_FIELDS
 from engine.journal.state import EngineState
 from engine.prune.operations import pause, set_hold
 from tests.support.console_fixtures import HOUR, MINUTE, NOW, TERMINAL, settle
@@ -192,15 +193,15 @@ def test_quotas_model_reports_the_engine_verdict(history: Path) -> None:
 def test_journal_model_filters_in_sql_and_bounds_the_rows(history: Path) -> None:
     with reader(history) as broker:
         everything = load_journal(broker, JournalFilter())
-        assert [c["status"] for c in everything.cycles] == ["failed", "done"]
-        assert [a["action"] for a in everything.actions] == ["pause", "release", "delete_segment", "delete_segment"]
-        done = everything.cycles[1]["id"]
+        assert [c.status for c in everything.cycles] == ["failed", "done"]
+        assert [a.action for a in everything.actions] == ["pause", "release", "delete_segment", "delete_segment"]
+        done = everything.cycles[1].id
         of_cycle = load_journal(broker, JournalFilter(cycle=done)).actions
-        assert [(a["segment"], a["cycle"]) for a in of_cycle] == [(16, done), (0, done)]
-        assert [a["action"] for a in load_journal(broker, JournalFilter(action="pause")).actions] == ["pause"]
-        assert {a["topic"] for a in load_journal(broker, JournalFilter(topic="legal")).actions} == {"legal"}
+        assert [(a.segment, a.cycle) for a in of_cycle] == [(16, done), (0, done)]
+        assert [a.action for a in load_journal(broker, JournalFilter(action="pause")).actions] == ["pause"]
+        assert {a.topic for a in load_journal(broker, JournalFilter(topic="legal")).actions} == {"legal"}
         newest = load_journal(broker, JournalFilter(), limit=1)
-        assert len(newest.cycles) == 1 and [a["action"] for a in newest.actions] == ["pause"]
+        assert len(newest.cycles) == 1 and [a.action for a in newest.actions] == ["pause"]
 
 
 def test_journal_subtitles_say_how_many_rows_are_loaded(history: Path) -> None:
@@ -217,10 +218,10 @@ def test_journal_policy_changes_are_a_kind_of_their_own(history: Path) -> None:
         changes = load_journal(broker, JournalFilter(action=POLICY_CHANGE, topic="orders")).actions
         of_a_cycle = load_journal(broker, JournalFilter(cycle=1, action=POLICY_CHANGE)).actions
         everything = load_journal(broker, JournalFilter()).actions
-    assert {"subscription_expiry (default) → 1h", "backlog_age (default) → 1h"} <= {a["reason"] for a in changes}
-    assert [a["time"] for a in changes] == sorted((a["time"] for a in changes), reverse=True)  # newest first
-    assert {a["action"] for a in changes} == {POLICY_CHANGE} and all(a["id"] < 0 for a in changes)
-    assert of_a_cycle == () and POLICY_CHANGE not in {a["action"] for a in everything}
+    assert {"subscription_expiry (default) → 1h", "backlog_age (default) → 1h"} <= {a.reason for a in changes}
+    assert [a.time for a in changes] == sorted((a.time for a in changes), reverse=True)  # newest first
+    assert {a.action for a in changes} == {POLICY_CHANGE} and all(a.id < 0 for a in changes)
+    assert of_a_cycle == () and POLICY_CHANGE not in {a.action for a in everything}
     assert KINDS[:2] == (None, POLICY_CHANGE) and set(KINDS[2:]) == ACTION_KINDS
     assert JournalFilter(3, "hold", "orders").describe() == "cycle 3 · hold · topic orders"
     assert not JournalFilter().active and JournalFilter(topic="orders").active
@@ -234,9 +235,9 @@ def test_export_writes_csv_and_json_without_overwriting(history: Path) -> None:
     assert [p.name for p in first] == ["journal-20261121T120000Z.csv", "journal-20261121T120000Z.json"]
     assert [p.name for p in second] == ["journal-20261121T120000Z-2.csv", "journal-20261121T120000Z-2.json"]
     expected = io.StringIO()
-    write_csv(actions, ACTION_FIELDS, expected)
+    write_csv([a.to_json() for a in actions], ACTION_FIELDS, expected)
     assert first[0].read_text() == expected.getvalue()
-    assert [row["id"] for row in json.loads(first[1].read_text())] == [a["id"] for a in actions]
+    assert [row["id"] for row in json.loads(first[1].read_text())] == [a.id for a in actions]
 
 
 def test_engine_model(history: Path) -> None:
@@ -246,7 +247,7 @@ def test_engine_model(history: Path) -> None:
     finally:
         host.close()
     assert data.paused and data.now == NOW
-    assert [c["status"] for c in data.cycles] == ["failed", "done"]
+    assert [c.status for c in data.cycles] == ["failed", "done"]
     assert data.log_file == history / "logs" / "spark.log"
     assert (data.status.session, data.status.scheduling) == ("off", False)
 
@@ -463,9 +464,9 @@ async def test_journal_export_matches_the_journal_in_read_only_mode(make_console
     with reader(history) as broker:
         journal = Journal(broker.catalog).actions(limit=None)
     rows = list(csv.DictReader(exported[0].open()))
-    assert [int(r["id"]) for r in rows] == [a["id"] for a in journal]
+    assert [int(r["id"]) for r in rows] == [a.id for a in journal]
     assert [(r["action"], r["topic"], r["bytes"]) for r in rows] == [
-        (a["action"], a["topic"] or "", "" if a["bytes"] is None else str(a["bytes"])) for a in journal
+        (a.action, a.topic or "", "" if a.bytes is None else str(a.bytes)) for a in journal
     ]
 
 

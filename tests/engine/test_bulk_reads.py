@@ -19,7 +19,8 @@ import pytest
 from engine.broker import Broker
 from engine.catalog import bulk_reads
 from engine.errors import CatalogDamaged
-from engine.prune.snapshot import Snapshot, StoreRecordTimes, build_snapshot
+from engine.prune.record_times import StoreRecordTimes
+from engine.prune.snapshot import Snapshot, build_snapshot
 from tests.support.cli import REPO
 from tests.support.seed_scenarios import MIN, T0, write
 
@@ -91,7 +92,8 @@ def test_adbc_never_loads_in_a_process_that_writes_the_catalog(tmp_path: Path) -
         from pathlib import Path
         from engine.broker import Broker
         from engine.catalog import bulk_reads
-        from engine.prune.snapshot import StoreRecordTimes, build_snapshot
+        from engine.prune.record_times import StoreRecordTimes
+        from engine.prune.snapshot import build_snapshot
         from tests.support.seed_scenarios import MIN, T0, write
 
         bulk_reads.BULK_FROM = 0

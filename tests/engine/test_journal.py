@@ -4,6 +4,7 @@ state kept next to it."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import sqlite3
@@ -16,13 +17,8 @@ from engine.catalog.catalog import Catalog
 from engine.config import load_config
 from engine.errors import InvalidInput, NotFound
 from engine.journal.export import write_csv, write_json
-from engine.journal.journal import (
-    ACTION_FIELDS,
-    CYCLE_FIELDS,
-    POLICY_CHANGE_FIELDS,
-    Entry,
-    Journal,
-)
+from engine.journal.journal import POLICY_CHANGE_FIELDS, Entry, Journal
+from engine.journal.rows import ACTION_FIELDS, CYCLE_FIELDS, Action, Cycle
 from engine.journal.state import EngineState
 
 DAY = 86_400_000
@@ -53,7 +49,7 @@ def test_cycle_lifecycle(journal: Journal) -> None:
         trigger="schedule", actor="engine", scope=["a", "b"], now=T, started=T + 5, spark_master="local[2]"
     )
     row = journal.cycle(cycle)
-    assert (row["status"], row["scope"], row["now"], row["started"], row["finished"]) == (
+    assert (row.status, row.scope, row.now, row.started, row.finished) == (
         "running",
         ["a", "b"],
         T,
@@ -65,7 +61,7 @@ def test_cycle_lifecycle(journal: Journal) -> None:
     )
     row = journal.cycle(cycle)
     assert {
-        k: row[k]
+        k: getattr(row, k)
         for k in ("status", "finished", "planned", "applied", "bytes_freed", "duration_ms", "error", "spark_master")
     } == {
         "status": "done",
@@ -79,6 +75,16 @@ def test_cycle_lifecycle(journal: Journal) -> None:
     }
     with pytest.raises(NotFound, match="cycle 999"):
         journal.cycle(999)
+
+
+def test_rows_are_frozen_dataclasses_whose_json_has_the_export_fields(journal: Journal) -> None:
+    seed(journal)
+    action, cycle = journal.actions()[0], journal.cycles()[0]
+    assert isinstance(action, Action) and isinstance(cycle, Cycle)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        action.status = "applied"  # type: ignore[misc]
+    assert tuple(action.to_json()) == ACTION_FIELDS and tuple(cycle.to_json()) == CYCLE_FIELDS
+    assert action.to_json()["details"] == action.details and cycle.to_json()["scope"] == cycle.scope
 
 
 def test_a_bad_status_or_action_is_refused(journal: Journal) -> None:
@@ -127,22 +133,22 @@ def seed(journal: Journal) -> tuple[int, int]:
 def test_action_filters_newest_first(journal: Journal) -> None:
     c1, c2 = seed(journal)
     everything = journal.actions()
-    assert [a["action"] for a in everything] == ["hold", "delete_segment", "move_log_start", "delete_segment"]
-    assert [a["time"] for a in everything] == sorted((a["time"] for a in everything), reverse=True)
-    assert [a["action"] for a in journal.actions(topic="o'hara")] == ["hold", "move_log_start", "delete_segment"]
-    assert [a["topic"] for a in journal.actions(topic='say "hi"')] == ['say "hi"']
-    assert [a["action"] for a in journal.actions(since=T + DAY)] == ["hold", "delete_segment"]
-    assert [a["topic"] for a in journal.actions(action="delete_segment")] == ['say "hi"', "o'hara"]
-    assert [a["action"] for a in journal.actions(cycle=c1)] == ["move_log_start", "delete_segment"]
-    assert [a["status"] for a in journal.actions(cycle=c2)] == ["planned"]
-    assert journal.actions(topic="o'hara", action="delete_segment", cycle=c1)[0]["details"] == {"note": "x"}
+    assert [a.action for a in everything] == ["hold", "delete_segment", "move_log_start", "delete_segment"]
+    assert [a.time for a in everything] == sorted((a.time for a in everything), reverse=True)
+    assert [a.action for a in journal.actions(topic="o'hara")] == ["hold", "move_log_start", "delete_segment"]
+    assert [a.topic for a in journal.actions(topic='say "hi"')] == ['say "hi"']
+    assert [a.action for a in journal.actions(since=T + DAY)] == ["hold", "delete_segment"]
+    assert [a.topic for a in journal.actions(action="delete_segment")] == ['say "hi"', "o'hara"]
+    assert [a.action for a in journal.actions(cycle=c1)] == ["move_log_start", "delete_segment"]
+    assert [a.status for a in journal.actions(cycle=c2)] == ["planned"]
+    assert journal.actions(topic="o'hara", action="delete_segment", cycle=c1)[0].details == {"note": "x"}
     assert journal.actions(topic="o' OR '1'='1") == []
     assert len(journal.actions(limit=2)) == 2 and len(journal.actions(limit=None)) == 4
     hold = journal.actions(action="hold")[0]
-    assert (hold["cycle"], hold["actor"], hold["details"]) == (None, "bob", {"reason": "audit; DROP TABLE actions; --"})
-    assert [c["id"] for c in journal.cycles()] == [c2, c1]
-    assert [c["id"] for c in journal.cycles(since=T + 1)] == [c2]
-    assert [c["id"] for c in journal.cycles(status="running", limit=1)] == [c2]
+    assert (hold.cycle, hold.actor, hold.details) == (None, "bob", {"reason": "audit; DROP TABLE actions; --"})
+    assert [c.id for c in journal.cycles()] == [c2, c1]
+    assert [c.id for c in journal.cycles(since=T + 1)] == [c2]
+    assert [c.id for c in journal.cycles(status="running", limit=1)] == [c2]
 
 
 def test_settle_is_final_and_merges_details(journal: Journal) -> None:
@@ -155,10 +161,10 @@ def test_settle_is_final_and_merges_details(journal: Journal) -> None:
     )
     journal.settle([planned], "applied", time=T + 7, details={"completed_on_recovery": True})
     row = journal.actions()[0]
-    assert (row["status"], row["settled"], row["time"]) == ("applied", T + 7, T)
-    assert row["details"] == {"a": 1, "completed_on_recovery": True}
+    assert (row.status, row.settled, row.time) == ("applied", T + 7, T)
+    assert row.details == {"a": 1, "completed_on_recovery": True}
     journal.settle([planned], "rolled_back", time=T + 9)  # a status is final
-    assert journal.actions()[0]["status"] == "applied"
+    assert journal.actions()[0].status == "applied"
     with pytest.raises(ValueError):
         journal.settle([planned], "planned", time=T)
 
@@ -182,8 +188,8 @@ def test_csv_and_json_exports_round_trip(journal: Journal, broker: Broker) -> No
     seed(journal)
     broker.create_topic("t", 1, {"hold": "true"}, actor="alice")
     for rows, fields in (
-        (journal.actions(), ACTION_FIELDS),
-        (journal.cycles(), CYCLE_FIELDS),
+        ([a.to_json() for a in journal.actions()], ACTION_FIELDS),
+        ([c.to_json() for c in journal.cycles()], CYCLE_FIELDS),
         (journal.policy_changes(), POLICY_CHANGE_FIELDS),
     ):
         out = io.StringIO()
@@ -228,8 +234,8 @@ def test_retention_deletes_only_old_rows(broker: Broker, journal: Journal) -> No
 
     removed = journal.apply_retention(now=now, retention_ms=90 * DAY)
     assert (removed.cycles, removed.actions, removed.policy_changes) == (1, 2, 2)
-    assert {c["id"] for c in journal.cycles()} == {stuck, recent}  # a running cycle waits for recovery
-    assert [(a["cycle"], a["time"]) for a in journal.actions(limit=None)] == [
+    assert {c.id for c in journal.cycles()} == {stuck, recent}  # a running cycle waits for recovery
+    assert [(a.cycle, a.time) for a in journal.actions(limit=None)] == [
         (recent, now - DAY),
         (None, now - 89 * DAY),
         (stuck, T),

@@ -111,16 +111,12 @@ def test_a_scrape_agrees_with_describe_and_the_journal(events: None, data_dir: P
     with Broker(data_dir) as broker:
         journal = Journal(broker.catalog)
         cycles = journal.cycles(limit=None)
-        deleted = [
-            a for a in journal.actions(limit=None) if a["action"] == "delete_segment" and a["status"] == "applied"
-        ]
-    assert value("ebbtide_cycles_total", status="done") == len([c for c in cycles if c["status"] == "done"]) == 1
-    reasons = {a["reason"] for a in deleted}
+        deleted = [a for a in journal.actions(limit=None) if a.action == "delete_segment" and a.status == "applied"]
+    assert value("ebbtide_cycles_total", status="done") == len([c for c in cycles if c.status == "done"]) == 1
+    reasons = {a.reason for a in deleted}
     assert reasons == {"DELETE_TIME"}
     assert value("ebbtide_deleted_segments_total", topic="events", reason="DELETE_TIME") == len(deleted)
-    assert value("ebbtide_deleted_bytes_total", topic="events", reason="DELETE_TIME") == sum(
-        a["bytes"] for a in deleted
-    )
+    assert value("ebbtide_deleted_bytes_total", topic="events", reason="DELETE_TIME") == sum(a.bytes for a in deleted)
     assert value("ebbtide_cycle_duration_seconds_count", phase="apply") == 1
     assert value("ebbtide_cycle_duration_seconds_count", phase="plan") == 1
     assert value("ebbtide_topic_hold", topic="events") == 0

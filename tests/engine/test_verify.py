@@ -181,13 +181,13 @@ def test_a_flipped_byte_in_a_sealed_segment_is_reported_at_its_place_and_never_s
     assert_records(broker.read(TOPIC, 0, 0, 10_000), 0, base_of(sealed))
     assert_records(read_all(broker, TOPIC, 0, start=successor), successor, n)
     (entry,) = journal_actions(broker, "quarantine")
-    assert (entry["topic"], entry["partition"], entry["start_offset"], entry["end_offset"]) == (
+    assert (entry.topic, entry.partition, entry.start_offset, entry.end_offset) == (
         TOPIC,
         0,
         base_of(sealed),
         successor,
     )
-    assert entry["reason"] == "CORRUPT_DATA" and entry["details"]["quarantined_to"] == lost.path
+    assert entry.reason == "CORRUPT_DATA" and entry.details["quarantined_to"] == lost.path
     assert broker.catalog.partition(TOPIC, 0).log_start_offset == 0  # in the middle: the log start stays
 
     # The operator moves the group past the lost range; consuming goes on.
@@ -221,9 +221,9 @@ def test_a_corrupt_oldest_segment_is_quarantined_and_the_log_start_moves_past_it
     assert broker.catalog.quarantined(TOPIC, 0) == []  # below the log start: nothing left to fail on
     assert (data_dir / "quarantine" / TOPIC / "0" / oldest.name).exists() and not oldest.exists()
     (moved,) = journal_actions(broker, "move_log_start")
-    assert (moved["start_offset"], moved["end_offset"], moved["reason"]) == (0, second, "REPAIR")
+    assert (moved.start_offset, moved.end_offset, moved.reason) == (0, second, "REPAIR")
     (quarantined,) = journal_actions(broker, "quarantine")
-    assert quarantined["details"]["effect"] == f"below the log start, now {second}"
+    assert quarantined.details["effect"] == f"below the log start, now {second}"
     # Readers and groups start at the new log start, as after a prune.
     assert_records(broker.read(TOPIC, 0, 0, 5), second, second + 5)
     assert [c.record.offset for c in broker.consume(TOPIC, "sub", max_records=3)] == [second, second + 1, second + 2]
@@ -298,7 +298,7 @@ def test_a_truncated_or_garbled_index_is_repairable_and_rebuilt(ebb, broker: Bro
         offsets, times = expected_index_files(parse_log(p)[0])
         assert (p.with_suffix(".index").read_bytes(), p.with_suffix(".timeindex").read_bytes()) == (offsets, times)
     assert_records(read_all(broker, TOPIC, 0), 0, n)
-    assert [a["reason"] for a in journal_actions(broker, "repair")] == ["INDEX_DAMAGED"] * 3
+    assert [a.reason for a in journal_actions(broker, "repair")] == ["INDEX_DAMAGED"] * 3
 
 
 # -- catalog rows ---------------------------------------------------------------------------------
@@ -395,7 +395,7 @@ def test_a_missing_segment_file_is_lost_data_and_the_log_start_moves_past_it(
     assert_records(broker.read(TOPIC, 0, 0, 5), second, second + 5)
     assert not logs[0].with_suffix(".index").exists()
     (quarantined,) = journal_actions(broker, "quarantine")
-    assert (quarantined["reason"], quarantined["details"]["quarantined_to"]) == ("SEGMENT_MISSING", None)
+    assert (quarantined.reason, quarantined.details["quarantined_to"]) == ("SEGMENT_MISSING", None)
 
 
 def test_an_interrupted_deletion_is_a_warning_and_recovery_undoes_it(

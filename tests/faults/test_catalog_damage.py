@@ -151,8 +151,6 @@ class _ReadySpark:
 def test_the_engine_stops_on_a_damaged_catalog_with_one_line(
     ebb, filled: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from console.cli import engine_cmd
-
     class PrunerMeetingTheDamage:
         def __init__(self, broker: Broker, spark: object) -> None:
             self.broker, self.spark = broker, spark
@@ -160,8 +158,9 @@ def test_the_engine_stops_on_a_damaged_catalog_with_one_line(
         def cycle(self, **_kwargs: object) -> None:
             self.broker.describe(TOPIC)  # reads the damaged segments page
 
-    monkeypatch.setattr(engine_cmd, "spark_engine_for", lambda *args, **kwargs: _ReadySpark())
-    monkeypatch.setattr("engine.prune.pruner.Pruner", PrunerMeetingTheDamage)  # engine_cmd imports it when run
+    # engine_cmd imports both when run
+    monkeypatch.setattr("engine.prune.session.spark_engine_for", lambda *args, **kwargs: _ReadySpark())
+    monkeypatch.setattr("engine.prune.pruner.Pruner", PrunerMeetingTheDamage)
     corrupt_table(filled)
     # Without the stop, three failed cycles and exit 0.
     result = ebb("engine", "--prune-interval", "100ms", "--cycles", "3")

@@ -73,7 +73,7 @@ def test_verify_repair_rebuilds_a_lost_catalog_as_it_was(ebb, populated: Path, d
     assert {t: describe(ebb, t) for t in (TOPIC, OTHER)} == before
     assert {t: consume_all(ebb, t, "check") for t in (TOPIC, OTHER)} == records
     with Broker(populated.parent) as broker:
-        assert [a["reason"] for a in Journal(broker.catalog).actions(action="repair")] == ["CATALOG_REBUILT"]
+        assert [a.reason for a in Journal(broker.catalog).actions(action="repair")] == ["CATALOG_REBUILT"]
     aside = [p for p in populated.parent.glob("catalog.db.damaged-*") if not p.name.endswith(("-wal", "-shm"))]
     assert len(aside) == (0 if damage == "deleted" else 1)
 
@@ -251,7 +251,7 @@ def test_a_pause_of_all_deletion_survives_a_rebuild(ebb, populated: Path) -> Non
 def test_the_journal_is_kept_as_far_as_the_old_catalog_can_be_read(ebb, populated: Path) -> None:
     def actions() -> list[tuple[str, str | None]]:
         with Broker(populated.parent) as broker:
-            return [(a["action"], a["topic"]) for a in Journal(broker.catalog).actions(limit=None)]
+            return [(a.action, a.topic) for a in Journal(broker.catalog).actions(limit=None)]
 
     before = actions()
     assert ("move_log_start", TOPIC) in before  # the truncate

@@ -97,7 +97,7 @@ def test_a_segment_sealed_since_the_plan_and_below_the_new_log_start_is_journale
 
     assert (result.status, result.planned, result.applied) == ("done", len(pw.deletions) + 1, len(pw.deletions) + 1)
     (row,) = Journal(broker.catalog).actions(action="delete_segment", status="applied", limit=1)
-    assert (row["segment"], row["end_offset"], row["reason"]) == (active.base_offset, 300, "DELETE_BELOW_LOG_START")
+    assert (row.segment, row.end_offset, row.reason) == (active.base_offset, 300, "DELETE_BELOW_LOG_START")
     broker.recover(TOPIC)
     assert sealed_bases(broker, TOPIC, 0) == []
     assert sorted(int(p.name[:-4]) for p in (data_dir / "topics" / TOPIC / "0").glob("*.log")) == [

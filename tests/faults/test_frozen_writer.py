@@ -80,11 +80,11 @@ def test_a_cycle_skips_a_partition_whose_writer_is_frozen_and_applies_the_others
     assert broker.catalog.partition(OTHER, 0).log_start_offset > 0
     journal = Journal(broker.catalog)
     (skipped,) = journal.actions(cycle=result.cycle_id, action="skipped")
-    assert (skipped["partition"], skipped["reason"]) == (0, "PARTITION_LOCKED")
+    assert (skipped.partition, skipped.reason) == (0, "PARTITION_LOCKED")
     planned_there = [
-        a for a in journal.actions(cycle=result.cycle_id, topic=TOPIC) if a["partition"] == 0 and a is not skipped
+        a for a in journal.actions(cycle=result.cycle_id, topic=TOPIC) if a.partition == 0 and a is not skipped
     ]
-    assert planned_there and {a["status"] for a in planned_there} == {"skipped"}
+    assert planned_there and {a.status for a in planned_there} == {"skipped"}
 
     # The writer comes back and goes away: the next cycle applies the partition.
     frozen.send_signal(signal.SIGCONT)

@@ -30,8 +30,7 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from console.cli import console_cmd, engine_cmd
-from console.cli import prune as prune_cli
+from console.cli import console_cmd
 from console.cli.main import build_parser, main
 from engine.broker import Broker
 from engine.clock import MAX_INSTANT_MS, parse_instant
@@ -676,8 +675,8 @@ def cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]:
         return 0
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(prune_cli, "spark_engine_for", no_spark)
-        patch.setattr(engine_cmd, "spark_engine_for", no_spark)
+        # prune, explain, forecast and engine import it when run
+        patch.setattr("engine.prune.session.spark_engine_for", no_spark)
         # `ebb spark start` would leave a real server behind (tests/prune/test_spark_service.py starts them).
         patch.setattr(spark_service, "ensure_running", no_spark)
         patch.setattr(console_cmd, "run_console", no_console)

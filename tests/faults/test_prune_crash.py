@@ -114,32 +114,32 @@ def test_a_cycle_killed_at_a_fault_point_recovers_and_a_new_cycle_finishes(
     with Broker(data_dir) as broker:
         journal = Journal(broker.catalog)
         (cycle,) = journal.cycles()
-        assert cycle["status"] == "running"
-        assert recover_interrupted(broker) == (cycle["id"],)
+        assert cycle.status == "running"
+        assert recover_interrupted(broker) == (cycle.id,)
         assert recover_interrupted(broker) == ()
 
         assert_store_consistent(broker, data_dir)
-        cycle = journal.cycle(cycle["id"])
-        assert cycle["status"] == "interrupted" and "interrupted" in cycle["error"]
-        actions = journal.actions(cycle=cycle["id"], limit=None)
-        assert {a["status"] for a in actions} <= {"applied", "rolled_back"}
-        deletions = [a for a in actions if a["action"] == "delete_segment"]
+        cycle = journal.cycle(cycle.id)
+        assert cycle.status == "interrupted" and "interrupted" in cycle.error
+        actions = journal.actions(cycle=cycle.id, limit=None)
+        assert {a.status for a in actions} <= {"applied", "rolled_back"}
+        deletions = [a for a in actions if a.action == "delete_segment"]
         assert len(deletions) == 5
         for a in deletions:
-            partition_start = broker.catalog.partition(TOPIC, a["partition"]).log_start_offset
-            present = a["segment"] in log_files(data_dir, a["partition"])
-            if a["status"] == "applied":
-                assert partition_start >= a["end_offset"] and not present
+            partition_start = broker.catalog.partition(TOPIC, a.partition).log_start_offset
+            present = a.segment in log_files(data_dir, a.partition)
+            if a.status == "applied":
+                assert partition_start >= a.end_offset and not present
             else:
-                assert partition_start < a["end_offset"] and present
-                assert a["details"] == {"rolled_back_on_recovery": True}
+                assert partition_start < a.end_offset and present
+                assert a.details == {"rolled_back_on_recovery": True}
         expected_applied = sum(3 if p == 0 else 2 for p in moved)
-        assert (cycle["planned"], cycle["applied"]) == (5, expected_applied)
-        assert sum(a["status"] == "applied" for a in deletions) == expected_applied
-        assert sum(a["details"] == {"completed_on_recovery": True} for a in deletions) == completed
+        assert (cycle.planned, cycle.applied) == (5, expected_applied)
+        assert sum(a.status == "applied" for a in deletions) == expected_applied
+        assert sum(a.details == {"completed_on_recovery": True} for a in deletions) == completed
         for a in actions:
-            if a["action"] == "move_log_start":
-                assert a["status"] == ("applied" if a["partition"] in moved else "rolled_back")
+            if a.action == "move_log_start":
+                assert a.status == ("applied" if a.partition in moved else "rolled_back")
 
         # Planned again on what is left, a new cycle finishes the job.
         result = execute(broker, [cut_work(broker, TOPIC, cuts)], now=NOW)

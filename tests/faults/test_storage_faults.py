@@ -281,7 +281,7 @@ def test_prune_fault_fails_cleanly_and_the_deletion_is_finished(
     assert broker.catalog.partition(TOPIC, 0).log_start_offset == bases[2]
     journal = Journal(broker.catalog)
     assert journal.actions(status="planned", limit=None) == []
-    assert [a["action"] for a in journal.actions(action="topic_failed", limit=None)] == ["topic_failed"]
+    assert [a.action for a in journal.actions(action="topic_failed", limit=None)] == ["topic_failed"]
     assert_records(read_all(broker, TOPIC, 0), TOPIC, 0, bases[2], ACKED)
     assert_recovered_and_usable(broker, data_dir, ACKED)
     assert not list((data_dir / "topics" / TOPIC / "0").glob("*.deleted"))

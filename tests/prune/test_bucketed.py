@@ -25,8 +25,9 @@ from engine.prune import bucketed
 from engine.prune.plan import query
 from engine.prune.plan.inputs import SparkInputs, read_files, spark_inputs, write_inputs
 from engine.prune.plan.layout import SEGMENT_ROW
+from engine.prune.record_times import StoreRecordTimes
 from engine.prune.session import SparkEngine
-from engine.prune.snapshot import StoreRecordTimes, build_snapshot
+from engine.prune.snapshot import build_snapshot
 from engine.prune.transport import Scratch, private_directory
 from tests.support.seed_scenarios import MIN, T0, write
 

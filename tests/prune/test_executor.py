@@ -21,6 +21,7 @@ from engine.journal.state import EngineState
 from engine.prune import executor as executor_module
 from engine.prune import tables
 from engine.prune.executor import PRUNE_LOCK_FILE, execute, recover_interrupted
+from engine.prune.plan_work import work_from_plan
 from engine.prune.work import (
     ExpiredGroup,
     GroupMove,
@@ -28,7 +29,6 @@ from engine.prune.work import (
     SegmentDeletion,
     Skip,
     TopicWork,
-    work_from_plan,
 )
 from engine.store.batch import NewRecord
 from engine.store.lock import FileLock
@@ -96,7 +96,7 @@ def assert_consistent(broker: Broker, data_dir: Path, topic: str) -> None:
 def by_action(journal: Journal, cycle: int) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for a in reversed(journal.actions(cycle=cycle, limit=None)):
-        out.setdefault(a["action"], []).append(a)
+        out.setdefault(a.action, []).append(a)
     return out
 
 
@@ -124,7 +124,7 @@ def test_deletes_segments_moves_the_log_start_and_journals_each_action(
 
     cycle = journal.cycle(result.cycle_id)
     assert {
-        k: cycle[k]
+        k: getattr(cycle, k)
         for k in (
             "trigger",
             "actor",
@@ -151,18 +151,18 @@ def test_deletes_segments_moves_the_log_start_and_journals_each_action(
     }
     actions = by_action(journal, result.cycle_id)
     assert set(actions) == {"move_log_start", "delete_segment"}
-    assert [
-        (a["partition"], a["start_offset"], a["end_offset"], a["messages"], a["status"])
-        for a in actions["move_log_start"]
-    ] == [(0, 0, cut0, cut0, "applied"), (1, 0, cut1, cut1, "applied")]
+    assert [(a.partition, a.start_offset, a.end_offset, a.messages, a.status) for a in actions["move_log_start"]] == [
+        (0, 0, cut0, cut0, "applied"),
+        (1, 0, cut1, cut1, "applied"),
+    ]
     deletions = actions["delete_segment"]
-    assert [(a["partition"], a["segment"], a["end_offset"]) for a in deletions] == [
+    assert [(a.partition, a.segment, a.end_offset) for a in deletions] == [
         *((0, b, n) for b, n in s0[:3]),
         *((1, b, n) for b, n in s1[:2]),
     ]
-    assert all(a["status"] == "applied" and a["reason"] == "DELETE_TIME" and a["bytes"] > 0 for a in deletions)
-    assert all((a["trigger"], a["actor"]) == ("manual", "alice") for a in deletions)
-    assert sum(a["bytes"] for a in deletions) == doomed_bytes
+    assert all(a.status == "applied" and a.reason == "DELETE_TIME" and a.bytes > 0 for a in deletions)
+    assert all((a.trigger, a.actor) == ("manual", "alice") for a in deletions)
+    assert sum(a.bytes for a in deletions) == doomed_bytes
     # Appends go on after the prune.
     produce(broker, topic, 0, 40)
     assert_consistent(broker, data_dir, topic)
@@ -184,9 +184,7 @@ def test_segments_already_below_the_log_start_are_journaled_as_removed(
     actions = by_action(journal, result.cycle_id)
     assert set(actions) == {"delete_segment"}
     # Taking the partition lock removes what is wholly below the log start.
-    assert [(a["status"], a["details"]) for a in actions["delete_segment"]] == [
-        ("applied", {"already_removed": True})
-    ] * 2
+    assert [(a.status, a.details) for a in actions["delete_segment"]] == [("applied", {"already_removed": True})] * 2
     assert_consistent(broker, data_dir, topic)
 
 
@@ -199,7 +197,7 @@ def test_roll_seals_the_active_segment_and_is_journaled(broker: Broker, journal:
     assert segments[-2].base_offset == active.base_offset and segments[-2].sealed
     assert (segments[-1].base_offset, segments[-1].size_bytes, segments[-1].sealed) == (active.next_offset, 0, False)
     (roll,) = by_action(journal, result.cycle_id)["roll"]
-    assert (roll["segment"], roll["end_offset"], roll["bytes"], roll["status"]) == (
+    assert (roll.segment, roll.end_offset, roll.bytes, roll.status) == (
         active.base_offset,
         active.next_offset,
         active.size_bytes,
@@ -250,19 +248,19 @@ def test_group_moves_expiry_and_positions_never_going_back(
     assert groups["ahead"].positions[0][0] == cut + 30
     assert groups["fresh"].positions[0][0] == 300
     actions = by_action(journal, result.cycle_id)
-    assert [(a["details"], a["status"]) for a in actions["group_expired"]] == [
+    assert [(a.details, a.status) for a in actions["group_expired"]] == [
         ({"group": "gone", "kind": "reader"}, "applied")
     ]
     moved = {
-        (a["details"]["group"], a["action"]): a
+        (a.details["group"], a.action): a
         for k in ("reader_moved", "ttl_advance", "backlog_eviction", "subscriber_overrun")
         for a in actions.get(k, [])
     }
-    assert moved["ahead", "reader_moved"]["status"] == "skipped"
-    assert moved["lagging", "reader_moved"]["status"] == "applied"
-    assert (moved["lagging", "reader_moved"]["messages"], moved["lagging", "reader_moved"]["end_offset"]) == (cut, cut)
+    assert moved["ahead", "reader_moved"].status == "skipped"
+    assert moved["lagging", "reader_moved"].status == "applied"
+    assert (moved["lagging", "reader_moved"].messages, moved["lagging", "reader_moved"].end_offset) == (cut, cut)
     chain = [moved["slow", k] for k in ("ttl_advance", "backlog_eviction", "subscriber_overrun")]
-    assert [(a["start_offset"], a["end_offset"], a["messages"], a["status"]) for a in chain] == [
+    assert [(a.start_offset, a.end_offset, a.messages, a.status) for a in chain] == [
         (0, 10, 10, "applied"),
         (10, 17, 7, "applied"),
         (17, cut, cut - 17, "applied"),
@@ -278,7 +276,7 @@ def test_quota_state_transitions_are_journaled_once(broker: Broker, journal: Jou
     for work in (cleared, exceeded, exceeded, cleared, cleared):
         execute(broker, [work], now=NOW + 1)
         assert state.quota_state(topic).exceeded is work.quota_exceeded
-    assert [a["action"] for a in journal.actions()] == ["quota_cleared", "quota_exceeded"]
+    assert [a.action for a in journal.actions()] == ["quota_cleared", "quota_exceeded"]
     assert state.quota_state(topic).since == NOW + 1
 
 
@@ -304,7 +302,7 @@ def test_dry_run_changes_nothing(broker: Broker, data_dir: Path, journal: Journa
     assert files(data_dir) == before_files
     assert catalog_rows(broker) == before_rows
     assert journal.actions() == []
-    assert [(c["status"], c["planned"], c["applied"]) for c in journal.cycles()] == [("dry_run", 3, 0)]
+    assert [(c.status, c.planned, c.applied) for c in journal.cycles()] == [("dry_run", 3, 0)]
     assert EngineState(broker.catalog).quota_state(topic).exceeded is False
 
 
@@ -321,8 +319,8 @@ def test_paused_changes_nothing_but_the_quota_state(
     assert (result.status, result.planned, result.applied) == ("paused", 3, 0)
     assert files(data_dir) == before_files and catalog_rows(broker) == before_rows
     assert state.quota_state(topic).exceeded is True
-    assert [a["action"] for a in journal.actions()] == ["quota_exceeded"]
-    assert journal.cycle(result.cycle_id)["status"] == "paused"
+    assert [a.action for a in journal.actions()] == ["quota_exceeded"]
+    assert journal.cycle(result.cycle_id).status == "paused"
 
     state.set_paused(False)
     assert execute(broker, [work], now=NOW).applied == 3
@@ -352,9 +350,9 @@ def test_a_segment_gone_or_changed_since_the_plan_skips_the_partition(
         assert segment_files(data_dir, topic, 0) == before
         assert broker.catalog.partition(topic, 0).log_start_offset == s0[1][0]
         actions = by_action(journal, result.cycle_id)
-        assert [a["status"] for a in actions["delete_segment"] if a["partition"] == 0] == ["skipped"] * planned
+        assert [a.status for a in actions["delete_segment"] if a.partition == 0] == ["skipped"] * planned
         (skipped,) = actions["skipped"]
-        assert (skipped["partition"], skipped["reason"], skipped["details"]) == (0, "STALE_PLAN", {"message": why})
+        assert (skipped.partition, skipped.reason, skipped.details) == (0, "STALE_PLAN", {"message": why})
     # The other partition of the first stale plan was applied.
     assert broker.catalog.partition(topic, 1).log_start_offset == stale.partitions[1].new_log_start_offset
     assert_consistent(broker, data_dir, topic)
@@ -372,8 +370,8 @@ def test_a_policy_changed_since_the_plan_skips_the_topic(
     assert result.skipped == {topic: "policy changed since the plan"} and result.applied == 0
     assert files(data_dir) == before_files and catalog_rows(broker) == before_rows
     actions = by_action(journal, result.cycle_id)
-    assert {a["status"] for a in actions["delete_segment"] + actions["move_log_start"]} == {"skipped"}
-    assert actions["skipped"][0]["details"] == {"message": "policy changed since the plan"}
+    assert {a.status for a in actions["delete_segment"] + actions["move_log_start"]} == {"skipped"}
+    assert actions["skipped"][0].details == {"message": "policy changed since the plan"}
 
 
 @pytest.mark.parametrize("change", ["subscriber_moved_back", "new_subscriber_below_the_cut"])
@@ -433,10 +431,10 @@ def test_a_topic_whose_partition_vanished_fails_alone(
         and broker.catalog.partition(OTHER, 1).log_start_offset == healthy.partitions[0].new_log_start_offset
     )
     cycle = journal.cycle(result.cycle_id)
-    assert cycle["status"] == "done" and topic in cycle["error"]
+    assert cycle.status == "done" and topic in cycle.error
     (failed,) = journal.actions(action="topic_failed")
-    assert failed["topic"] == topic and failed["details"]["error"] == result.failed[topic]
-    assert {a["status"] for a in journal.actions(cycle=result.cycle_id, topic=topic, action="delete_segment")} == {
+    assert failed.topic == topic and failed.details["error"] == result.failed[topic]
+    assert {a.status for a in journal.actions(cycle=result.cycle_id, topic=topic, action="delete_segment")} == {
         "rolled_back"
     }
     assert_consistent(broker, data_dir, OTHER)
@@ -460,8 +458,7 @@ def test_a_deletion_failing_after_the_log_start_moved_is_finished_and_journaled(
     assert broker.catalog.partition(topic, 0).log_start_offset == s0[3][0]
     assert segment_files(data_dir, topic, 0)[0] == s0[3][0]
     statuses = [
-        (a["segment"], a["status"], a["details"])
-        for a in reversed(journal.actions(topic=topic, action="delete_segment"))
+        (a.segment, a.status, a.details) for a in reversed(journal.actions(topic=topic, action="delete_segment"))
     ]
     # Unlinks are journaled a batch at a time: the failed batch is settled by its
     # effect (the log start is past it).
@@ -483,7 +480,7 @@ def test_a_plan_breaking_the_cut_rules_is_refused(broker: Broker, data_dir: Path
 def test_recovery_with_nothing_interrupted_does_nothing(broker: Broker, journal: Journal, topic: str) -> None:
     execute(broker, [cut_work(broker, topic, {0: sealed_bases(broker, topic, 0)[1][0]})], now=NOW)
     assert recover_interrupted(broker) == ()
-    assert [c["status"] for c in journal.cycles()] == ["done"]
+    assert [c.status for c in journal.cycles()] == ["done"]
 
 
 # -- the work model --------------------------------------------------------------------------
@@ -598,7 +595,7 @@ def test_work_from_plan_tables_executes(broker: Broker, data_dir: Path, journal:
     assert broker.catalog.group(topic, "reader").positions[0][0] == cut
     assert broker.catalog.group(topic, "tail").positions[0][0] == 300
     (moved,) = journal.actions(action="reader_moved")
-    assert (moved["messages"], moved["details"], moved["status"]) == (
+    assert (moved.messages, moved.details, moved.status) == (
         cut,
         {"group": "reader", "kind": "reader"},
         "applied",
@@ -695,8 +692,8 @@ def test_an_interrupt_mid_cycle_fails_it_and_settles_what_it_left(
     monkeypatch.undo()
 
     (cycle,) = journal.cycles()
-    assert (cycle["status"], cycle["applied"], cycle["error"]) == ("failed", 2, "KeyboardInterrupt")
-    statuses = {(a["action"], a["partition"], a["status"]) for a in journal.actions(cycle=cycle["id"], limit=None)}
+    assert (cycle.status, cycle.applied, cycle.error) == ("failed", 2, "KeyboardInterrupt")
+    statuses = {(a.action, a.partition, a.status) for a in journal.actions(cycle=cycle.id, limit=None)}
     # Partition 0 had passed its durable point: its deletions complete. Partition 1 had not begun.
     assert statuses == {
         ("move_log_start", 0, "applied"),
@@ -728,9 +725,9 @@ def test_a_cycle_first_recovers_the_cycles_a_dead_process_left_running(
     result = execute(broker, [], now=NOW)
 
     assert result.recovered == (dead,)
-    assert journal.cycle(dead)["status"] == "interrupted"
+    assert journal.cycle(dead).status == "interrupted"
     (action,) = journal.actions(cycle=dead)
-    assert (action["status"], action["details"]) == ("rolled_back", {"rolled_back_on_recovery": True})
+    assert (action.status, action.details) == ("rolled_back", {"rolled_back_on_recovery": True})
     assert segment_files(data_dir, topic, 0)[0] == base  # the log start never moved: the data stays
 
 
@@ -751,7 +748,7 @@ def test_each_cycle_applies_the_journal_retention(broker: Broker, journal: Journ
     ancient = journal.start_cycle(trigger="schedule", actor="engine", scope="all", now=1, started=1, spark_master=None)
     journal.finish_cycle(ancient, status="done", finished=2, planned=0, applied=0, bytes_freed=0)
     result = execute(broker, [], now=NOW)
-    assert [c["id"] for c in journal.cycles()] == [result.cycle_id]
+    assert [c.id for c in journal.cycles()] == [result.cycle_id]
 
 
 # -- the lock's scope: appends never wait for the unlinks -----------------------------------
@@ -792,7 +789,7 @@ def test_appends_go_on_while_a_cycle_unlinks_and_leave_its_files_to_it(
     (result,) = results
     assert result.applied == 3 and not result.failed
     assert not list(pdir.glob("*.deleted"))
-    assert [a["status"] for a in journal.actions(cycle=result.cycle_id, action="delete_segment")] == ["applied"] * 3
+    assert [a.status for a in journal.actions(cycle=result.cycle_id, action="delete_segment")] == ["applied"] * 3
     broker.recover(topic)
     assert broker.catalog.partition(topic, 0).next_offset == appended.next_offset
     assert [s.base_offset for s in broker.catalog.segments(topic, 0)] == segment_files(data_dir, topic, 0)

@@ -14,8 +14,9 @@ from engine.catalog.catalog import Catalog
 from engine.forecast.extend import extend, virtual_name
 from engine.forecast.forecast import Point, Request, forecast, rates_for
 from engine.prune.planner import Planner
+from engine.prune.record_times import time_cut
 from engine.prune.session import SparkEngine
-from engine.prune.snapshot import build_snapshot, time_cut
+from engine.prune.snapshot import build_snapshot
 from tests.reference import forecast as reference
 from tests.reference import model
 from tests.reference.catalog import FakeRecordTimes, RefCatalog, load_into_catalog

@@ -103,11 +103,11 @@ def test_truncate_before_an_offset_moves_the_log_start_deletes_whole_segments_an
     assert_consistent(broker, data_dir, topic)
 
     cycle = journal.cycle(result.cycle_id)
-    assert (cycle["trigger"], cycle["actor"], cycle["scope"], cycle["status"]) == ("manual", "alice", [topic], "done")
-    assert (cycle["planned"], cycle["applied"], cycle["bytes_freed"]) == (2, 2, freed)
+    assert (cycle.trigger, cycle.actor, cycle.scope, cycle.status) == ("manual", "alice", [topic], "done")
+    assert (cycle.planned, cycle.applied, cycle.bytes_freed) == (2, 2, freed)
     rows = journal.actions(cycle=result.cycle_id, limit=None)
-    assert {(a["trigger"], a["actor"], a["status"]) for a in rows} == {("manual", "alice", "applied")}
-    kinds = sorted(a["action"] for a in rows)
+    assert {(a.trigger, a.actor, a.status) for a in rows} == {("manual", "alice", "applied")}
+    kinds = sorted(a.action for a in rows)
     assert kinds == [
         "delete_segment",
         "delete_segment",
@@ -116,18 +116,18 @@ def test_truncate_before_an_offset_moves_the_log_start_deletes_whole_segments_an
         "subscriber_overrun",
         "truncate",
     ]
-    (request,) = [a for a in rows if a["action"] == "truncate"]
-    assert (request["partition"], request["start_offset"], request["end_offset"], request["messages"]) == (
+    (request,) = [a for a in rows if a.action == "truncate"]
+    assert (request.partition, request.start_offset, request.end_offset, request.messages) == (
         0,
         0,
         cut,
         cut,
     )
-    assert (request["reason"], request["bytes"]) == ("DELETE_MANUAL", freed)
-    assert request["details"]["before_offset"] == cut and request["details"]["groups_moved"] == ["rd", "sub"]
-    assert {a["reason"] for a in rows if a["action"] == "delete_segment"} == {"DELETE_MANUAL"}
-    (overrun,) = [a for a in rows if a["action"] == "subscriber_overrun"]
-    assert (overrun["start_offset"], overrun["end_offset"], overrun["messages"]) == (10, cut, cut - 10)
+    assert (request.reason, request.bytes) == ("DELETE_MANUAL", freed)
+    assert request.details["before_offset"] == cut and request.details["groups_moved"] == ["rd", "sub"]
+    assert {a.reason for a in rows if a.action == "delete_segment"} == {"DELETE_MANUAL"}
+    (overrun,) = [a for a in rows if a.action == "subscriber_overrun"]
+    assert (overrun.start_offset, overrun.end_offset, overrun.messages) == (10, cut, cut - 10)
 
 
 def test_truncate_before_a_time_cuts_at_the_first_record_at_or_after_it(
@@ -186,7 +186,7 @@ def test_delete_oldest_removes_n_sealed_segments_and_moves_the_log_start_to_the_
     assert broker.catalog.partition(topic, 0).log_start_offset == segments[3][0]
     assert log_files(data_dir, topic, 0)[0] == segments[3][0]
     (request,) = journal.actions(action="truncate")
-    assert request["details"]["oldest_segments"] == 3 and request["details"]["operation"] == "delete_oldest"
+    assert request.details["oldest_segments"] == 3 and request.details["operation"] == "delete_oldest"
     assert_consistent(broker, data_dir, topic)
 
     before = state(broker, data_dir)
@@ -212,9 +212,9 @@ def test_purge_rolls_and_deletes_everything_and_offsets_go_on(
         assert log_files(data_dir, topic, p) == [RECORDS]
         assert positions(broker, topic, p) == {"sub": RECORDS, "rd": RECORDS}
     rows = journal.actions(cycle=result.cycle_id, limit=None)
-    assert sum(a["action"] == "roll" for a in rows) == 2
-    (request,) = [a for a in rows if a["action"] == "purge"]
-    assert (request["actor"], request["trigger"], request["messages"], request["bytes"]) == (
+    assert sum(a.action == "roll" for a in rows) == 2
+    (request,) = [a for a in rows if a.action == "purge"]
+    assert (request.actor, request.trigger, request.messages, request.bytes) == (
         "bob",
         "manual",
         600,
@@ -248,7 +248,7 @@ def test_an_append_between_building_and_applying_is_planned_again(
     assert len(calls) == 2
     assert broker.catalog.partition(topic, 0).log_start_offset == RECORDS + 3
     (skipped,) = journal.actions(action="skipped")
-    assert skipped["cycle"] != result.cycle_id and "gone or changed" in skipped["details"]["message"]
+    assert skipped.cycle != result.cycle_id and "gone or changed" in skipped.details["message"]
     assert_consistent(broker, data_dir, topic)
 
 
@@ -279,8 +279,8 @@ def test_a_truncate_killed_after_the_log_start_moved_is_finished_by_recovery(dat
         assert broker.catalog.partition(TOPIC, 0).log_start_offset == cut  # the durable point was reached
         (cycle_id,) = recover_interrupted(broker)
         journal = Journal(broker.catalog)
-        assert journal.cycle(cycle_id)["status"] == "interrupted"
-        assert {a["status"] for a in journal.actions(cycle=cycle_id, limit=None)} == {"applied"}
+        assert journal.cycle(cycle_id).status == "interrupted"
+        assert {a.status for a in journal.actions(cycle=cycle_id, limit=None)} == {"applied"}
         assert log_files(data_dir, TOPIC, 0)[0] == cut
         assert_consistent(broker, data_dir, TOPIC)
 
@@ -297,7 +297,7 @@ def test_hold_refuses_every_deleting_operation_until_released(
     (change,) = [c for c in journal.policy_changes(topic=topic) if c["field"] == "hold"]
     assert (change["actor"], change["old"], change["new"]) == ("carol", None, "on")
     (action,) = journal.actions(action="hold")
-    assert (action["topic"], action["trigger"], action["actor"], action["cycle"]) == (topic, "manual", "carol", None)
+    assert (action.topic, action.trigger, action.actor, action.cycle) == (topic, "manual", "carol", None)
 
     before = state(broker, data_dir)
     message = f"topic {topic} is on hold: release it first"
@@ -327,8 +327,8 @@ def test_pause_refuses_deletion_and_is_journaled_once(
         operations.purge(broker, topic)
     assert state(broker, data_dir) == before
     assert operations.resume(broker).to_json() == {"operation": "resume", "changed": True, "paused": False}
-    assert [a["action"] for a in journal.actions()] == ["resume", "pause"]
-    assert journal.actions(action="pause")[0]["actor"] == "dan"
+    assert [a.action for a in journal.actions()] == ["resume", "pause"]
+    assert journal.actions(action="pause")[0].actor == "dan"
     assert operations.purge(broker, topic).changed
 
 
@@ -344,8 +344,8 @@ def test_expire_group_removes_it_and_journals_its_positions(broker: Broker, jour
         "positions": {"0": 0, "1": 42},
     }  # fmt: skip
     (row,) = journal.actions(action="group_expired")
-    assert (row["trigger"], row["actor"], row["cycle"], row["topic"]) == ("manual", "erin", None, topic)
-    assert row["details"] == {"group": "sub", "kind": "subscriber", "positions": {"0": 0, "1": 42}}
+    assert (row.trigger, row.actor, row.cycle, row.topic) == ("manual", "erin", None, topic)
+    assert row.details == {"group": "sub", "kind": "subscriber", "positions": {"0": 0, "1": 42}}
     with pytest.raises(NotFound, match="group 'sub' does not exist"):
         operations.expire_group(broker, topic, "sub")
 
@@ -361,7 +361,7 @@ def test_move_group_forwards_back_by_time_and_to_the_ends(broker: Broker, journa
     }  # fmt: skip
     assert broker.catalog.group(topic, "sub").positions[0] == (30, T0)  # the commit time is the group's own
     (row,) = journal.actions(action="manual_move")
-    assert (row["start_offset"], row["end_offset"], row["messages"], row["trigger"]) == (100, 30, -70, "manual")
+    assert (row.start_offset, row.end_offset, row.messages, row.trigger) == (100, 30, -70, "manual")
 
     assert operations.move_group(broker, topic, "sub", 0, to_time=ts_of(150) - 3).positions[0] == (30, 150)
     assert operations.move_group(broker, topic, "sub", 0, to="earliest").positions[0] == (150, 20)

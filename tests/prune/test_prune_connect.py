@@ -46,12 +46,12 @@ def test_a_prune_cycle_runs_through_spark_connect(broker: Broker, connect_engine
     assert expired, "the scenario must expire something"
     deleted = outcome.plan.deletions().to_pylist()
     assert [(d["base_offset"], d["reason"]) for d in deleted] == [(s["base_offset"], "DELETE_TIME") for s in expired]
-    assert outcome.result.status == "done"
-    assert outcome.result.applied == len(expired)
+    assert outcome.status == "done"
+    assert outcome.applied == len(expired)
 
     after = broker.describe("events").to_json()["partitions"][0]
     assert after["log_start_offset"] == expired[-1]["next_offset"]
     assert [s["base_offset"] for s in after["segments"]] == [s["base_offset"] for s in before[len(expired) :]]
-    cycle = Journal(broker.catalog).cycle(outcome.result.cycle_id)
-    assert cycle["spark_master"] == connect_engine.description
+    cycle = Journal(broker.catalog).cycle(outcome.cycle_id)
+    assert cycle.spark_master == connect_engine.description
     assert connect_engine.description.startswith("sc://127.0.0.1:")

@@ -17,9 +17,10 @@ from engine.broker import Broker
 from engine.errors import PlanCancelled
 from engine.journal.journal import Journal
 from engine.journal.state import EngineState
+from engine.prune.cycle_result import CycleResult
 from engine.prune.executor import execute
-from engine.prune.pruner import CycleOutcome, Pruner
-from engine.prune.scheduler import CycleReport, Scheduler
+from engine.prune.pruner import Pruner
+from engine.prune.scheduler import Scheduler
 from engine.prune.session import SparkEngine
 from tests.support.prune_driver import make_topic, produce, sealed_bases
 
@@ -68,11 +69,10 @@ class FakePruner:
         self.cancelled.append(tag)
         self.cancel_seen.set()
 
-    def cycle(self, *, trigger: str, actor: str, tag: str | None) -> CycleOutcome:
+    def cycle(self, *, trigger: str, actor: str, tag: str | None) -> CycleResult:
         self.calls.append({"trigger": trigger, "actor": actor, "tag": tag})
         self.behaviour(len(self.calls))
-        result = execute(self.broker, [], now=self.broker.clock(), trigger=trigger, actor=actor)
-        return CycleOutcome(plan=None, result=result)  # type: ignore[arg-type]
+        return execute(self.broker, [], now=self.broker.clock(), trigger=trigger, actor=actor)
 
 
 def test_runs_n_cycles_each_interval_measured_from_the_start_of_the_cycle(broker: Broker) -> None:
@@ -83,7 +83,7 @@ def test_runs_n_cycles_each_interval_measured_from_the_start_of_the_cycle(broker
         clock.now += durations[n]
 
     pruner = FakePruner(broker, behaviour)
-    reports: list[CycleReport] = []
+    reports: list[CycleResult] = []
     stop = RecordingEvent(clock)
     scheduler = Scheduler(pruner, interval_ms=100, max_cycles=3, on_cycle=reports.append, monotonic=clock)
     scheduler.run(stop)
@@ -93,12 +93,12 @@ def test_runs_n_cycles_each_interval_measured_from_the_start_of_the_cycle(broker
     # 100 ms from each start: 70 ms after a 30 ms cycle, none after a 250 ms one (and
     # no catch-up burst), none after the last.
     assert stop.waits == [pytest.approx(0.070)]
-    assert [r.number for r in reports] == [1, 2, 3] and scheduler.cycles_run == 3
+    assert len(reports) == 3 and scheduler.cycles_run == 3
     assert [r.status for r in reports] == ["done"] * 3
     assert scheduler.last_result == reports[-1] and scheduler.next_cycle_at is None
     journal = Journal(broker.catalog)
-    assert [c["trigger"] for c in journal.cycles()] == ["schedule"] * 3
-    assert reports[-1].cycle_id == journal.cycles()[0]["id"]
+    assert [c.trigger for c in journal.cycles()] == ["schedule"] * 3
+    assert reports[-1].cycle_id == journal.cycles()[0].id
 
 
 def test_the_interval_comes_from_the_config_reloaded_before_each_cycle(broker: Broker, data_dir: Path) -> None:
@@ -113,7 +113,7 @@ def test_the_interval_comes_from_the_config_reloaded_before_each_cycle(broker: B
 
     pruner = FakePruner(broker, behaviour)
     stop = RecordingEvent(clock)
-    reports: list[CycleReport] = []
+    reports: list[CycleResult] = []
     scheduler = Scheduler(pruner, max_cycles=4, on_cycle=reports.append, monotonic=clock, config_poll_seconds=3600)
     assert scheduler.interval_ms == 60_000  # the default
     scheduler.run(stop)
@@ -123,11 +123,11 @@ def test_the_interval_comes_from_the_config_reloaded_before_each_cycle(broker: B
     assert stop.waits == [2.0, 2.0, 2.0]
     assert len(pruner.calls) == 2
     assert [r.status for r in reports] == ["done", "done", "failed", "failed"]
-    assert reports[2].outcome is None and "config not reloaded, nothing pruned" in reports[2].error
+    assert "config not reloaded, nothing pruned" in reports[2].error
     assert "ebb.toml" in reports[2].error
     failed = Journal(broker.catalog).cycles(status="failed")
-    assert len(failed) == 2 and all("config not reloaded" in c["error"] for c in failed)
-    assert {c["trigger"] for c in failed} == {"schedule"}
+    assert len(failed) == 2 and all("config not reloaded" in c.error for c in failed)
+    assert {c.trigger for c in failed} == {"schedule"}
 
 
 def test_a_new_interval_applies_to_the_wait_in_progress(broker: Broker, data_dir: Path) -> None:
@@ -151,14 +151,14 @@ def test_a_cycle_that_raises_is_journaled_and_the_loop_goes_on(broker: Broker) -
             raise RuntimeError("snapshot exploded")
 
     pruner = FakePruner(broker, behaviour)
-    reports: list[CycleReport] = []
+    reports: list[CycleResult] = []
     Scheduler(pruner, interval_ms=1, max_cycles=3, on_cycle=reports.append).run(RecordingEvent())
 
     assert [r.status for r in reports] == ["done", "failed", "done"]
     assert reports[1].error == "snapshot exploded" and reports[1].cycle_id is not None
     journal = Journal(broker.catalog)
     failed = journal.cycle(reports[1].cycle_id)
-    assert (failed["status"], failed["trigger"], failed["error"]) == ("failed", "schedule", "snapshot exploded")
+    assert (failed.status, failed.trigger, failed.error) == ("failed", "schedule", "snapshot exploded")
     assert len(journal.cycles()) == 3
 
 
@@ -172,10 +172,10 @@ def test_a_failure_the_executor_journaled_is_not_journaled_twice(broker: Broker)
             journal.finish_cycle(cycle, status="failed", finished=2, planned=0, applied=0, bytes_freed=0, error="disk")
         raise OSError("disk")
 
-    reports: list[CycleReport] = []
+    reports: list[CycleResult] = []
     Scheduler(FakePruner(broker, behaviour), interval_ms=1, max_cycles=1, on_cycle=reports.append).run(RecordingEvent())
     (cycle,) = Journal(broker.catalog).cycles()
-    assert reports[0].cycle_id == cycle["id"] and reports[0].status == "failed"
+    assert reports[0].cycle_id == cycle.id and reports[0].status == "failed"
 
 
 def test_stops_promptly_between_cycles(broker: Broker) -> None:
@@ -228,12 +228,12 @@ def test_spark_that_failed_to_start_fails_each_cycle_journaled(broker: Broker) -
     pruner.spark = SimpleNamespace(
         state="failed", error="cannot start Spark (local[1]): no java", description="local[1]"
     )
-    reports: list[CycleReport] = []
+    reports: list[CycleResult] = []
     Scheduler(pruner, interval_ms=1, max_cycles=2, on_cycle=reports.append).run(RecordingEvent())
     assert [r.status for r in reports] == ["failed", "failed"] and pruner.calls == []
     cycles = Journal(broker.catalog).cycles()
-    assert [c["error"] for c in cycles] == ["cannot start Spark (local[1]): no java"] * 2
-    assert {c["spark_master"] for c in cycles} == {"local[1]"}
+    assert [c.error for c in cycles] == ["cannot start Spark (local[1]): no java"] * 2
+    assert {c.spark_master for c in cycles} == {"local[1]"}
 
 
 def test_interval_must_be_positive(broker: Broker) -> None:
@@ -265,12 +265,12 @@ def test_on_spark_a_failing_topic_is_isolated_and_a_changed_config_applies_next_
 
     after_first: list[str] = []
 
-    def on_cycle(report: CycleReport) -> None:
-        if report.number == 1:
+    def on_cycle(_result: CycleResult) -> None:
+        if len(reports) == 1:  # the first cycle (reports gets it first)
             after_first.extend(_files(data_dir, "later"))
             (data_dir / "ebb.toml").write_text('[policy]\nretention_time = "1h"\n')
 
-    reports: list[CycleReport] = []
+    reports: list[CycleResult] = []
     scheduler = Scheduler(
         Pruner(broker, spark_engine), interval_ms=10, max_cycles=2,
         on_cycle=lambda r: (reports.append(r), on_cycle(r)),
@@ -278,19 +278,19 @@ def test_on_spark_a_failing_topic_is_isolated_and_a_changed_config_applies_next_
     scheduler.run(threading.Event())
 
     first, second = reports
-    assert first.status == "done" and set(first.outcome.result.failed) == {"broken"}
-    assert first.outcome.result.applied == good_sealed
+    assert first.status == "done" and set(first.failed) == {"broken"}
+    assert first.applied == good_sealed
     assert first.error.startswith("broken: ")
     assert after_first == later_files  # kept by the infinite default
     assert len(_files(data_dir, "good")) == 1  # only the active segment is left
-    assert second.status == "done" and set(second.outcome.result.failed) == {"broken"}
-    assert second.outcome.result.applied == len(later_files) - 1  # the new default applied
+    assert second.status == "done" and set(second.failed) == {"broken"}
+    assert second.applied == len(later_files) - 1  # the new default applied
     assert len(_files(data_dir, "later")) == 1
     journal = Journal(broker.catalog)
     failed = journal.actions(action="topic_failed")
-    assert [a["topic"] for a in failed] == ["broken", "broken"]
-    assert {a["trigger"] for a in failed} == {"schedule"}
-    assert [c["status"] for c in journal.cycles()] == ["done", "done"]
+    assert [a.topic for a in failed] == ["broken", "broken"]
+    assert {a.trigger for a in failed} == {"schedule"}
+    assert [c.status for c in journal.cycles()] == ["done", "done"]
 
 
 def test_on_spark_a_paused_engine_still_plans_and_reports(
@@ -301,16 +301,16 @@ def test_on_spark_a_paused_engine_still_plans_and_reports(
         EngineState(broker.catalog).set_paused(True)
     before = _files(data_dir, "events")
 
-    reports: list[CycleReport] = []
+    reports: list[CycleResult] = []
     Scheduler(Pruner(broker, spark_engine), interval_ms=10, max_cycles=1, on_cycle=reports.append).run(
         threading.Event()
     )
 
     (report,) = reports
     assert report.status == "paused"
-    planned = report.outcome.plan.deletions().num_rows
-    assert planned == len(before) - 1 and report.outcome.result.planned == planned
-    assert report.outcome.result.applied == 0
+    planned = report.plan.deletions().num_rows
+    assert planned == len(before) - 1 and report.planned == planned
+    assert report.applied == 0
     assert _files(data_dir, "events") == before
     (cycle,) = Journal(broker.catalog).cycles()
-    assert (cycle["status"], cycle["trigger"], cycle["planned"], cycle["applied"]) == ("paused", "schedule", planned, 0)
+    assert (cycle.status, cycle.trigger, cycle.planned, cycle.applied) == ("paused", "schedule", planned, 0)

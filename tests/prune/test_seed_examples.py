@@ -80,8 +80,8 @@ def test_fluvio_seven_day_lifecycle(broker: Broker, pruner: Pruner) -> None:
     assert rows[0]["eligible_at"] == T0 + 9 * SEC + 7 * DAY + 1
     assert rows[10]["eligible_at"] == T0 + 19 * SEC + 7 * DAY + 1
     assert rows[20]["eligible_at"] is None  # the active segment does not age
-    assert (day0.result.planned, day0.result.applied) == (0, 0)
-    assert action_summary(broker, day0.result.cycle_id, "fluvio") == []
+    assert (day0.planned, day0.applied) == (0, 0)
+    assert action_summary(broker, day0.cycle_id, "fluvio") == []
     assert layout(broker, "fluvio") == [(0, 10, 1000, True), (10, 20, 1000, True), (20, 25, 500, False)]
 
     # Day 6: another 2 GB -> segment 2 fills up, 3 is full, 4 is 0.5 GB and active.
@@ -101,7 +101,7 @@ def test_fluvio_seven_day_lifecycle(broker: Broker, pruner: Pruner) -> None:
         (30, KEEP, "KEEP_WITHIN_TIME"),
         (40, KEEP, "KEEP_ACTIVE"),
     ]
-    assert day6.result.applied == 0
+    assert day6.applied == 0
     assert log_start(broker, "fluvio") == 0
 
     # Exactly 7 days after segment 1's last write: segment 0 is 10 s older than that
@@ -128,7 +128,7 @@ def test_fluvio_seven_day_lifecycle(broker: Broker, pruner: Pruner) -> None:
     rows = segment_rows(day7.plan, "fluvio")
     assert rows[20]["eligible_at"] == T0 + 6 * DAY + 4 * SEC + 7 * DAY + 1
     assert rows[30]["eligible_at"] == T0 + 6 * DAY + 14 * SEC + 7 * DAY + 1
-    assert (day7.result.status, day7.result.planned, day7.result.applied, day7.result.bytes_freed) == (
+    assert (day7.status, day7.planned, day7.applied, day7.bytes_freed) == (
         "done",
         2,
         2,
@@ -138,7 +138,7 @@ def test_fluvio_seven_day_lifecycle(broker: Broker, pruner: Pruner) -> None:
     assert broker.describe("fluvio").to_json()["partitions"][0]["size_bytes"] == 2500
     assert log_start(broker, "fluvio") == 20
     assert [r.offset for r in broker.read("fluvio", 0, 0, 100)] == list(range(20, 45))
-    assert action_summary(broker, day7.result.cycle_id, "fluvio") == [
+    assert action_summary(broker, day7.cycle_id, "fluvio") == [
         ("move_log_start", 0, 0, 20, 20, None, None, "applied"),
         ("delete_segment", 0, 0, 10, 10, 1000, "DELETE_TIME", "applied"),
         ("delete_segment", 0, 10, 20, 10, 1000, "DELETE_TIME", "applied"),
@@ -154,7 +154,7 @@ def test_fluvio_seven_day_lifecycle(broker: Broker, pruner: Pruner) -> None:
     ]
     assert layout(broker, "fluvio") == [(40, 45, 500, False)]
     assert log_start(broker, "fluvio") == 40
-    assert action_summary(broker, day14.result.cycle_id, "fluvio") == [
+    assert action_summary(broker, day14.cycle_id, "fluvio") == [
         ("move_log_start", 0, 20, 40, 20, None, None, "applied"),
         ("delete_segment", 0, 20, 30, 10, 1000, "DELETE_TIME", "applied"),
         ("delete_segment", 0, 30, 40, 10, 1000, "DELETE_TIME", "applied"),
@@ -192,7 +192,7 @@ def test_fluvio_max_partition_size(broker: Broker, pruner: Pruner) -> None:
     size = broker.describe("capped").to_json()["partitions"][0]["size_bytes"]
     assert size == 2100 and size <= 3000
     assert log_start(broker, "capped") == 10
-    assert action_summary(broker, second.result.cycle_id, "capped") == [
+    assert action_summary(broker, second.cycle_id, "capped") == [
         ("move_log_start", 0, 0, 10, 10, None, None, "applied"),
         ("delete_segment", 0, 0, 10, 10, 1000, "DELETE_MAX_SIZE", "applied"),
     ]
@@ -316,7 +316,7 @@ def test_pulsar_retention_behaviour(broker: Broker, pruner: Pruner) -> None:
     assert partition_row(plan, "p-zero-sub")["barrier"] == 25
     assert log_start(broker, "p-zero-sub") == 20
     assert positions(broker, "p-zero-sub") == {"sub": 25}
-    assert out.result.applied == 4 + 2 + 2 + 3 + 2
+    assert out.applied == 4 + 2 + 2 + 3 + 2
 
 
 def test_pulsar_backlog_quota_producer_policies(broker: Broker, pruner: Pruner) -> None:
@@ -343,10 +343,10 @@ def test_pulsar_backlog_quota_producer_policies(broker: Broker, pruner: Pruner) 
         assert (sub["over_quota"], sub["position"], sub["new_position"], sub["evicted_skipped"]) == (True, 0, 0, 0)
         assert [d for d in decisions(first.plan, name) if d[1] == DELETE] == []
     assert group_rows(first.plan, "q-hold")["reader"]["over_quota"] is False
-    assert action_summary(broker, first.result.cycle_id, "q-hold") == [
+    assert action_summary(broker, first.cycle_id, "q-hold") == [
         ("quota_exceeded", None, None, None, None, None, None, "applied")
     ]
-    assert action_summary(broker, first.result.cycle_id, "q-exception") == [
+    assert action_summary(broker, first.cycle_id, "q-exception") == [
         ("quota_exceeded", None, None, None, None, None, None, "applied")
     ]
     assert positions(broker, "q-hold") == {"sub": 0, "reader": 0}
@@ -361,10 +361,10 @@ def test_pulsar_backlog_quota_producer_policies(broker: Broker, pruner: Pruner) 
     assert quota_exceeded(second.plan, "q-exception") is False
     assert group_rows(second.plan, "q-hold")["sub"]["over_quota"] is False
     assert group_rows(second.plan, "q-exception")["sub"]["over_quota"] is False
-    assert action_summary(broker, second.result.cycle_id, "q-hold") == [
+    assert action_summary(broker, second.cycle_id, "q-hold") == [
         ("quota_cleared", None, None, None, None, None, None, "applied")
     ]
-    assert action_summary(broker, second.result.cycle_id, "q-exception") == [
+    assert action_summary(broker, second.cycle_id, "q-exception") == [
         ("quota_cleared", None, None, None, None, None, None, "applied")
     ]
 
@@ -420,15 +420,14 @@ def test_pulsar_consumer_backlog_eviction(broker: Broker, pruner: Pruner) -> Non
     assert positions(broker, "e-age") == {"sub": 30}
     assert log_start(broker, "e-size") == 30
     assert log_start(broker, "e-age") == 0
-    evictions = actions(broker, out.result.cycle_id, action="backlog_eviction")
+    evictions = actions(broker, out.cycle_id, action="backlog_eviction")
     assert sorted(
-        (a["topic"], a["partition"], a["start_offset"], a["end_offset"], a["messages"], a["details"], a["status"])
-        for a in evictions
+        (a.topic, a.partition, a.start_offset, a.end_offset, a.messages, a.details, a.status) for a in evictions
     ) == [
         ("e-age", 0, 0, 30, 30, {"group": "sub", "kind": "subscriber"}, "applied"),
         ("e-size", 0, 5, 30, 25, {"group": "sub", "kind": "subscriber"}, "applied"),
     ]
-    assert actions(broker, out.result.cycle_id, action="quota_exceeded") == []
+    assert actions(broker, out.cycle_id, action="quota_exceeded") == []
 
 
 def test_pulsar_message_ttl(broker: Broker, pruner: Pruner) -> None:
@@ -458,12 +457,12 @@ def test_pulsar_message_ttl(broker: Broker, pruner: Pruner) -> None:
     assert segment_rows(plan, "ttl")[10]["detail"] == "group sub at 15"
     assert positions(broker, "ttl") == {"sub": 15}
     assert log_start(broker, "ttl") == 10
-    assert action_summary(broker, out.result.cycle_id, "ttl") == [
+    assert action_summary(broker, out.cycle_id, "ttl") == [
         ("ttl_advance", 0, 0, 15, 15, None, None, "applied"),
         ("move_log_start", 0, 0, 10, 10, None, None, "applied"),
         ("delete_segment", 0, 0, 10, 10, 1000, "DELETE_TIME", "applied"),
     ]
-    assert actions(broker, out.result.cycle_id, action="ttl_advance")[0]["details"] == {
+    assert actions(broker, out.cycle_id, action="ttl_advance")[0].details == {
         "group": "sub",
         "kind": "subscriber",
     }
@@ -477,7 +476,7 @@ def test_pulsar_message_ttl(broker: Broker, pruner: Pruner) -> None:
     ]
     assert segment_rows(plan, "no-ttl")[0]["detail"] == "group sub at 0"
     assert positions(broker, "no-ttl") == {"sub": 0}
-    assert action_summary(broker, out.result.cycle_id, "no-ttl") == []
+    assert action_summary(broker, out.cycle_id, "no-ttl") == []
 
 
 # -- Pravega (004) ------------------------------------------------------------------------
@@ -527,7 +526,7 @@ def test_pravega_consumption_based_retention_cases(broker: Broker, pruner: Prune
 
     out = pruner.cycle(now=T0 + 100 * MIN)
     plan = out.plan
-    cycle = out.result.cycle_id
+    cycle = out.cycle_id
 
     def bytes_of(name: str) -> int:
         return broker.describe(name).to_json()["partitions"][0]["size_bytes"]
@@ -662,7 +661,7 @@ def test_pravega_consumption_based_retention_cases(broker: Broker, pruner: Prune
         ("move_log_start", 0, 0, 60, 60, None, None, "applied"),
     ]
     assert [a[0] for a in summary[2:]] == ["delete_segment"] * 6
-    assert actions(broker, cycle, topic="pv-none", action="reader_moved")[0]["details"] == {
+    assert actions(broker, cycle, topic="pv-none", action="reader_moved")[0].details == {
         "group": "reader",
         "kind": "reader",
     }
@@ -769,7 +768,7 @@ def test_arrebato_message_granularity_stops_at_first_unexpired(broker: Broker, p
 
     out = pruner.cycle(now=T0 + 120 * MIN)
     plan = out.plan
-    cycle = out.result.cycle_id
+    cycle = out.cycle_id
 
     assert decisions(plan, "arr-sealed") == [
         (0, DELETE, "DELETE_TIME"),
@@ -838,8 +837,8 @@ def test_arrebato_consumer_index_expiry(broker: Broker, pruner: Pruner) -> None:
     ]
     assert [g["name"] for g in broker.describe("arr-groups").to_json()["groups"]] == ["fresh"]
     assert positions(broker, "arr-groups") == {"fresh": 20}
-    expired = actions(broker, out.result.cycle_id, topic="arr-groups", action="group_expired")
-    assert sorted((a["details"]["group"], a["details"]["kind"], a["status"]) for a in expired) == [
+    expired = actions(broker, out.cycle_id, topic="arr-groups", action="group_expired")
+    assert sorted((a.details["group"], a.details["kind"], a.status) for a in expired) == [
         ("idle-reader", "reader", "applied"),
         ("stale", "subscriber", "applied"),
     ]
@@ -864,11 +863,11 @@ def test_dry_run_changes_nothing_and_decides_the_same(broker: Broker, pruner: Pr
     dry = pruner.cycle(now=T0 + 120 * MIN, topics=["dry"], dry_run=True)
     expected = [(0, DELETE, "DELETE_TIME"), (10, DELETE, "DELETE_TIME"), (20, KEEP, "KEEP_ACTIVE")]
     assert decisions(dry.plan, "dry") == expected
-    assert (dry.result.status, dry.result.planned, dry.result.applied, dry.result.bytes_freed) == ("dry_run", 2, 0, 0)
+    assert (dry.status, dry.planned, dry.applied, dry.bytes_freed) == ("dry_run", 2, 0, 0)
     assert _files(topic_dir) == files_before
     assert broker.describe("dry").to_json() == described_before
-    assert actions(broker, dry.result.cycle_id) == []
-    assert Journal(broker.catalog).cycle(dry.result.cycle_id)["status"] == "dry_run"
+    assert actions(broker, dry.cycle_id) == []
+    assert Journal(broker.catalog).cycle(dry.cycle_id).status == "dry_run"
 
     real = pruner.cycle(now=T0 + 120 * MIN, topics=["dry"])
     assert decisions(real.plan, "dry") == expected
@@ -878,7 +877,7 @@ def test_dry_run_changes_nothing_and_decides_the_same(broker: Broker, pruner: Pr
             .sort_by([(c, "ascending") for c in _keys(table)])
             .equals(dry.plan.tables[table].sort_by([(c, "ascending") for c in _keys(table)]))
         ), table
-    assert (real.result.status, real.result.planned, real.result.applied, real.result.bytes_freed) == (
+    assert (real.status, real.planned, real.applied, real.bytes_freed) == (
         "done",
         2,
         2,
@@ -917,7 +916,7 @@ def test_hold_keeps_everything_and_a_future_timestamp_blocks_time_retention(brok
     assert partition_row(out.plan, "held")["new_log_start_offset"] == 0
     assert log_start(broker, "held") == 0
     assert _files(broker.data.topic_dir("held")) == files_before
-    assert action_summary(broker, out.result.cycle_id, "held") == []
+    assert action_summary(broker, out.cycle_id, "held") == []
 
     assert decisions(out.plan, "future") == [
         (0, KEEP, "KEEP_FUTURE_TIMESTAMP"),
@@ -926,7 +925,7 @@ def test_hold_keeps_everything_and_a_future_timestamp_blocks_time_retention(brok
     ]
     assert segment_rows(out.plan, "future")[0]["eligible_at"] == future_ts + HOUR + 1
     assert log_start(broker, "future") == 0
-    assert out.result.applied == 0
+    assert out.applied == 0
 
 
 def test_max_deletes_per_cycle_spreads_deletions_over_cycles(broker: Broker, pruner: Pruner) -> None:
@@ -957,7 +956,7 @@ def test_max_deletes_per_cycle_spreads_deletions_over_cycles(broker: Broker, pru
     ]
     assert log_start(broker, "budget") == 40
     assert [s[0] for s in layout(broker, "budget")] == [40, 50, 60]
-    assert action_summary(broker, second.result.cycle_id, "budget") == [
+    assert action_summary(broker, second.cycle_id, "budget") == [
         ("move_log_start", 0, 20, 40, 20, None, None, "applied"),
         ("delete_segment", 0, 20, 30, 10, 1000, "DELETE_TIME", "applied"),
         ("delete_segment", 0, 30, 40, 10, 1000, "DELETE_TIME", "applied"),

@@ -17,8 +17,9 @@ from engine.config import load_config
 from engine.errors import InvalidInput
 from engine.prune import planner as planner_module
 from engine.prune.planner import Planner
+from engine.prune.record_times import StoreRecordTimes
 from engine.prune.session import SparkEngine
-from engine.prune.snapshot import Snapshot, StoreRecordTimes, build_snapshot
+from engine.prune.snapshot import Snapshot, build_snapshot
 from engine.prune.transport import Scratch
 from tests.support.seed_scenarios import MIN, T0, write
 

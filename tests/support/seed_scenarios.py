@@ -17,6 +17,7 @@ from typing import Any
 
 from engine.broker import Broker
 from engine.journal.journal import Journal
+from engine.journal.rows import Action
 from engine.prune.planner import Plan
 from engine.store.batch import HEADER_SIZE, RECORD_OVERHEAD, NewRecord
 
@@ -87,10 +88,10 @@ def quota_exceeded(plan: Plan, topic: str) -> bool:
     return row["quota_exceeded"]
 
 
-def actions(broker: Broker, cycle: int, topic: str | None = None, action: str | None = None) -> list[dict[str, Any]]:
+def actions(broker: Broker, cycle: int, topic: str | None = None, action: str | None = None) -> list[Action]:
     """The journal's actions of one cycle, oldest first."""
     rows = Journal(broker.catalog).actions(cycle=cycle, topic=topic, action=action, limit=None)
-    return sorted(rows, key=lambda r: r["id"])
+    return sorted(rows, key=lambda r: r.id)
 
 
 def action_summary(broker: Broker, cycle: int, topic: str) -> list[tuple]:
@@ -98,14 +99,14 @@ def action_summary(broker: Broker, cycle: int, topic: str) -> list[tuple]:
     one topic in one cycle, oldest first: the shape the tests compare by hand."""
     return [
         (
-            a["action"],
-            a["partition"],
-            a["start_offset"],
-            a["end_offset"],
-            a["messages"],
-            a["bytes"],
-            a["reason"],
-            a["status"],
+            a.action,
+            a.partition,
+            a.start_offset,
+            a.end_offset,
+            a.messages,
+            a.bytes,
+            a.reason,
+            a.status,
         )
         for a in actions(broker, cycle, topic)
     ]

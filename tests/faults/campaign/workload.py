@@ -31,7 +31,8 @@ from engine.broker import Broker
 from engine.errors import StoreError
 from engine.journal.journal import Journal
 from engine.prune.executor import execute
-from engine.prune.work import TopicWork, work_from_plan
+from engine.prune.plan_work import work_from_plan
+from engine.prune.work import TopicWork
 from engine.store.batch import NewRecord
 from engine.store.partition import AppendResult
 from engine.store.segment import Segment, SegmentMissing
