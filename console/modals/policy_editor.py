@@ -190,7 +190,7 @@ class FieldRow(Horizontal):
         width: 22;
     }
     FieldRow > .value {
-        width: 26;
+        width: 28;  /* consumer_backlog_eviction, the longest value, whole */
         padding: 0 1;
     }
     FieldRow > Input {

@@ -532,3 +532,15 @@ def test_editor_what_if_snapshot(snap_compare, make_console, spark_engine) -> No
         await settle(pilot)
 
     assert snap_compare(make_console(spark=spark_engine), terminal_size=TERMINAL, run_before=preview)
+
+
+async def test_the_longest_value_shows_whole_in_its_field(make_console) -> None:
+    """``consumer_backlog_eviction`` (payments' backlog policy) was cut to ``…evictio``."""
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        await pilot.press("down", "down", "down", "down", "e")
+        await settle(pilot)
+        field = pilot.app.screen.query_one("#field-backlog_policy", Input)
+        assert field.value == "consumer_backlog_eviction"
+        assert field.content_region.width > len(field.value)  # and room for the cursor after it
