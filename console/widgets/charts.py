@@ -166,7 +166,9 @@ class Chart(PlotextPlot):
         # Bytes are never negative: the axis starts at 0, so a flat line is not mid-chart.
         plt.ylim(0, max(values) / scale * 1.05 or 1)
         xs = [x for s in spec.series for x in s.xs] + [m.value for m in spec.marks if m.vertical]
-        plt.xlim(min(xs), max([*xs, 0.0]))
+        low, high = min(xs), max([*xs, 0.0])
+        # One instant (the first cycle's sample, at now) spans nothing: plotext divides by the span.
+        plt.xlim(low if high > low else high - 1, high)
         self.refresh()
 
 

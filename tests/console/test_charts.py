@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from textual.app import App, ComposeResult
 from textual.widgets import Input, Static
 
 from console import format
@@ -15,7 +16,7 @@ from console.modals.what_if_pane import WhatIfPane
 from console.model.capacity import week_ahead
 from console.model.history import load_history
 from console.screens.forecast import ForecastScreen
-from console.widgets.charts import Chart, series_roles, size_unit, time_unit
+from console.widgets.charts import Chart, ChartSpec, Series, series_roles, size_unit, time_unit
 from console.widgets.engine_panel import EnginePanel
 from engine.broker import Broker
 from engine.forecast.forecast import Breach, Forecast, PartitionPoint, Point, Request, TopicForecast
@@ -99,6 +100,30 @@ def _keys(*keys: str):
 
 
 # -- Pilot ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "series",
+    [
+        (Series("one sample, now", (0.0,), (2048,)),),
+        (Series("one cycle, freed nothing", (0.0,), (0,), bars=True),),
+        (Series("one cycle", (-1.0,), (512,), bars=True), Series("flat", (-1.0, 0.0), (0, 0))),
+    ],
+    ids=["one-point", "one-empty-bar", "zero-bytes"],
+)
+async def test_a_chart_of_a_single_instant_or_of_zeros_draws(series: tuple[Series, ...]) -> None:
+    """The first cycle gives one point at now: plotext divided by the zero x span."""
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield Chart(id="chart")
+
+    app = One()
+    async with app.run_test(size=(60, 12)) as pilot:
+        chart = app.query_one(Chart)
+        chart.show(ChartSpec("bytes", "min (0 = now)", series))
+        await pilot.pause()
+        assert "bytes" in "".join(strip.text for strip in chart.render_lines(chart.region.reset_offset))
 
 
 async def test_the_engine_panel_charts_the_journal(make_console, charted: Path) -> None:

@@ -156,7 +156,13 @@ async def settle(pilot) -> None:
             redrawn.set()
 
         footer.call_later(redraw)  # in the footer's own context, as its refresh would
-        await redrawn.wait()
+        # A screen dismissed meanwhile takes its footer with it, and the redraw never runs.
+        for _ in range(500):
+            if redrawn.is_set() or not footer.is_attached:
+                break
+            await pilot.pause(0.01)
+        else:
+            raise AssertionError("the footer never redrew")
     # A table measures new rows and changed cells only when its message queue is idle;
     # on a loaded machine a snapshot could catch columns cut to their old widths.
     from textual.widgets import DataTable
