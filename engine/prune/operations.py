@@ -437,6 +437,13 @@ def purge(broker: Broker, topic: str, *, actor: str = "cli") -> DeletionResult:
     broker.catalog.topic(topic)
 
     def build() -> TopicWork:
+        # The log end is the files', not the catalog's: batches a failed producer left
+        # in the files join the log at the next lock (Broker.append), and a purge
+        # built on the catalog alone left them behind it. Bringing the catalog up to
+        # the files writes it: on a full disk that needs the reserve, which the cycle
+        # makes again afterwards (executor._room_to_delete).
+        broker.reserve.release_if_low()
+        broker.recover(topic)
         partitions = [
             _partition_work(broker, topic, row.partition, row.next_offset, roll=True, doomed_active=True)
             for row in broker.catalog.partitions(topic)

@@ -80,6 +80,9 @@ ALLOWED: dict[str, set[str]] = {
     # "WHERE column IN (?, ...)", one "?" per topic, or nothing; the topics are
     # parameters, the column a literal of the module's _TOPIC_COLUMN.
     "engine/catalog/bulk_reads.py": {"where", "column", "', '.join('?' * len(names))"},
+    # " AND topic IN (?, ...)" or nothing, and "cycle IN (?, ...)": one "?" per topic
+    # or cycle, the values parameters.
+    "engine/journal/history.py": {"where", "','.join('?' * len(cycles))"},
     # The planner's bucketed table: quoted identifiers of its schema (types from a
     # fixed map) and an integer; its name and location go as parameters.
     "engine/prune/bucketed.py": {"ddl(schema)", "_quoted([key])", "_quoted(order)", "int(buckets)"},
