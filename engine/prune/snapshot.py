@@ -94,9 +94,7 @@ def build_snapshot(
     Python loops only over topics and time cuts, never over segments."""
     overrides = overrides or {}
     read = catalog.bulk_tables(topics)  # every table from the same instant
-    topic_table = read.topics.rename_columns(["topic", "partitions"]).cast(
-        pa.schema([("topic", pa.string()), ("partitions", pa.int32())])
-    )
+    topic_table = _as(read.topics, pa.schema([("topic", pa.string()), ("partitions", pa.int32())]))
     policies: dict[str, EffectivePolicy] = {}
     rejected: dict[str, str] = {}
     for name in topic_table["topic"].to_pylist():
@@ -169,7 +167,10 @@ def _time_cuts(
     ]
     cuts: list[int | None] = [None] * len(wanted)
     if wanted:
-        candidates = _CutCandidates(segments)
+        # Only the topics that need a cut: indexing every segment of a 1M catalog in
+        # Python would cost more than the cuts.
+        needing = pa.array(sorted({w[0] for w in wanted}), pa.string())
+        candidates = _CutCandidates(segments.filter(pc.is_in(segments["topic"], value_set=needing)))
         for i, (topic, partition, log_start, log_end, _kind, theta) in enumerate(wanted):
             cuts[i] = log_end  # no record at or after θ: the cut is the end
             for base in candidates.of(topic, partition, log_start, theta):
