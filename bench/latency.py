@@ -120,8 +120,8 @@ async def main():
         await until("Spark ready", lambda: host.engine_status().session in ("ready", "failed"))
         await until("first cycle journaled", lambda: host.engine_status().last_report is not None)
         report = host.engine_status().last_report
-        if report.outcome is None:
-            raise SystemExit(f"the first cycle failed: {report}")
+        if report.status != "done":
+            raise SystemExit(f"the first cycle did not finish: {report.status} {report.error or ''}")
 
 try:
     asyncio.run(main())
