@@ -21,7 +21,7 @@ once complete, after the damaged file (and its ``-wal``) moved to
 ``catalog.db.damaged-<UTC time>``; a crash before leaves the catalog missing, which
 every command reports and the next ``--repair`` rebuilds again. The rebuild is
 journaled (action ``repair``, reason ``CATALOG_REBUILT``) in the new journal, after
-the old journal's rows (cycles, actions, policy changes) as far as they can be read.
+the old journal's rows (cycles, actions, policy changes, disk samples) as far as they can be read.
 ``ebb verify --repair`` then checks and repairs the rebuilt catalog against the files
 as it would any other.
 """
@@ -50,7 +50,7 @@ from engine.catalog.schema import ensure_schema
 from engine.datadir import DataDir
 from engine.errors import CatalogDamaged, InvalidInput, StoreError
 from engine.journal.journal import Entry, Journal
-from engine.journal.salvage import salvage_history
+from engine.journal.salvage import salvage_history, salvage_samples
 from engine.journal.schema import ensure_journal_schema
 from engine.journal.state import EngineState
 from engine.names import check_group_name, check_topic_name
@@ -128,6 +128,7 @@ def rebuild_catalog(data: DataDir, policy_defaults: Mapping[str, str], *, now: i
                 topics.append(topic_dir.name)
                 groups += added
         _rebuild_pause(data, catalog, notes)
+        salvaged += salvage_samples(path, db, notes)
         moved_to = _aside(path, now)
         with write_transaction(db):
             Journal(catalog).append(

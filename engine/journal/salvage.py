@@ -1,9 +1,11 @@
 """The journal's history kept across a catalog rebuild (engine/integrity/rebuild.py):
-the rows of the old file's cycles, actions and policy changes that can still be read."""
+the rows of the old file's cycles, actions, policy changes and disk samples that can
+still be read."""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import sqlite_utils
@@ -18,9 +20,33 @@ _HISTORY = {
 }
 
 
+Row = dict[str, object]
+
+
 def salvage_history(path: Path, db: sqlite_utils.Database, notes: list[str]) -> int:
     """Copy the rows of the old catalog's journal that can still be read (a table is
     read up to its first damaged page); returns how many were kept."""
+    return _salvage(path, db, notes, _HISTORY, lambda _row: True)
+
+
+def salvage_samples(path: Path, db: sqlite_utils.Database, notes: list[str]) -> int:
+    """Copy the old catalog's disk samples (the charts' past, engine/journal/history.py)
+    of the topics and cycles the new catalog has: run once the topics are back."""
+    topics = {row[0] for row in db.conn.execute("SELECT name FROM topics")}
+    cycles = {row[0] for row in db.conn.execute("SELECT id FROM cycles")}
+    queries = {"disk_samples": "SELECT * FROM disk_samples"}
+    return _salvage(path, db, notes, queries, lambda row: row["topic"] in topics and row["cycle"] in cycles)
+
+
+def _salvage(
+    path: Path,
+    db: sqlite_utils.Database,
+    notes: list[str],
+    queries: dict[str, str],
+    keep: Callable[[Row], bool],
+) -> int:
+    """Copy the rows of ``queries`` (table -> query) that can be read and that ``keep``
+    keeps from the old catalog at ``path`` into the same tables of ``db``."""
     if not path.exists():
         return 0
     kept = 0
@@ -35,15 +61,17 @@ def salvage_history(path: Path, db: sqlite_utils.Database, notes: list[str]) -> 
         except sqlite3.DatabaseError as error:
             notes.append(f"the old journal could not be read ({error}): its history stays in the file moved aside")
             return 0
-        for table, query in _HISTORY.items():
+        for table, query in queries.items():
             if table not in present:
                 continue  # an emptied catalog: nothing to keep
-            rows: list[dict[str, object]] = []
+            rows: list[Row] = []
             try:
                 cursor = old.execute(query)
                 names = [d[0] for d in cursor.description]
-                for row in cursor:
-                    rows.append(dict(zip(names, row)))
+                for values in cursor:
+                    row = dict(zip(names, values))
+                    if keep(row):
+                        rows.append(row)
             except sqlite3.DatabaseError as error:
                 notes.append(f"the old journal's {table} was read up to row {len(rows)} ({error})")
             with write_transaction(db):

@@ -261,3 +261,19 @@ def test_the_journal_is_kept_as_far_as_the_old_catalog_can_be_read(ebb, populate
     after = actions()
     assert after[0] == ("repair", None) and set(before) <= set(after[1:])
     assert ebb("log", "--policy").code == 0
+
+
+def test_the_charts_past_is_kept_for_the_topics_rebuilt(ebb, populated: Path) -> None:
+    from engine.journal.history import DiskHistory
+
+    def samples() -> list[tuple[str, int, int, int]]:
+        with Broker(populated.parent) as broker:
+            found = DiskHistory(broker.catalog).samples(since=0, until=2**62)
+            return [(s.topic, s.time, s.bytes, s.segments) for s in found]
+
+    assert ebb("prune", "--spark-master", "local[1]").code == 0
+    before = samples()
+    assert {topic for topic, *_ in before} == {TOPIC, OTHER}
+    corrupt_table(populated)
+    assert ebb("verify", "--repair").code == 1
+    assert samples() == before
