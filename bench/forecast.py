@@ -8,15 +8,18 @@ process and on one local Spark session:
   of ``--repeat`` plans is the baseline;
 - ``forecast``: :func:`engine.forecast.forecast.forecast` over ``--instants``
   instants (default 168: a week, hourly), ingest rates observed over ``--window``;
-  its parts are timed too: snapshot and rates, building the virtual snapshot (one
-  virtual topic per topic and instant), the one plan of it, the summary.
+  its parts are timed too, for the first batch of topics: snapshot and rates,
+  building the virtual snapshot (one virtual topic per topic and instant), the one
+  plan of it, the summary.
 
 Printed: both times, the forecast / plan ratio (the goal: under 10), and the
 virtual snapshot's segment count against today's. The virtual snapshot holds every
-segment once per instant, so memory grows with segments x instants: the full size
-(168M virtual segments) needs far more memory than a shared machine has; run it
-smaller, e.g. ``python -m bench.forecast --partitions 1000`` from the repository root. The load average is
-printed before and after: other processes skew every number.
+segment once per instant (segments x instants rows), so the forecast plans its
+topics in batches of at most ``MAX_VIRTUAL_ROWS`` virtual segments, one Spark job
+each, and its time grows with segments x instants: at 1M segments and 168 instants
+that is about 42 jobs. Run it smaller for a quick figure, e.g.
+``python -m bench.forecast --partitions 1000`` from the repository root. The load
+average is printed before and after: other processes skew every number.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ from bench.synthetic_catalog import HOUR, LinearRecordTimes, generate
 from engine.catalog.catalog import Catalog
 from engine.forecast import forecast as forecasting
 from engine.forecast.extend import extend
-from engine.policy.effective import resolve
 from engine.prune.planner import Planner
 from engine.prune.record_times import time_cut
 from engine.prune.session import SparkEngine
@@ -76,21 +78,22 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
         print(f"forecast:     {total_s:7.2f} s for {len(instants)} instants "
               f"({len(result.topics)} topics)", flush=True)  # fmt: skip
 
-        # The same forecast in its parts, to see where the time goes.
-        snap_s, base = timed(build_snapshot, catalog, records, defaults={}, now=data.now)
-        rates_s, rates = timed(forecasting.rates_for, base, request)
-        names = base.tables["topics"]["topic"].to_pylist()
-        sizes = {n: int(resolve(catalog.overrides(n), {})["segment_size"]) for n in names}  # type: ignore[arg-type]
+        # The same forecast in its parts, to see where the time goes: the first
+        # batch of topics (engine/forecast/forecast.py: batches), whole.
+        snap_s, base = timed(forecasting.Variant.of, catalog, records, request, {}, None, "", None)
+        topic_batches = forecasting.batches(base, instants, 1)
+        snapshot, rates = base.only(topic_batches[0])
         extend_s, extension = timed(
-            extend, base, instants, rates, sizes, window_ms=request.window_ms, stalled=frozenset(),
+            extend, snapshot, instants, rates, base.segment_sizes, window_ms=request.window_ms, stalled=frozenset(),
             real_time_cut=lambda *a: time_cut(catalog, records, *a),
         )  # fmt: skip
         virtual = extension.snapshot.tables["segments"].num_rows
         vplan_s, plan = timed(planner.plan, extension.snapshot)
-        summary_s, _ = timed(forecasting.summarize, extension, plan.tables, base, rates, None, request.window_ms)
-        print(f"  parts:      snapshot {snap_s:.2f} s, rates {rates_s:.2f} s, virtual snapshot {extend_s:.2f} s "
-              f"({virtual:,} segments, {virtual / max(1, base.tables['segments'].num_rows):.0f}x today's), "
-              f"plan {vplan_s:.2f} s, summary {summary_s:.2f} s", flush=True)  # fmt: skip
+        summary_s, _ = timed(forecasting.summarize, extension, plan.tables, snapshot, rates, request.window_ms)
+        print(f"  parts:      snapshot and rates {snap_s:.2f} s; {len(topic_batches)} batch(es) of topics, the first "
+              f"({len(topic_batches[0])} topics): virtual snapshot {extend_s:.2f} s ({virtual:,} segments, "
+              f"{virtual / max(1, snapshot.tables['segments'].num_rows):.0f}x today's), plan {vplan_s:.2f} s, "
+              f"summary {summary_s:.2f} s", flush=True)  # fmt: skip
         print(f"ratio:        forecast / plan = {total_s / plan_s:.1f} (goal: < 10); load {load()}", flush=True)
     finally:
         engine.stop()

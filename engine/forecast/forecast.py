@@ -171,7 +171,10 @@ def forecast(
     overrides: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Forecast:
     """Forecast ``topics`` (all if None) of ``catalog``; ``overrides`` as in
-    :func:`~engine.prune.snapshot.build_snapshot` (a what-if over time)."""
+    :func:`~engine.prune.snapshot.build_snapshot` (a what-if over time).
+
+    Every instant of a topic is planned in one Spark job; the topics are planned in
+    batches of at most :data:`MAX_VIRTUAL_ROWS` virtual segments (:func:`batches`)."""
     now = request.instants[0]
 
     def real_time_cut(topic: str, partition: int, log_start: int, theta: int) -> int | None:
@@ -179,30 +182,117 @@ def forecast(
 
     # A what-if is planned with the saved policy too, in the same job: virtual
     # topics of both, told apart by a label.
-    variants = [("", overrides)] if overrides is None else [("", overrides), ("saved:", None)]
-    parts = []
-    for label, variant in variants:
-        snapshot = build_snapshot(catalog, records, defaults=defaults, now=now, topics=topics, overrides=variant)
-        names = snapshot.tables["topics"]["topic"].to_pylist()
-        segment_sizes = {
-            name: _segment_size(resolve((variant or {}).get(name, catalog.overrides(name)), defaults)) for name in names
+    variants = [Variant.of(catalog, records, request, defaults, topics, "", overrides)]
+    if overrides is not None:
+        variants.append(Variant.of(catalog, records, request, defaults, topics, "saved:", None))
+    results: list[list[Forecast]] = []
+    for batch in batches(variants[0], request.instants, len(variants)):
+        parts = []
+        for variant in variants:
+            snapshot, rates = variant.only(batch)
+            extension = extend(
+                snapshot, request.instants, rates, variant.segment_sizes, label=variant.label,
+                window_ms=request.window_ms, stalled=request.stalled, real_time_cut=real_time_cut,
+            )  # fmt: skip
+            parts.append((extension, snapshot, rates))
+        joined = {
+            name: pa.concat_tables([extension.snapshot.tables[name] for extension, _, _ in parts])
+            for name in parts[0][0].snapshot.tables
         }
-        rates = rates_for(snapshot, request)
-        extension = extend(
-            snapshot, request.instants, rates, segment_sizes, label=label,
-            window_ms=request.window_ms, stalled=request.stalled, real_time_cut=real_time_cut,
-        )  # fmt: skip
-        parts.append((extension, snapshot, rates))
-    joined = {
-        name: pa.concat_tables([extension.snapshot.tables[name] for extension, _, _ in parts])
-        for name in parts[0][0].snapshot.tables
-    }
-    plan = planner.plan(Snapshot(now, joined, parts[0][1].rejected))
-    result, *saved = (
-        summarize(extension, plan.tables, snapshot, rates, request.disk_budget, request.window_ms)
-        for extension, snapshot, rates in parts
-    )
+        plan = planner.plan(Snapshot(now, joined, parts[0][1].rejected))
+        results.append(
+            [
+                summarize(extension, plan.tables, snapshot, rates, request.window_ms)
+                for extension, snapshot, rates in parts
+            ]
+        )
+    result, *saved = (_merged([r[v] for r in results], request) for v in range(len(variants)))
     return replace(result, saved=saved[0].topics) if saved else result
+
+
+#: virtual segment rows (segments x instants) one Spark job plans at most: the
+#: rows are built in this process, about 0.3 KiB each, and the job of a 1M-segment
+#: catalog's 168 instants in one would need tens of GiB
+MAX_VIRTUAL_ROWS = 4_000_000
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The catalog under one policy (the saved one, or a what-if's): its snapshot,
+    rates and segment sizes."""
+
+    label: str
+    snapshot: Snapshot
+    rates: list[Rate]
+    segment_sizes: dict[str, int]
+
+    @classmethod
+    def of(
+        cls,
+        catalog: Catalog,
+        records: RecordTimes,
+        request: Request,
+        defaults: Mapping[str, str],
+        topics: Sequence[str] | None,
+        label: str,
+        overrides: Mapping[str, Mapping[str, str]] | None,
+    ) -> Variant:
+        now = request.instants[0]
+        snapshot = build_snapshot(catalog, records, defaults=defaults, now=now, topics=topics, overrides=overrides)
+        names = snapshot.tables["topics"]["topic"].to_pylist()
+        sizes = {
+            name: _segment_size(resolve((overrides or {}).get(name, catalog.overrides(name)), defaults))
+            for name in names
+        }
+        return cls(label, snapshot, rates_for(snapshot, request), sizes)
+
+    def only(self, topics: Sequence[str]) -> tuple[Snapshot, list[Rate]]:
+        """The snapshot of ``topics`` alone, and the rates of its partitions."""
+        keep = pa.array(topics, pa.string())
+        tables_ = {name: t.filter(pc.is_in(t["topic"], value_set=keep)) for name, t in self.snapshot.tables.items()}
+        wanted = set(topics)
+        partitions = self.snapshot.tables["partitions"]["topic"].to_pylist()
+        rates = [rate for rate, topic in zip(self.rates, partitions) if topic in wanted]
+        return Snapshot(self.snapshot.now, tables_, self.snapshot.rejected), rates
+
+
+def batches(variant: Variant, instants: Sequence[int], variants: int) -> list[list[str]]:
+    """The topics of ``variant`` in batches, in order, each of at most
+    :data:`MAX_VIRTUAL_ROWS` virtual segments over ``instants`` and ``variants``
+    (a topic larger than that alone): its segments today, plus the segments its
+    ingest adds by the horizon, at each instant."""
+    tables_ = variant.snapshot.tables
+    rows = dict.fromkeys(tables_["topics"]["topic"].to_pylist(), 0.0)
+    for count in pc.value_counts(tables_["segments"]["topic"]).to_pylist():
+        rows[count["values"]] += count["counts"]
+    horizon_s = (instants[-1] - instants[0]) / 1000
+    for topic, rate in zip(tables_["partitions"]["topic"].to_pylist(), variant.rates):
+        rows[topic] += rate.bytes_per_second * horizon_s / variant.segment_sizes[topic] / 2  # on average over instants
+    result: list[list[str]] = []
+    size = 0.0
+    for topic, count in rows.items():
+        cost = (count + 1) * len(instants) * variants
+        if result and size + cost <= MAX_VIRTUAL_ROWS:
+            result[-1].append(topic)
+            size += cost
+        else:
+            result.append([topic])
+            size = cost
+    return result
+
+
+def _merged(parts: Sequence[Forecast], request: Request) -> Forecast:
+    """One forecast of the topics of ``parts`` (batches of one request), with the
+    disk budget's breach over all of them."""
+    topics = [topic for part in parts for topic in part.topics]
+    breach = None
+    if request.disk_budget is not None:
+        for i, at in enumerate(request.instants):
+            if sum(t.points[i].bytes for t in topics) > request.disk_budget:
+                breach = Breach("disk_budget", at, request.disk_budget)
+                break
+    instants = list(request.instants)
+    return Forecast(instants[0], instants, request.window_ms, topics, request.disk_budget, breach)
 
 
 def _segment_size(policy: EffectivePolicy) -> int:
@@ -226,10 +316,10 @@ def summarize(
     plan: Mapping[str, pa.Table],
     snapshot: Snapshot,
     rates: Sequence[Rate],
-    disk_budget: int | None,
     window_ms: int,
 ) -> Forecast:
-    """The forecast from the plan of the virtual snapshot."""
+    """The forecast from the plan of the virtual snapshot, without a disk budget
+    (a budget is over every topic: see :func:`forecast`)."""
     names = extension.names
     width = len(extension.topics)
     segments = plan["segments"]
@@ -302,10 +392,4 @@ def summarize(
                 )
             )
         result.append(TopicForecast(topic, topic_rates.get(topic, {}), points, sorted(breaches, key=lambda b: b.at)))
-    disk_breach = None
-    if disk_budget is not None:
-        for i, at in enumerate(extension.instants):
-            if sum(t.points[i].bytes for t in result) > disk_budget:
-                disk_breach = Breach("disk_budget", at, disk_budget)
-                break
-    return Forecast(extension.instants[0], extension.instants, window_ms, result, disk_budget, disk_breach)
+    return Forecast(extension.instants[0], extension.instants, window_ms, result, None, None)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from engine.catalog.catalog import Catalog
+from engine.forecast import forecast as forecasting
 from engine.forecast.extend import extend, virtual_name
 from engine.forecast.forecast import Point, Request, forecast, rates_for
 from engine.prune.planner import Planner
@@ -49,10 +51,22 @@ def _as_model(point: Point) -> dict:
     count=st.integers(1, 4),
     rate=st.one_of(st.none(), st.integers(0, 20_000)),
     stall=st.booleans(),
+    batched=st.booleans(),
+    budget=st.one_of(st.none(), st.integers(0, 50_000)),
 )
 def test_forecast_agrees_with_the_reference_model(
-    spark_engine: SparkEngine, generated: RefCatalog, window: int, step: int, count: int, rate: int | None, stall: bool
+    spark_engine: SparkEngine,
+    generated: RefCatalog,
+    window: int,
+    step: int,
+    count: int,
+    rate: int | None,
+    stall: bool,
+    batched: bool,
+    budget: int | None,
 ) -> None:
+    """``batched``: each topic planned in a Spark job of its own, as a large catalog's
+    are (forecast.batches)."""
     now = generated.now
     instants = [now + i * step for i in range(count)]
     rates = reference.rates(generated, window, rate)
@@ -63,10 +77,11 @@ def test_forecast_agrees_with_the_reference_model(
         catalog = Catalog.open(Path(tmp) / "catalog.db")
         try:
             loaded = load_into_catalog(generated, catalog)
-            got = forecast(
-                Planner(spark_engine, Path(tmp) / "scratch"), catalog, FakeRecordTimes(generated),
-                Request(instants, window, rate, stalled), defaults=generated.defaults,
-            )  # fmt: skip
+            with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", 1 if batched else forecasting.MAX_VIRTUAL_ROWS):
+                got = forecast(
+                    Planner(spark_engine, Path(tmp) / "scratch"), catalog, FakeRecordTimes(generated),
+                    Request(instants, window, rate, stalled, budget), defaults=generated.defaults,
+                )  # fmt: skip
         finally:
             catalog.close()
     expected = reference.forecast(loaded, instants, window, given=rate, stalled=stalled)
@@ -79,6 +94,9 @@ def test_forecast_agrees_with_the_reference_model(
             assert (used.records * want.per_ms, used.record_bytes) == (want.records * used.per_ms, want.record_bytes)
         for i, point in enumerate(topic.points):
             assert _as_model(point) == expected[topic.topic][i], f"{topic.topic} at instant {i}"
+    totals = [sum(points[i]["bytes"] for points in expected.values()) for i in range(count)]
+    over = [at for at, total in zip(instants, totals) if budget is not None and total > budget]
+    assert (got.disk_breach and got.disk_breach.at) == (over[0] if over else None)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
