@@ -1,7 +1,8 @@
 """The policy editor's what-if pane: what the edited policy would delete now that the
 saved one would not, which groups would skip data they have not consumed, and a
-week's forecast of bytes on disk with the saved and with the edited policy (one
-Spark job, run in the pane's own worker thread; the chart draws from its message)."""
+week's forecast of bytes on disk with the saved and with the edited policy, their
+size caps and the disk budget as lines (one Spark job, run in the pane's own worker
+thread; the chart draws from its message)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ from textual.widgets import Static
 from console import format
 from console.errors import describe_error
 from console.host import ConsoleHost
-from console.model.capacity import week_ahead
+from console.model.capacity import WhatIfCaps, week_ahead, what_if_caps
 from console.model.what_if import WhatIf
 from console.widgets.cells import Palette
-from console.widgets.charts import Chart, legend
+from console.widgets.charts import Chart, chart_legend
 from console.widgets.forecast_chart import forecast_chart
 from engine.forecast.forecast import Forecast
 
@@ -90,12 +91,13 @@ def render_what_if(what_if: WhatIf, changes: str, palette: Palette) -> Renderabl
 
 
 def peaks_line(result: Forecast) -> str:
-    """``a week ahead: peak 58.0 KiB with the saved policy, 41.0 KiB with the edited one``."""
+    """``peak 58.0 KiB saved, 41.0 KiB edited``: over the week charted above it, on one
+    line of the chart's width (each line under the chart is a line less of chart)."""
     (edited,) = result.topics
     saved = result.saved[0] if result.saved else edited
     peak = max(p.bytes for p in edited.points)
     saved_peak = max(p.bytes for p in saved.points)
-    return f"a week ahead: peak {format.size(saved_peak)} saved, {format.size(peak)} edited"
+    return f"peak {format.size(saved_peak)} saved, {format.size(peak)} edited"
 
 
 class WhatIfPane(Horizontal):
@@ -130,9 +132,10 @@ class WhatIfPane(Horizontal):
     """
 
     class ForecastReady(Message):
-        def __init__(self, result: Forecast) -> None:
+        def __init__(self, result: Forecast, caps: WhatIfCaps) -> None:
             super().__init__()
             self.result = result
+            self.caps = caps
 
     class ForecastFailed(Message):
         def __init__(self, error: str) -> None:
@@ -184,16 +187,20 @@ class WhatIfPane(Horizontal):
     @work(thread=True, exclusive=True, group="what-if-forecast", exit_on_error=False)
     def _forecast(self, host: ConsoleHost, topic: str, overrides: dict[str, str]) -> None:
         try:
-            result = host.forecast(week_ahead(host.clock()), [topic], overrides={topic: overrides})
+            # The caps and the disk budget are drawn as lines, as in the Forecast view.
+            with host.reading() as broker:
+                caps, budget = what_if_caps(broker, topic, overrides), broker.config.disk_budget
+            result = host.forecast(week_ahead(host.clock(), budget), [topic], overrides={topic: overrides})
         except Exception as error:  # noqa: BLE001 - shown in the pane, never a crash
             self.post_message(self.ForecastFailed(describe_error(error)))
             return
-        self.post_message(self.ForecastReady(result))
+        self.post_message(self.ForecastReady(result, caps))
 
     def on_what_if_pane_forecast_ready(self, message: ForecastReady) -> None:
-        spec = forecast_chart(message.result)
+        caps = message.caps
+        spec = forecast_chart(message.result, cap=caps.edited, saved_cap=caps.saved)
         self.query_one("#what-if-chart", Chart).show(spec)
-        note = legend(spec.series, self.app.theme_variables)
+        note = chart_legend(spec, self.app.theme_variables)
         note.append(f"\n{peaks_line(message.result)}")
         self.query_one("#what-if-forecast-note", Static).update(note)
 

@@ -82,17 +82,21 @@ class SegmentState:
 
 @dataclass(frozen=True)
 class GroupOutcome:
-    """What the plan does to one group, over all its partitions."""
+    """What the plan does to one group, over all its partitions.
+
+    Only what it does: whether the group is over its backlog quota is a state, which
+    the view shows live from console.model.quota; the plan's verdict of some seconds
+    ago beside it would contradict the live one as soon as a consumer commits or the
+    cycle evicts (walk finding 16)."""
 
     expired: bool
     ttl_skipped: int
     evicted_skipped: int
     moved_skipped: int
-    over_quota: bool
 
     def describe(self) -> str:
-        """``expires``, ``ttl skips 12``, ``evicts 40``, ``moves up 5``, ``over quota``
-        (the counts are messages the group skips), or ``unchanged``."""
+        """``expires``, ``ttl skips 12``, ``evicts 40``, ``moves up 5`` (the counts are
+        messages the group skips), or ``unchanged``."""
         if self.expired:
             return "expires"
         parts = [
@@ -104,8 +108,6 @@ class GroupOutcome:
             )
             if n
         ]
-        if self.over_quota:
-            parts.append("over quota")
         return ", ".join(parts) or "unchanged"
 
 
@@ -174,7 +176,6 @@ def plan_outcomes(plan: Plan, topic: str) -> dict[str, GroupOutcome]:
             ttl_skipped=sum(r["ttl_skipped"] or 0 for r in rows),
             evicted_skipped=sum(r["evicted_skipped"] or 0 for r in rows),
             moved_skipped=sum(r["moved_skipped"] or 0 for r in rows),
-            over_quota=any(r["over_quota"] for r in rows),
         )
         for name, rows in per_group.items()
     }

@@ -20,10 +20,10 @@ from textual.widgets import DataTable, Static
 
 from console import format
 from console.host import ConsoleHost
-from console.model.capacity import HORIZON_MS, HOUR, week_ahead
+from console.model.capacity import HORIZON_MS, HOUR, size_cap, week_ahead
 from console.model.history import History, load_history
 from console.screens.base import LiveScreen
-from console.widgets.charts import Chart, legend
+from console.widgets.charts import Chart, chart_legend
 from console.widgets.forecast_chart import forecast_chart
 from console.widgets.live_table import Column, LiveRow, LiveTable
 from engine.catalog.stats import partition_stats
@@ -35,12 +35,19 @@ COLUMNS = (Column("topic", "Topic"), Column("partitions", "Partitions"), Column(
 @dataclass(frozen=True)
 class TopicsData:
     rows: tuple[LiveRow, ...]
-    #: per topic: its partitions' max_partition_size sum (None: no finite cap) and count
-    caps: dict[str, tuple[int | None, int]]
+    #: per topic: its size cap (console.model.capacity.size_cap; None: infinite)
+    caps: dict[str, int | None]
     disk_budget: int | None
 
 
 class ForecastScreen(LiveScreen[TopicsData]):
+    # The chart takes the room a topic list does not need: its legend and summary
+    # lines then fit under it at 120 columns, unwrapped.
+    DEFAULT_CSS = """
+    ForecastScreen #forecast-topics {
+        width: 44;
+    }
+    """
     VIEW_TITLE = "Forecast"
     BINDINGS = [
         Binding("enter", "forecast", "Forecast", show=True),
@@ -49,7 +56,7 @@ class ForecastScreen(LiveScreen[TopicsData]):
 
     def __init__(self) -> None:
         super().__init__()
-        self._caps: dict[str, tuple[int | None, int]] = {}
+        self._caps: dict[str, int | None] = {}
         self._budget: int | None = None
         #: the topic whose forecast is on screen, and the forecast
         self.shown: TopicForecast | None = None
@@ -68,7 +75,7 @@ class ForecastScreen(LiveScreen[TopicsData]):
         with host.reading() as broker:
             with broker.catalog.read():
                 stats = partition_stats(broker.catalog)
-                topics = {t.name: broker.policy(t.name)["max_partition_size"] for t in broker.catalog.topics()}
+                policies = {t.name: broker.policy(t.name) for t in broker.catalog.topics()}
             budget = broker.config.disk_budget
         sizes: dict[str, tuple[int, int]] = {}
         for s in stats:
@@ -78,11 +85,7 @@ class ForecastScreen(LiveScreen[TopicsData]):
             LiveRow(key=name, cells=(name, str(count), format.size(total)), sort_values=(name, count, total))
             for name, (count, total) in sorted(sizes.items())
         )
-        caps = {
-            name: (cap * sizes[name][0] if isinstance(cap, int) else None, sizes[name][0])
-            for name, cap in topics.items()
-            if name in sizes
-        }
+        caps = {name: size_cap(policy, sizes[name][0]) for name, policy in policies.items() if name in sizes}
         return TopicsData(rows, caps, budget)
 
     def show(self, data: TopicsData) -> None:
@@ -122,10 +125,9 @@ class ForecastScreen(LiveScreen[TopicsData]):
         lines, the first breach as a vertical line."""
         (topic,) = result.topics
         self.shown = topic
-        cap, _partitions = self._caps.get(topic.topic, (None, 0))
-        spec = forecast_chart(result, past=past, cap=cap)
+        spec = forecast_chart(result, past=past, cap=self._caps.get(topic.topic))
         self.query_one("#forecast-chart", Chart).show(spec)
-        self.query_one("#forecast-legend", Static).update(legend(spec.series, self.app.theme_variables))
+        self.query_one("#forecast-legend", Static).update(chart_legend(spec, self.app.theme_variables))
         self.query_one("#forecast-summary", Static).update(summary(topic, result, past))
 
 

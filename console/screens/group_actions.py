@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 GROUP_BINDINGS = [
     Binding("E", "expire_group", "Expire group", show=False),
-    Binding("m", "move_group", "Move group"),
+    Binding("m", "move_group", "Move"),
 ]
 
 

@@ -66,7 +66,7 @@ SEGMENT_COLUMNS = (
     # and a live table sizes columns on its first rows.
     Column("decision", "Decision", 8),
     Column("reason", "Reason", 22),
-    Column("eligible", "Eligible", 14),
+    Column("eligible", "Eligible", len("23h 59m before plan")),
 )
 
 GROUP_COLUMNS = (
@@ -126,15 +126,18 @@ def policy_value(policy: EffectivePolicy, field: str) -> str:
 
 
 def state_line(data: TopicData, palette: Palette) -> Text:
-    """``state over quota · backlog quota over quota (size)``: the words the
-    Overview shows, then the quota's own label when it is not ``ok``."""
+    """``state over quota · backlog over quota (size)``: the words the Overview
+    shows, then, under a finite quota, the quota's own label (which limit, since
+    when). Both are live, from console.model.quota: the plan's columns below are
+    the plan's, as of its instant."""
     text = Text("state ", style=palette.muted)
     for index, word in enumerate(data.states):
         if index:
             text.append(", ")
         text.append(word, style=tone(word, palette))
     if data.quota.quota.finite:
-        text.append(" · backlog quota ", style=palette.muted)
+        # The label carries its own "quota" (``quota exceeded 2m``, ``over quota``).
+        text.append(" · backlog ", style=palette.muted)
         text.append(data.quota.label(data.now), style=tone(data.quota.word, palette))
     return text
 
@@ -199,14 +202,15 @@ def time_limit(policy: EffectivePolicy | None) -> int | None:
 
 
 def eligible_text(eligible_at: int | None, plan_now: int) -> str:
-    """Counted from the plan's instant, never from the clock (a plan must not look
-    fresher than it is): ``in 12m`` or ``5m before``; ``-`` when time alone never
+    """When the time rules alone make the segment eligible, counted from the plan's
+    instant and saying so (never from the clock: a plan must not look fresher than
+    it is): ``12m after plan``, ``5m before plan``; ``-`` when time alone never
     makes it eligible."""
     if eligible_at is None:
         return "-"
     if eligible_at > plan_now:
-        return f"in {format.age(eligible_at - plan_now)}"
-    return f"{format.age(plan_now - eligible_at)} before"
+        return f"{format.age(eligible_at - plan_now)} after plan"
+    return f"{format.age(plan_now - eligible_at)} before plan"
 
 
 def segment_row(
@@ -264,10 +268,12 @@ def positions_text(group: GroupState) -> str:
     return shown if len(pairs) <= POSITIONS_SHOWN else f"{shown} …+{len(pairs) - POSITIONS_SHOWN}"
 
 
-def group_row(g: GroupState, now: int, palette: Palette) -> LiveRow:
+def group_row(g: GroupState, now: int, palette: Palette, *, stale: bool = False) -> LiveRow:
+    """``stale``: as :func:`segment_row`, the plan's cell is muted."""
     lag = g.lag
     holds = g.holds_back_bytes
     outcome = g.outcome.describe() if g.outcome is not None else "-"
+    acts = outcome not in ("-", "unchanged")
     return LiveRow(
         key=g.name,
         cells=(
@@ -279,7 +285,7 @@ def group_row(g: GroupState, now: int, palette: Palette) -> LiveRow:
             format.age(lag.lag_ms(now)),
             format.since(now, lag.last_commit),
             Text(format.size(holds), style=palette.warning if holds else ""),
-            Text(outcome, style=palette.warning if outcome not in ("-", "unchanged") else ""),
+            Text(outcome, style=palette.muted if stale else palette.warning if acts else ""),
         ),
         sort_values=(
             g.name,
@@ -300,13 +306,12 @@ def plan_note(data: TopicData, status: EngineStatus) -> str:
     """The segments box's subtitle: where the decisions come from, or why there are none."""
     if data.plan_rejected is not None:
         return f"the plan of {format.since(data.now, data.plan_now)} ago left this topic out: {data.plan_rejected}"
-    if data.plan_now is not None:
+    if (age := plan_age(data)) is not None:
+        if data.plan_stale is not None:
+            return f"{age} ({data.plan_stale}) · v plans again"
         deleting = [s for s in data.segments if s.decision is not None and s.decision.decision == "delete"]
         freed = sum(s.size_bytes for s in deleting)
-        age = format.since(data.now, data.plan_now)
-        if data.plan_stale is not None:
-            return f"STALE plan of {age} ago ({data.plan_stale}) · v plans again"
-        return f"plan of {age} ago: {len(deleting)} to delete ({format.size(freed)}) · v plans again"
+        return f"{age}: {len(deleting)} to delete ({format.size(freed)}) · v plans again"
     if status.session == "ready":
         return "no plan yet · v plans now"
     if status.session == "off":
@@ -316,12 +321,24 @@ def plan_note(data: TopicData, status: EngineStatus) -> str:
     return "plan pending (Spark warming)"
 
 
+def plan_age(data: TopicData) -> str | None:
+    """``plan of 4s ago``, ``STALE plan of 2m ago``: the instant the plan's columns
+    speak of; None without a plan (or when it left this topic out)."""
+    if data.plan_now is None or data.plan_rejected is not None:
+        return None
+    stale = "STALE " if data.plan_stale is not None else ""
+    return f"{stale}plan of {format.since(data.now, data.plan_now)} ago"
+
+
 def groups_note(data: TopicData) -> str:
     if not data.groups:
         return "no groups"
     if data.policy is not None and data.policy["consumption"] == "protect":
-        return "consumption protect: subscribers keep what they have not read"
-    return "consumption ignore: groups never stop deletion"
+        consumption = "consumption protect: subscribers keep what they have not read"
+    else:
+        consumption = "consumption ignore: groups never stop deletion"
+    age = plan_age(data)
+    return consumption if age is None else f"Plan column: {age} · {consumption}"
 
 
 @dataclass(frozen=True)
@@ -343,17 +360,17 @@ def topic_rows(data: TopicData, status: EngineStatus, palette: Palette, history:
     cap = policy_limit(data.policy, "max_partition_size")
     aging_limit = time_limit(data.policy)
     total = sum(p.size_bytes for p in data.partitions)
+    stale = data.plan_stale is not None
     return TopicRows(
         summary=policy_summary(data, palette),
         partitions_note=f"{len(data.partitions)} partition(s) · {format.size(total)}",
         partitions=[partition_row(p, cap, palette) for p in data.partitions],
         segments_note=plan_note(data, status),
         segments=[
-            segment_row(s, data.now, aging_limit, palette, plan_now=data.plan_now, stale=data.plan_stale is not None)
-            for s in data.segments
+            segment_row(s, data.now, aging_limit, palette, plan_now=data.plan_now, stale=stale) for s in data.segments
         ],
         groups_note=groups_note(data),
-        groups=[group_row(g, data.now, palette) for g in data.groups],
+        groups=[group_row(g, data.now, palette, stale=stale) for g in data.groups],
         history=history,
     )
 
@@ -388,7 +405,7 @@ class TopicScreen(GroupActions, TopicActions, LiveScreen[TopicRows]):
     BINDINGS = [
         *TOPIC_BINDINGS,
         *GROUP_BINDINGS,
-        Binding("v", "plan_now", "Plan now"),
+        Binding("v", "plan_now", "Plan"),
     ]
     AUTO_FOCUS = "#segments"
 

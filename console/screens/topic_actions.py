@@ -19,10 +19,12 @@ if TYPE_CHECKING:
 
     from console.app import EbbApp
 
+#: One word a label: the Topic view's footer holds these, the group keys, ``v`` and the
+#: app's keys in 120 columns; the rare and destructive keys are in the help (``?``).
 TOPIC_BINDINGS = [
     Binding("e", "edit_policy", "Edit policy"),
-    Binding("x", "prune_now", "Prune now"),
-    Binding("h", "toggle_hold", "Hold/release"),
+    Binding("x", "prune_now", "Prune"),
+    Binding("h", "toggle_hold", "Hold"),
     Binding("T", "truncate", "Truncate", show=False),
     Binding("D", "purge", "Purge", show=False),
 ]

@@ -18,6 +18,8 @@ from rich.text import Text
 from textual.color import Color
 from textual_plotext import PlotextPlot
 
+from console import format
+
 #: the theme variables that may colour the series of a chart with several (a topic
 #: each), in order; each reads on its theme's surface (tests/console/test_themes.py)
 SERIES_CANDIDATES = ("primary", "secondary", "accent", "error", "success", "foreground", "warning")
@@ -30,6 +32,8 @@ TIME_UNITS = (("s", 1000), ("min", 60_000), ("h", 3_600_000), ("d", 86_400_000))
 BAR_WIDTH = 0.6
 #: a unit serves spans up to this many of it (120 s, then minutes up to 2 h...)
 UNIT_SPAN = 120
+#: a horizontal line above this many times the largest value is not drawn
+OFF_CHART = 4
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,8 @@ class Mark:
     value: float
     role: str
     vertical: bool = False
+    #: what the legend calls a horizontal line (``cap``); unlabelled lines are not listed
+    label: str = ""
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,13 @@ class ChartSpec:
     @property
     def has_data(self) -> bool:
         return any(s.xs for s in self.series)
+
+    def on_chart(self, mark: Mark) -> bool:
+        """Whether ``mark`` is drawn: a horizontal line far above every series (a
+        default 100 GiB cap over KiB of data) would flatten them all onto the axis,
+        so it is left to the legend, which says it is above."""
+        peak = max((y for s in self.series for y in s.ys), default=0)
+        return mark.vertical or mark.value <= OFF_CHART * max(peak, 1)
 
 
 def size_unit(largest: int) -> tuple[str, int]:
@@ -100,8 +113,8 @@ def series_roles(variables: dict[str, str]) -> tuple[str, ...]:
     return tuple(roles.values())[:MAX_SERIES]
 
 
-def theme_rgb(variables: dict[str, str], role: str) -> tuple[int, int, int]:
-    return Color.parse(variables.get(role) or variables["foreground"]).rgb
+def theme_colour(variables: dict[str, str], role: str) -> Color:
+    return Color.parse(variables.get(role) or variables["foreground"])
 
 
 class Chart(PlotextPlot):
@@ -142,12 +155,13 @@ class Chart(PlotextPlot):
             self.refresh()
             return
         variables = self.app.theme_variables
-        values = [float(y) for s in spec.series for y in s.ys] + [m.value for m in spec.marks if not m.vertical]
+        marks = [m for m in spec.marks if spec.on_chart(m)]
+        values = [float(y) for s in spec.series for y in s.ys] + [m.value for m in marks if not m.vertical]
         unit, scale = size_unit(int(max([*values, 1])))
         plt.title(f"{spec.title} ({unit})")
         plt.xlabel(spec.x_label)
         for series in spec.series:
-            colour = theme_rgb(variables, series.role)
+            colour = theme_colour(variables, series.role).rgb
             if series.bars:
                 # A bar of 0 would still draw a cell: a cycle that freed nothing has none.
                 shown = [(x, y / scale) for x, y in zip(series.xs, series.ys) if y]
@@ -157,15 +171,15 @@ class Chart(PlotextPlot):
                     plt.bar(list(bar_xs), list(bar_ys), color=colour, width=width, reset_ticks=False)
             else:
                 plt.plot(list(series.xs), [y / scale for y in series.ys], color=colour, marker="braille")
-        for mark in spec.marks:
-            colour = theme_rgb(variables, mark.role)
+        for mark in marks:
+            colour = theme_colour(variables, mark.role).rgb
             if mark.vertical:
                 plt.vline(mark.value, colour)
             else:
                 plt.hline(mark.value / scale, colour)
         # Bytes are never negative: the axis starts at 0, so a flat line is not mid-chart.
         plt.ylim(0, max(values) / scale * 1.05 or 1)
-        xs = [x for s in spec.series for x in s.xs] + [m.value for m in spec.marks if m.vertical]
+        xs = [x for s in spec.series for x in s.xs] + [m.value for m in marks if m.vertical]
         low, high = min(xs), max([*xs, 0.0])
         # One instant (the first cycle's sample, at now) spans nothing: plotext divides by the span.
         plt.xlim(low if high > low else high - 1, high)
@@ -189,6 +203,21 @@ def legend(series: Sequence[Series], variables: dict[str, str]) -> Text:
     for index, s in enumerate(series):
         if index:
             text.append("  ")
-        text.append("▇ " if s.bars else "━ ", style=Color.parse(variables.get(s.role) or variables["foreground"]).hex)
+        text.append("▇ " if s.bars else "━ ", style=theme_colour(variables, s.role).hex)
         text.append(s.label)
+    return text
+
+
+def chart_legend(spec: ChartSpec, variables: dict[str, str]) -> Text:
+    """:func:`legend` of the series, then each labelled horizontal line with its value
+    on a line of its own (a narrow pane would wrap it mid-item): ``─ cap 8.0 KiB``,
+    ``─ disk budget 1.0 GiB (above)``."""
+    text = legend(spec.series, variables)
+    for mark in spec.marks:
+        if mark.label and not mark.vertical:
+            text.append("\n")
+            text.append("─ ", style=theme_colour(variables, mark.role).hex)
+            text.append(f"{mark.label} {format.size(int(mark.value))}")
+            if not spec.on_chart(mark):
+                text.append(" (above)")
     return text

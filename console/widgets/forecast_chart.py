@@ -20,9 +20,12 @@ def first_breach_at(topic: TopicForecast, result: Forecast) -> int | None:
     return None if first is None else first.at
 
 
-def forecast_chart(result: Forecast, *, past: History | None = None, cap: int | None = None) -> ChartSpec:
+def forecast_chart(
+    result: Forecast, *, past: History | None = None, cap: int | None = None, saved_cap: int | None = None
+) -> ChartSpec:
     """The (only) topic of ``result``; with a what-if (``result.saved``), the saved
-    policy's projection beside the edited one's."""
+    policy's projection beside the edited one's, and each policy's size cap when they
+    differ (``cap`` the edited one's, ``saved_cap`` the saved one's)."""
     (topic,) = result.topics
     series: list[Series] = []
     marks: list[Mark] = []
@@ -35,10 +38,15 @@ def forecast_chart(result: Forecast, *, past: History | None = None, cap: int | 
         series.append(_projection(topic, result.now, "edited policy", "primary"))
     else:
         series.append(_projection(topic, result.now, "projected", "primary"))
-    if cap is not None:
-        marks.append(Mark(cap, "error"))
+    if result.saved and saved_cap != cap:
+        if saved_cap is not None:
+            marks.append(Mark(saved_cap, "secondary", label="saved cap"))
+        if cap is not None:
+            marks.append(Mark(cap, "error", label="edited cap"))
+    elif cap is not None:
+        marks.append(Mark(cap, "error", label="cap"))
     if result.disk_budget is not None:
-        marks.append(Mark(result.disk_budget, "warning"))
+        marks.append(Mark(result.disk_budget, "warning", label="disk budget"))
     breach = first_breach_at(topic, result)
     if breach is not None:
         marks.append(Mark((breach - result.now) / HOUR, "error", vertical=True))

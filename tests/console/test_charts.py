@@ -5,6 +5,8 @@ past (tests/support/history_fixtures.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -16,8 +18,9 @@ from console.modals.what_if_pane import WhatIfPane
 from console.model.capacity import week_ahead
 from console.model.history import load_history
 from console.screens.forecast import ForecastScreen
-from console.widgets.charts import Chart, ChartSpec, Series, series_roles, size_unit, time_unit
+from console.widgets.charts import Chart, ChartSpec, Mark, Series, chart_legend, series_roles, size_unit, time_unit
 from console.widgets.engine_panel import EnginePanel
+from console.widgets.forecast_chart import forecast_chart
 from engine.broker import Broker
 from engine.forecast.forecast import Breach, Forecast, PartitionPoint, Point, Request, TopicForecast
 from engine.forecast.rates import Rate
@@ -102,6 +105,11 @@ def _keys(*keys: str):
 # -- Pilot ----------------------------------------------------------------------------------------
 
 
+class OneChart(App[None]):
+    def compose(self) -> ComposeResult:
+        yield Chart(id="chart")
+
+
 @pytest.mark.parametrize(
     "series",
     [
@@ -113,12 +121,7 @@ def _keys(*keys: str):
 )
 async def test_a_chart_of_a_single_instant_or_of_zeros_draws(series: tuple[Series, ...]) -> None:
     """The first cycle gives one point at now: plotext divided by the zero x span."""
-
-    class One(App[None]):
-        def compose(self) -> ComposeResult:
-            yield Chart(id="chart")
-
-    app = One()
+    app = OneChart()
     async with app.run_test(size=(60, 12)) as pilot:
         chart = app.query_one(Chart)
         chart.show(ChartSpec("bytes", "min (0 = now)", series))
@@ -237,6 +240,53 @@ async def test_the_what_if_charts_the_week_with_both_policies(make_console, spar
     # a size cap keeps less, at every instant, and less than the saved one at some
     assert all(e <= s for e, s in zip(edited.ys, saved.ys)) and edited.ys != saved.ys
     assert f"peak {format.size(max(saved.ys))} saved, {format.size(max(edited.ys))} edited" in note
+    # each policy's size cap (2 partitions), as lines: the saved 100 GiB default far above the data
+    caps = [(m.label, m.value, spec.on_chart(m)) for m in spec.marks if not m.vertical]
+    assert caps == [("saved cap", 2 * (100 << 30), False), ("edited cap", 2 * 4096, True)]
+    assert "\n─ saved cap 200.0 GiB (above)\n─ edited cap 8.0 KiB\n" in note
+
+
+def test_the_forecast_chart_draws_caps_and_budget_and_names_those_above_it() -> None:
+    """One chart for the Forecast view and the what-if: a cap line per policy when the
+    edited one differs, the disk budget, each named with its value in the legend."""
+    request = week_ahead(NOW, 30 << 10)
+    what_if = dataclasses.replace(fake_forecast(request, ["orders"], overrides={"x": "y"}), disk_budget=30 << 10)
+    spec = forecast_chart(what_if, cap=16 << 10, saved_cap=1 << 30)
+    lines = {m.label: (m.value, m.role, spec.on_chart(m)) for m in spec.marks if not m.vertical}
+    assert lines == {
+        "edited cap": (16 << 10, "error", True),
+        "saved cap": (1 << 30, "secondary", False),
+        "disk budget": (30 << 10, "warning", True),
+    }
+    variables = {"foreground": "#FFFFFF", "primary": "#00FF00", "secondary": "#0000FF", "error": "#FF0000",
+                 "warning": "#FFFF00"}  # fmt: skip
+    legend = chart_legend(spec, variables).plain
+    assert legend.endswith("\n─ saved cap 1.0 GiB (above)\n─ edited cap 16.0 KiB\n─ disk budget 30.0 KiB")
+    # the same cap under both policies is one line; the Forecast view's is just "cap"
+    same = forecast_chart(what_if, cap=16 << 10, saved_cap=16 << 10)
+    assert [m.label for m in same.marks if not m.vertical] == ["cap", "disk budget"]
+    plain = forecast_chart(fake_forecast(request, ["orders"]), cap=16 << 10)
+    assert [m.label for m in plain.marks if not m.vertical] == ["cap"]
+
+
+def _top_tick(chart: Chart) -> float:
+    """The highest value plotext labels on the y axis."""
+    ticks = re.findall(r"^\s*([\d.]+)[┤├]", chart.render().plain, re.MULTILINE)
+    return float(ticks[0])
+
+
+async def test_a_line_far_above_the_data_leaves_the_y_axis_to_the_data() -> None:
+    app = OneChart()
+    async with app.run_test(size=(60, 12)) as pilot:
+        chart = app.query_one(Chart)
+        series = (Series("projected", (0.0, 1.0), (10 << 10, 20 << 10)),)
+        chart.show(ChartSpec("bytes", "h", series, (Mark(100 << 30, "error", label="cap"),)))
+        await pilot.pause()
+        assert "(KiB)" in chart.render().plain and _top_tick(chart) < 25
+        # within reach of the data, the line is drawn and the axis reaches it
+        chart.show(ChartSpec("bytes", "h", series, (Mark(60 << 10, "error", label="cap"),)))
+        await pilot.pause()
+        assert "(KiB)" in chart.render().plain and _top_tick(chart) >= 60
 
 
 async def test_without_spark_the_what_if_says_so_and_charts_nothing(make_console) -> None:

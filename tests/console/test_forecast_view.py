@@ -5,6 +5,7 @@ with the first breach in the summary; a failing forecast says why in the view.""
 from __future__ import annotations
 
 import pytest
+from textual.widgets import Static
 
 from console.screens.forecast import HOUR, ForecastScreen
 from engine.forecast.forecast import Breach, Forecast, PartitionPoint, Point, Request, TopicForecast
@@ -71,3 +72,28 @@ async def test_a_failed_forecast_says_why(make_console, monkeypatch) -> None:
         summary = str(app.screen.query_one("#forecast-summary").render())
         assert "failed: Spark is not ready" in summary
         assert app.screen.shown is None
+
+
+def _rows_of(static: Static) -> int:
+    """The lines ``static`` takes on screen: more than its text has when it wraps."""
+    return static.region.height
+
+
+async def test_the_hint_and_the_summary_fit_under_the_chart_at_120_columns(make_console, monkeypatch) -> None:
+    app = make_console()
+    monkeypatch.setattr(app.host, "forecast", _forecast)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        await pilot.press("6")
+        await settle(pilot)
+        summary = app.screen.query_one("#forecast-summary", Static)
+        chart = app.screen.query_one("#forecast-chart")
+        assert _rows_of(summary) == len(str(summary.render()).splitlines()) == 1
+        # the hint is under the chart, as wide as it
+        assert summary.region.y >= chart.region.bottom and summary.region.x == chart.region.x
+        await pilot.press("enter")
+        await settle(pilot)
+        for name in ("#forecast-summary", "#forecast-legend"):
+            static = app.screen.query_one(name, Static)
+            lines = str(static.render()).splitlines()
+            assert _rows_of(static) == len(lines) > 0, f"{name} wraps: {lines}"

@@ -6,13 +6,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+from rich.style import Style
+from rich.text import Text
 
 from console import format
+from console.host import ConsoleHost
 from console.model.topic import GroupOutcome, load_topic
 from console.screens.overview import OverviewScreen
-from console.screens.topic import TopicScreen
+from console.screens.topic import TopicRows, TopicScreen, eligible_text, topic_rows
+from console.widgets.cells import Palette
+from console.widgets.charts import ChartSpec
 from console.widgets.live_table import LiveTable
 from engine.broker import Broker
+from engine.journal.journal import Journal
+from engine.journal.state import EngineState
 from engine.prune import tables
 from engine.prune.planner import Plan
 from tests.support.console_fixtures import MINUTE, NOW, TERMINAL, settle
@@ -165,18 +172,112 @@ def test_loader_joins_the_plan_by_segment(console_data: Path) -> None:
     assert decided[(0, p0[0].base_offset)].eligible_at == NOW - 9
     groups = {g.name: g for g in data.groups}
     assert groups["billing"].holds_back_bytes == p0[1].size_bytes + p0[2].size_bytes
-    assert groups["billing"].outcome == GroupOutcome(
-        expired=False, ttl_skipped=0, evicted_skipped=10, moved_skipped=2, over_quota=True
-    )
-    assert groups["billing"].outcome.describe() == "evicts 10, moves up 2, over quota"
+    assert groups["billing"].outcome == GroupOutcome(expired=False, ttl_skipped=0, evicted_skipped=10, moved_skipped=2)
+    # what the plan does, never the plan's quota verdict: that is a live state (the header's)
+    assert groups["billing"].outcome.describe() == "evicts 10, moves up 2"
     # in the plan's topics but not in its groups table: no outcome; a reader holds nothing
     assert groups["audit-reader"].outcome is None and groups["audit-reader"].holds_back_bytes == 0
 
 
 def test_group_outcome_words() -> None:
-    assert GroupOutcome(True, 5, 0, 0, True).describe() == "expires"
-    assert GroupOutcome(False, 1234, 0, 0, False).describe() == "ttl skips 1,234"
-    assert GroupOutcome(False, 0, 0, 0, False).describe() == "unchanged"
+    assert GroupOutcome(True, 5, 0, 0).describe() == "expires"
+    assert GroupOutcome(False, 1234, 0, 0).describe() == "ttl skips 1,234"
+    assert GroupOutcome(False, 0, 0, 0).describe() == "unchanged"
+
+
+# -- one screen, one truth (walk findings 5, 6 and 16) -----------------------------------
+
+#: the clock of these tests: a minute after the catalog was built (and its policies set)
+LATER = NOW + MINUTE
+#: styles that tell the palette's roles apart in a cell
+TONES = Palette(*(Style(color=c) for c in ("green", "yellow", "red", "grey50", "cyan")))
+
+
+def _ledger_plan(now: int, evicted: int) -> Plan:
+    """A plan of payments at ``now`` in which the ledger is over quota and evicted,
+    one of its segments kept by the ledger's position (KEEP_BARRIER)."""
+    group = {"topic": "payments", "group": "ledger", "partition": 0, "ttl_skipped": 0, "moved_skipped": 0}
+    segment = {"topic": "payments", "partition": 0, "base_offset": 0, "sealed": True, "size_bytes": 0}
+    return Plan(
+        now=now,
+        tables={
+            "segments": _plan_table(
+                "segments",
+                [
+                    {
+                        **segment,
+                        "decision": "keep",
+                        "reason": "KEEP_BARRIER",
+                        "detail": "group ledger at 10",
+                        "eligible_at": now - 143_000,
+                    }
+                ],
+            ),
+            "groups": _plan_table(
+                "groups", [{**group, "evicted_skipped": evicted, "expired": False, "over_quota": True}]
+            ),
+            "partitions": _plan_table("partitions", []),
+            "topics": _plan_table("topics", []),
+        },
+        rejected={},
+    )
+
+
+def _rows(root: Path, plan: Plan | None) -> TopicRows:
+    with Broker(root, clock=lambda: LATER) as broker:
+        data = load_topic(broker, "payments", plan)
+    host = ConsoleHost(root, engine=False, clock=lambda: LATER)
+    try:
+        return topic_rows(data, host.engine_status(), TONES, ChartSpec("", ""))
+    finally:
+        host.close()
+
+
+def test_the_quota_label_does_not_say_quota_twice(console_data: Path) -> None:
+    with Broker(console_data, clock=lambda: LATER) as broker:
+        EngineState(broker.catalog).set_quota_state("payments", True, LATER - 5 * MINUTE)
+    line = _rows(console_data, None).summary.plain.splitlines()[0]
+    assert line == "state quota exceeded · backlog quota exceeded 5m"
+
+
+def test_eligibility_says_it_counts_from_the_plan(console_data: Path) -> None:
+    plan = _ledger_plan(LATER - 4_000, evicted=12)
+    (barrier,) = [r for r in _rows(console_data, plan).segments if r.key == "0:0"]
+    assert [str(c) for c in barrier.cells[-3:]] == ["keep", "KEEP_BARRIER", "2m 23s before plan"]
+    assert eligible_text(LATER + 5 * MINUTE, LATER) == "5m after plan"
+    assert eligible_text(None, LATER) == "-"
+
+
+def test_the_plan_column_never_contradicts_the_live_quota(console_data: Path) -> None:
+    """The plan of 4 s ago found the ledger over quota and evicted it; the ledger has
+    caught up since: the header says ok, and the Plan column only what the plan did,
+    as of its instant."""
+    with Broker(console_data, clock=lambda: LATER) as broker:
+        broker.commit("payments", "ledger", 0, 120, at_ms=LATER - 1_000)
+        journal = Journal(broker.catalog)
+        journal.start_cycle(
+            trigger="schedule", actor="engine", scope="all", now=LATER - 4_000, started=LATER - 4_000, spark_master=None
+        )
+    rows = _rows(console_data, _ledger_plan(LATER - 4_000, evicted=12))
+    assert rows.summary.plain.splitlines()[0] == "state ok · backlog ok"
+    (ledger,) = rows.groups
+    assert ledger.cells[-1].plain == "evicts 12" and ledger.cells[-1].style == TONES.warning
+    assert rows.groups_note.startswith("Plan column: plan of 4s ago · consumption protect")
+    assert rows.segments_note.startswith("plan of 4s ago: 0 to delete")
+
+
+def test_a_stale_plan_reads_stale_in_both_tables(console_data: Path) -> None:
+    with Broker(console_data, clock=lambda: LATER) as broker:
+        journal = Journal(broker.catalog)
+        later = journal.start_cycle(
+            trigger="schedule", actor="engine", scope="all", now=LATER - 1_000, started=LATER, spark_master=None
+        )
+    rows = _rows(console_data, _ledger_plan(LATER - MINUTE, evicted=12))
+    (ledger,) = rows.groups
+    assert ledger.cells[-1].style == TONES.muted
+    assert all(c.style == TONES.muted for r in rows.segments for c in r.cells[-3:] if isinstance(c, Text))
+    assert rows.groups_note.startswith("Plan column: STALE plan of 1m ago · ")
+    assert rows.segments_note == f"STALE plan of 1m ago (cycle {later} planned since) · v plans again"
 
 
 # -- keys --------------------------------------------------------------------------------
@@ -278,6 +379,21 @@ async def test_plan_now_shows_the_plans_decisions(make_console, spark_engine) ->
         holds = dict(zip(_column(groups, "group"), _column(groups, "holds")))
         assert holds == {"audit-reader": "0 B", "billing": format.size(barrier_bytes)}
         assert app.screen.query_one("#segments-box").border_subtitle.startswith("plan of 0s ago")
+
+
+#: every key the footer must show on the Topic view; the rest (T, D, E, z, s, esc) are in help
+FOOTER_KEYS = {"slash", "e", "x", "h", "m", "v", "ctrl+q", "colon", "question_mark", "r", "p", "t"}
+
+
+async def test_every_footer_key_of_the_topic_view_shows_at_120_columns(make_console) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await _open_from_overview(pilot, "orders")
+        await pilot.pause()
+        keys = {k.key: k.region for k in app.screen.query("FooterKey")}
+        assert FOOTER_KEYS <= keys.keys()
+        cut = {key: region.right for key, region in keys.items() if region.right > TERMINAL[0]}
+        assert not cut, f"keys past column {TERMINAL[0]}: {cut}"
 
 
 # -- snapshots -----------------------------------------------------------------------------

@@ -205,8 +205,8 @@ def test_a_plan_never_looks_fresher_than_it_is(console_data: Path) -> None:
         broker.alter_topic("orders", {"retention_time": "1h"}, actor="test")
         assert plan_staleness(Journal(broker.catalog), "orders", NOW) == "the policy changed since"
     # eligibility counts from the plan's instant, not from the clock
-    assert eligible_text(NOW + 5 * MINUTE, NOW) == "in 5m"
-    assert eligible_text(NOW - 5 * MINUTE, NOW) == "5m before"
+    assert eligible_text(NOW + 5 * MINUTE, NOW) == "5m after plan"
+    assert eligible_text(NOW - 5 * MINUTE, NOW) == "5m before plan"
     segment = SegmentState(0, 0, 10, 100, NOW - HOUR, NOW - HOUR, True, Decision("keep", "KEEP_ACTIVE", None, None))
     row = segment_row(segment, NOW + HOUR, None, PLAIN, plan_now=NOW, stale=True)
     assert [c.plain for c in row.cells[-3:]] == ["keep", "KEEP_ACTIVE (then)", "-"]
