@@ -79,9 +79,11 @@ TICK_SECONDS = 0.2
 #: how often a worker looks whether Spark has finished starting
 SPARK_POLL_SECONDS = 0.2
 
-# Widths fit the dialog at 120 columns: their sum plus 2 per column of cell padding.
+# Names take the width they need (a cut name hides what is about to be deleted); the
+# other widths are fixed so that, with the demo's names, every column fits the dialog
+# at 120 columns (their sum plus 2 per column of cell padding); longer names scroll.
 DELETION_COLUMNS = (
-    Column("topic", "Topic", 14),
+    Column("topic", "Topic"),
     Column("partition", "Part", 4),
     Column("segments", "Segments", 8),
     Column("bytes", "Bytes", 9),
@@ -90,8 +92,8 @@ DELETION_COLUMNS = (
     Column("kept", "Wanted, kept back", 26),
 )
 GROUP_COLUMNS = (
-    Column("topic", "Topic", 14),
-    Column("group", "Group", 14),
+    Column("topic", "Topic"),
+    Column("group", "Group"),
     Column("kind", "Kind", 10),
     Column("partition", "Part", 4),
     Column("position", "Position", 13),
