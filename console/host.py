@@ -269,25 +269,44 @@ class ConsoleHost:
         *,
         tag: str | None = None,
         waiting: Callable[[LockTimeout | None], None] | None = None,
+        schedule_held: bool = False,
     ) -> CycleResult | Plan:
         """Apply what the operator previewed, or say it changed. With the schedule held
         off and the data directory's prune lock held (no cycle of any process between;
         ``waiting`` hears who holds it meanwhile), plan ``topics`` again at the
         preview's instant (so the clock alone changes nothing); if ``unchanged(plan)``,
-        apply that plan as one manual cycle, else return the new plan, applying nothing."""
+        apply that plan as one manual cycle, else return the new plan, applying nothing.
+
+        A changed plan leaves this console's schedule held off while the operator looks
+        at the difference: otherwise, on a schedule shorter than a plan, a scheduled
+        cycle would change the store again before every answer. Answer with a call
+        with ``schedule_held=True``, or :meth:`release_schedule`."""
         self.refuse_if_read_only("prune now")
         # The gate first, as a scheduled cycle takes them: the other order deadlocks.
-        with self._cycle_gate, hold_prune_lock(self.root, patience=LOCK_PATIENCE, waiting=waiting):
-            plan = self.plan(topics, now=previewed.now, tag=tag)
-            if not unchanged(plan):
-                return plan
-            with self._actor_lock:
-                assert self._actor is not None  # plan() opened it
-                result = self._pruner(self._actor).cycle(
-                    topics=topics, trigger="manual", actor="console", tag=tag, plan=plan
-                )
+        if not schedule_held:
+            self._cycle_gate.acquire()
+        keep_held = False
+        try:
+            with hold_prune_lock(self.root, patience=LOCK_PATIENCE, waiting=waiting):
+                plan = self.plan(topics, now=previewed.now, tag=tag)
+                if not unchanged(plan):
+                    keep_held = True
+                    return plan
+                with self._actor_lock:
+                    assert self._actor is not None  # plan() opened it
+                    result = self._pruner(self._actor).cycle(
+                        topics=topics, trigger="manual", actor="console", tag=tag, plan=plan
+                    )
+        finally:
+            if not keep_held:
+                self._cycle_gate.release()
         self._remember(plan, topics)
         return result
+
+    def release_schedule(self) -> None:
+        """Let the schedule go on after a changed prune now (:meth:`prune_as_previewed`)
+        that the operator did not confirm again."""
+        self._cycle_gate.release()
 
     @staticmethod
     def new_tag() -> str:

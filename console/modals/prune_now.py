@@ -26,8 +26,10 @@ topics), through :meth:`~console.app.EbbApp.open_prune_now`.
    nothing to do. While another process's cycle holds the lock the dialog says so,
    with its pid, and ``esc`` stops waiting. If the store changed since the preview (another process
    pruned, a group moved), nothing is applied: the dialog shows the new plan and the
-   difference, and asks again. Refused in read-only mode. With deletion paused the
-   cycle deletes nothing: said before and after.
+   difference, and asks again, with this console's schedule held off until the operator
+   answers (``c`` or ``esc``): on a schedule shorter than a plan (the demo's 10 s) a
+   scheduled cycle would otherwise change the store before every answer. Refused in
+   read-only mode. With deletion paused the cycle deletes nothing: said before and after.
 5. *Result*: the cycle's id and status, segments deleted and bytes freed, and the
    topics or partitions skipped or failed, as ``ebb prune`` reports them; it replaces
    the preview's tables. Closing the dialog brings back the view below, which reloads
@@ -79,9 +81,11 @@ TICK_SECONDS = 0.2
 #: how often a worker looks whether Spark has finished starting
 SPARK_POLL_SECONDS = 0.2
 
-# Widths fit the dialog at 120 columns: their sum plus 2 per column of cell padding.
+# Names take the width they need (a cut name hides what is about to be deleted); the
+# other widths are fixed so that, with the demo's names, every column fits the dialog
+# at 120 columns (their sum plus 2 per column of cell padding); longer names scroll.
 DELETION_COLUMNS = (
-    Column("topic", "Topic", 14),
+    Column("topic", "Topic"),
     Column("partition", "Part", 4),
     Column("segments", "Segments", 8),
     Column("bytes", "Bytes", 9),
@@ -90,8 +94,8 @@ DELETION_COLUMNS = (
     Column("kept", "Wanted, kept back", 26),
 )
 GROUP_COLUMNS = (
-    Column("topic", "Topic", 14),
-    Column("group", "Group", 14),
+    Column("topic", "Topic"),
+    Column("group", "Group"),
     Column("kind", "Kind", 10),
     Column("partition", "Part", 4),
     Column("position", "Position", 13),
@@ -281,6 +285,12 @@ class PruneNowScreen(ModalScreen[None]):
         self._ticker: Timer | None = None
         #: the prune lock's holder while the confirmed cycle waits for it
         self._lock_held_by: LockTimeout | None = None
+        #: this console's schedule is held off while a changed plan waits for an answer
+        #: (ConsoleHost.prune_as_previewed); ``_closed``: the dialog is gone, so a hold
+        #: that comes back now is let go at once
+        self._schedule_held = False
+        self._closed = False
+        self._hold_lock = threading.Lock()
 
     @property
     def ebb(self) -> EbbApp:
@@ -361,21 +371,36 @@ class PruneNowScreen(ModalScreen[None]):
     ) -> CycleResult | Changed | Stopped:
         try:
             self._wait_for_spark(host)
+            with self._hold_lock:
+                held, self._schedule_held = self._schedule_held, False
             result = host.prune_as_previewed(
                 topics,
                 previewed.source,
                 lambda plan: not previewed.plan.differences(preview(plan)),
                 tag=tag,
                 waiting=self._waiting_for_lock,
+                schedule_held=held,
             )
             if isinstance(result, CycleResult):
                 return result
+            with self._hold_lock:
+                if self._closed:
+                    host.release_schedule()
+                else:
+                    self._schedule_held = True
             again = Preview(preview(result), previewed.paused, result)
             return Changed(again, previewed.plan.differences(again.plan))
         except PlanCancelled:
             return Stopped(cancelled=True)
         except Exception as error:  # noqa: BLE001 - shown in the dialog, never a crash
             return Stopped(cancelled=False, error=describe_error(error))
+
+    def on_unmount(self) -> None:
+        with self._hold_lock:
+            self._closed = True
+            held, self._schedule_held = self._schedule_held, False
+        if held:
+            self.ebb.host.release_schedule()
 
     def _waiting_for_lock(self, held: LockTimeout | None) -> None:
         """Worker thread: note who holds the prune lock (None: taken now); stop waiting
@@ -433,7 +458,10 @@ class PruneNowScreen(ModalScreen[None]):
         summary = preview_summary(result.plan) + ("" if self.ebb.host.read_only else " Press c to prune now.")
         notes = preview_notes(result)
         if changed is not None:
-            summary = "Nothing was deleted: the store changed since the preview. " + summary
+            summary = (
+                "Nothing was deleted: the store changed since the preview. "
+                f"{summary} This console's scheduled cycles wait until you answer."
+            )
             notes = "\n".join(["Changed since the preview:", *changed[:MAX_DIFFERENCES]] + ([notes] if notes else []))
         self._status(summary)
         self.query_one("#prune-note", Static).update(notes)

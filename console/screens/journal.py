@@ -226,11 +226,13 @@ def journal_rows(data: JournalData, palette: Palette) -> JournalRows:
 
 class JournalScreen(LiveScreen[JournalRows]):
     VIEW_TITLE = "Journal"
+    # Short words: with the app's keys they must all fit the footer at 120 columns
+    # (the help says each in full).
     BINDINGS = [
         Binding("c", "all_cycles", "All cycles"),
         Binding("a", "pick_kind", "Kind"),
-        Binding("o", "toggle_topic", "Topic filter"),
-        Binding("x", "clear_filters", "Clear filters"),
+        Binding("o", "toggle_topic", "Topic"),
+        Binding("x", "clear_filters", "Clear"),
         Binding("w", "export", "Export"),
     ]
     DEFAULT_CSS = """

@@ -62,18 +62,20 @@ class EnginePanel(Vertical):
         padding: 0 1;
     }
     EnginePanel #engine-charts {
-        height: 13;
+        height: 12;
         margin-top: 1;
     }
-    EnginePanel #engine-disk-box {
+    EnginePanel #engine-disk {
         width: 3fr;
         margin-right: 2;
     }
     EnginePanel #engine-freed {
         width: 2fr;
     }
+    /* Under both charts, the panel's whole width: under the disk chart alone five
+       topic names did not fit at 120 columns and the fifth was cut. Longer names wrap. */
     EnginePanel #engine-legend {
-        height: 1;
+        height: auto;
     }
     """
 
@@ -82,10 +84,9 @@ class EnginePanel(Vertical):
         yield Static(id="engine-status")
         yield Static(id="engine-last")
         with Horizontal(id="engine-charts"):
-            with Vertical(id="engine-disk-box"):
-                yield Chart(id="engine-disk")
-                yield Static(id="engine-legend")
+            yield Chart(id="engine-disk")
             yield Chart(id="engine-freed")
+        yield Static(id="engine-legend")
 
     def show(self, status: EngineStatus, cycles: Sequence[Cycle], now: int, history: History) -> None:
         """``cycles`` newest first, as the journal gives them; ``history`` over their span."""

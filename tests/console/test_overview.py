@@ -9,10 +9,12 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from console.model.history import History, TopicHistory
 from console.screens.overview import PENDING
+from console.widgets.engine_panel import EnginePanel
 from console.widgets.live_table import LiveTable
 from engine.catalog import lag
-from tests.support.console_fixtures import TERMINAL, settle
+from tests.support.console_fixtures import MINUTE, NOW, TERMINAL, settle
 
 #: the Overview's columns, by index
 SEGMENTS, BACKLOG, STATE = 2, 6, 7
@@ -94,3 +96,24 @@ async def test_a_refresh_after_the_first_fill_never_blanks_the_backlog(make_cons
         gate.opened.set()
         await settle(pilot)
         assert (cells(table, BACKLOG), cells(table, STATE)) == filled
+
+
+async def test_the_engine_legend_names_every_charted_topic_at_120_columns(make_console) -> None:
+    """The demo's five largest topics made a legend wider than the disk chart: the
+    fifth name was cut, leaving its colour naming nothing (walk2 finding 3)."""
+    names = ("demo-orders", "demo-clickstream", "demo-metrics", "demo-alerts", "demo-sessions")
+    history = History(
+        now=NOW,
+        since=NOW - 10 * MINUTE,
+        topics=tuple(TopicHistory(n, (NOW - MINUTE, NOW), (4096, 2048)) for n in names),
+        freed=((NOW - MINUTE, 2048),),
+    )
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        panel = app.screen.query_one(EnginePanel)
+        panel.show(app.host.engine_status(), [], NOW, history)
+        await settle(pilot)
+        legend = panel.query_one("#engine-legend")
+        shown = " ".join(strip.text for strip in legend.render_lines(legend.region.reset_offset))
+        assert all(f"━ {name}" in shown for name in names), shown

@@ -193,3 +193,41 @@ def test_the_differences_say_what_each_plan_deletes_and_never_unchanged_for_a_mo
         "payments/0: 4 → 0 segment(s) to delete, log start to 1,268 → not moved",
     ]
     assert previewed.differences(previewed) == []
+
+
+async def test_the_preview_shows_every_topic_and_group_name_whole(make_console) -> None:
+    """``demo-clickstream`` was cut to ``demo-clickstre`` in the table that says what is
+    about to be deleted (walk2 finding 1): names take the width they need."""
+    from textual.widgets.data_table import ColumnKey
+
+    from console.modals.prune_now import Preview
+    from console.model.plan_preview import GroupEffect
+    from console.widgets.live_table import LiveTable
+
+    topic, group = "demo-clickstream", "dashboard"  # the demo's longest names
+    plan = PlanPreview(
+        now=NOW,
+        partitions=(PartitionPreview(topic, 1, 2, 8192, 1598, 1632, {"DELETE_TIME": 2}),),
+        groups=(GroupEffect(topic, group, "reader", 1, 1590, 1632, False, 0, 0, 42),),
+        held_topics=(),
+        rejected={},
+    )
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        app.open_prune_now(None)
+        await settle(pilot)  # no Spark here: the dialog's own preview fails, this one replaces it
+        dialog = app.screen
+        assert isinstance(dialog, PruneNowScreen)
+        dialog._show_preview(Preview(plan, paused=False, source=None))  # type: ignore[arg-type]
+        await settle(pilot)
+        for table_id, key, name in (
+            ("#prune-deletions", "topic", topic),
+            ("#prune-groups", "topic", topic),
+            ("#prune-groups", "group", group),
+        ):
+            table = dialog.query_one(table_id, LiveTable)
+            column = table.columns[ColumnKey(key)]
+            assert column.get_render_width(table) - 2 * table.cell_padding >= len(name), (table_id, key)
+            # and the table still fits the dialog: nothing scrolls out of sight at 120 columns
+            assert table.virtual_size.width <= table.scrollable_content_region.width, table_id

@@ -224,10 +224,38 @@ async def test_prune_now_shows_what_changed_since_the_preview_and_asks_again(
         with Broker(console_data, clock=lambda: NOW) as broker:
             assert Journal(broker.catalog).cycles() == []  # nothing applied, nothing journaled
         assert dialog.preview is not None and dialog.preview.plan.segments > first.plan.segments
+        # The schedule waits for the answer: a cycle would change the store again.
+        assert "scheduled cycles wait until you answer" in text(dialog.query_one("#prune-status"))
+        assert app.host._cycle_gate.locked()
         await pilot.press("c")
         await settle(pilot)
         assert dialog.phase == "done" and dialog.outcome is not None
         assert dialog.outcome.applied == dialog.preview.plan.segments
+        assert not app.host._cycle_gate.locked()
+
+
+@pytest.mark.parametrize("leave", ["close the dialog", "quit the console"])
+async def test_a_changed_prune_now_lets_the_schedule_go_when_left_unanswered(
+    make_console, spark_engine, console_data: Path, leave: str
+) -> None:
+    app = make_console(spark=spark_engine)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        app.open_prune_now(["orders"])
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, PruneNowScreen) and dialog.phase == "preview"
+        with Broker(console_data, clock=lambda: NOW) as broker:
+            broker.commit("orders", "billing", 0, 90, at_ms=NOW)
+        await pilot.press("c")
+        await settle(pilot)
+        assert dialog.phase == "preview" and app.host._cycle_gate.locked()
+        if leave == "close the dialog":
+            await pilot.press("escape")
+            await settle(pilot)
+            assert not isinstance(app.screen, PruneNowScreen)
+            assert not app.host._cycle_gate.locked()
+    assert not app.host._cycle_gate.locked()
 
 
 async def test_prune_now_cancel_stops_a_running_plan(

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 from textual.widgets import OptionList, Static
+from textual.widgets._footer import FooterKey
 from textual.widgets.data_table import ColumnKey
 
 from console.host import ConsoleHost
@@ -532,3 +533,15 @@ def test_journal_snapshot_light(snap_compare, make_console, history: Path) -> No
 
 def test_engine_snapshot(snap_compare, make_console, fixed_data: Path) -> None:
     assert snap_compare(make_console(data=fixed_data), terminal_size=TERMINAL, run_before=view("5"))
+
+
+@pytest.mark.parametrize("key", ["1", "2", "3", "4", "5", "6"])
+async def test_every_footer_key_is_on_screen_at_120_columns(make_console, key: str) -> None:
+    """The Journal's footer ended ``p Liv`` and lost ``t Theme`` (walk2 finding 5)."""
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press(key)
+        await settle(pilot)
+        keys = list(app.screen.query(FooterKey))
+        assert keys
+        assert [k.description for k in keys if k.region.width == 0 or k.region.right > TERMINAL[0]] == []
