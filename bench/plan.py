@@ -20,7 +20,10 @@ bulk-written into a fresh SQLite catalog, then, in one process:
   cycles, so each plan deletes little, as a running engine's cycles do): snapshot +
   plan + apply-nothing: the executor's dry run over the plan's work (what the plan
   changes selected into work items, the cycle journaled, nothing changed); median
-  and min of each part and of the whole;
+  and min of each part and of the whole. The plan is a cycle's, as ``Pruner.cycle``
+  makes it: only the deleted segments' rows leave Spark (the kept ones are there for
+  explain and the console, not for applying); the last one is checked against a
+  whole plan of the same snapshot (its deletions, partitions, groups and topics);
 - memory: peak RSS of this Python process and of Spark's JVM (local masters only);
 - ``model``: ``tests/reference/model.plan`` on the same data. The model is plain
   Python loops; above ``AUTO_MODEL_SEGMENTS`` segments it runs on an evenly spaced
@@ -77,6 +80,7 @@ from engine.prune.plan.inputs import buckets_of, read_files, spark_inputs, write
 from engine.prune.plan.output import split
 from engine.prune.plan_work import work_from_plan
 from engine.prune.planner import Plan, Planner
+from engine.prune.pruner import Pruner
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import Snapshot, build_snapshot
 from engine.prune.transport import Scratch, private_directory
@@ -511,12 +515,15 @@ def apply_first_cycle(catalog: Catalog, plan: Plan) -> tuple[int, int, int]:
     return deleted.num_rows, moved.num_rows, len(expired)
 
 
-def warm_cycle(broker: Broker, planner: Planner, records: LinearRecordTimes, now: int) -> tuple[dict[str, float], int]:
-    """One whole cycle at ``now``: snapshot, plan, apply-nothing; seconds of each, and
-    the deletions the plan selected."""
+def warm_cycle(
+    broker: Broker, planner: Planner, records: LinearRecordTimes, now: int
+) -> tuple[dict[str, float], Snapshot, Plan]:
+    """One whole cycle at ``now``, as ``Pruner.cycle`` makes it: snapshot, plan (the
+    deleted segments' rows only), apply-nothing; seconds of each, the snapshot and
+    the plan."""
     times = {}
     times["snapshot"], snapshot = timed(build_snapshot, broker.catalog, records, defaults={}, now=now)
-    times["plan"], plan = timed(planner.plan, snapshot)
+    times["plan"], plan = timed(planner.plan, snapshot, every_segment=Pruner.cycle_plans_every_segment)
     times["apply-nothing"], _ = timed(
         lambda: execute(
             broker,
@@ -529,7 +536,18 @@ def warm_cycle(broker: Broker, planner: Planner, records: LinearRecordTimes, now
         )
     )
     times["cycle"] = sum(times.values())
-    return times, plan.deletions().num_rows
+    return times, snapshot, plan
+
+
+def same_changes(cycle_plan: Plan, whole: Plan) -> tuple[str, bool, str]:
+    """Whether a cycle's plan (deleted segments only) holds exactly the whole plan's
+    deletions and the same partition, group and topic rows."""
+    differ = [
+        name
+        for name, table in cycle_plan.tables.items()
+        if not table.equals(whole.deletions() if name == "segments" else whole.tables[name])
+    ]
+    return ("the cycle's plan = the whole plan's deletions, partitions, groups, topics", not differ, ", ".join(differ))
 
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -606,13 +624,14 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 # Each cycle is at a later instant, as the scheduler's are: a planner
                 # whose compiled code depended on the instant would pay for compiling
                 # it again every time, and this would show it.
-                times, selected = warm_cycle(broker, planner, records, snapshot.now + i * 1000)
+                times, last_snapshot, cycle_plan = warm_cycle(broker, planner, records, snapshot.now + i * 1000)
                 cycles.append(times)
                 print(
-                    "warm cycle:   " + ", ".join(f"{k} {v:5.2f} s" for k, v in times.items()) + f"; {selected:,} "
-                    "deletions selected",
+                    "warm cycle:   " + ", ".join(f"{k} {v:5.2f} s" for k, v in times.items()) + f"; "
+                    f"{cycle_plan.deletions().num_rows:,} deletions selected",
                     flush=True,
                 )
+            result["cycle_plan_check"] = same_changes(cycle_plan, planner.plan(last_snapshot))
         warm = [c["plan"] for c in cycles]
         result["warm_cycles"] = cycles
         result["plan_warm_seconds"] = warm
@@ -634,7 +653,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
     # the whole plan
     stats = plan_stats(plan)
-    checks = invariants(plan, snapshot, data)
+    checks = [*invariants(plan, snapshot, data), result["cycle_plan_check"]]
     result["plan"], result["invariants"] = stats, [{"name": n, "ok": o, "detail": d} for n, o, d in checks]
     result["load_after"] = load()
     result["python_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

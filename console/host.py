@@ -93,6 +93,9 @@ class _GatedPruner(Pruner):
     """The schedule's pruner: each cycle waits for the gate, which prune now holds
     from re-checking its preview until its cycle ends."""
 
+    # The Topic view shows the latest cycle's plan segment by segment.
+    cycle_plans_every_segment = True
+
     def __init__(self, broker: Broker, spark: SparkEngine, gate: threading.Lock) -> None:
         super().__init__(broker, spark)
         self.gate = gate

@@ -82,7 +82,8 @@ def run_prune(broker: Broker, args: argparse.Namespace) -> int:
     now = _now(args)  # refuse a bad --now before starting Spark
     pruner = _pruner(broker, args)
     try:
-        plan = pruner.plan(now=now, topics=args.topics)
+        # It prints and applies deletions and log start moves: no kept segment's row.
+        plan = pruner.plan(now=now, topics=args.topics, every_segment=False)
         result = pruner.cycle(topics=args.topics, dry_run=args.dry_run, trigger="manual", actor="cli", plan=plan)
     finally:
         pruner.spark.stop()

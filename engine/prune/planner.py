@@ -35,6 +35,9 @@ class Plan:
     tables: dict[str, pa.Table]
     #: topics the snapshot left out (invalid effective policy): topic -> reason
     rejected: dict[str, str]
+    #: whether ``segments`` has a row per snapshot segment; else only the deleted
+    #: ones (a cycle's plan: :meth:`Planner.plan` without ``every_segment``)
+    every_segment: bool = True
 
     def deletions(self) -> pa.Table:
         segments = self.tables["segments"]
@@ -60,23 +63,27 @@ class Planner:
         """How the last plan's snapshot reached Spark: ``files`` or ``arrow``."""
         return None if self._chosen is None else self._chosen[1]
 
-    def plan(self, snapshot: Snapshot, *, tag: str | None = None) -> Plan:
-        """Plan ``snapshot``; ``tag`` names the Spark job for :meth:`cancel`."""
+    def plan(self, snapshot: Snapshot, *, tag: str | None = None, every_segment: bool = True) -> Plan:
+        """Plan ``snapshot``; ``tag`` names the Spark job for :meth:`cancel`. Without
+        ``every_segment``, the segments table has only the deleted segments: all that
+        a cycle applies, and at a million segments a fraction of the plan's time."""
         inputs = spark_inputs(snapshot.tables, snapshot.now)
-        frame = self.engine.run(lambda spark: self._plan(spark, inputs), tag or f"plan-{uuid.uuid4().hex}")
-        return Plan(snapshot.now, split(frame, snapshot.tables, inputs), snapshot.rejected)
+        frame = self.engine.run(
+            lambda spark: self._plan(spark, inputs, every_segment), tag or f"plan-{uuid.uuid4().hex}"
+        )
+        return Plan(snapshot.now, split(frame, snapshot.tables, inputs), snapshot.rejected, every_segment)
 
     def cancel(self, tag: str) -> None:
         self.engine.cancel(tag)
 
-    def _plan(self, spark: Any, inputs: SparkInputs) -> pa.Table:
+    def _plan(self, spark: Any, inputs: SparkInputs, every_segment: bool) -> pa.Table:
         if self._transport_for(spark) == "arrow":
-            return query.frame(spark, *sent_as_arrow(spark, inputs)).toArrow()
+            return query.frame(spark, *sent_as_arrow(spark, inputs), every_segment=every_segment).toArrow()
         buckets = buckets_of(spark)
         with private_directory(self.scratch) as directory:
             write_inputs(inputs, directory, buckets)
             with read_files(spark, directory, buckets) as (rows, facts):
-                return query.frame(spark, rows, facts).toArrow()
+                return query.frame(spark, rows, facts, every_segment=every_segment).toArrow()
 
     def _transport_for(self, spark: Any) -> str:
         """``files`` or ``arrow`` on ``spark``: as configured, or (``auto``) as found

@@ -26,6 +26,12 @@ from engine.prune.transport import Scratch
 class Pruner:
     """Plans and applies prune cycles over one broker's data directory."""
 
+    #: Whether a cycle that plans keeps every segment's row in its plan, for a caller
+    #: that shows the cycle's plan segment by segment (the console's Topic view).
+    #: Applying needs only the deletions, and at a million segments the kept ones'
+    #: rows are most of the plan's output.
+    cycle_plans_every_segment = False
+
     def __init__(self, broker: Broker, spark: SparkEngine) -> None:
         self.broker = broker
         self.spark = spark
@@ -40,9 +46,11 @@ class Pruner:
         topics: Sequence[str] | None = None,
         overrides: Mapping[str, Mapping[str, str]] | None = None,
         tag: str | None = None,
+        every_segment: bool = True,
     ) -> Plan:
         """The plan at ``now`` (default: the clock) for ``topics`` (default: all);
-        ``overrides`` replaces some topics' saved policy overrides (a what-if)."""
+        ``overrides`` replaces some topics' saved policy overrides (a what-if);
+        without ``every_segment`` only the deleted segments' rows (:meth:`Planner.plan`)."""
         for name in topics or ():
             self.broker.catalog.topic(name)  # an unknown topic is an error, not an empty plan
         snapshot = build_snapshot(
@@ -60,7 +68,7 @@ class Pruner:
         if self.broker.config.spark_scratch is None:
             # Chosen again for every plan: the disk may have filled since the last one.
             self.planner.scratch = Scratch.local(scratch_dir(self.broker.data.root, "snapshots"))
-        return self.planner.plan(snapshot, tag=tag)
+        return self.planner.plan(snapshot, tag=tag, every_segment=every_segment)
 
     def cycle(
         self,
@@ -76,7 +84,8 @@ class Pruner:
         """Plan, then apply (or, with ``dry_run``, only journal) one cycle; ``plan``:
         apply that plan of ``topics`` (one the operator previewed) instead of planning.
         Returns the executor's result with the plan it applied."""
-        plan = plan if plan is not None else self.plan(now=now, topics=topics, tag=tag)
+        if plan is None:
+            plan = self.plan(now=now, topics=topics, tag=tag, every_segment=self.cycle_plans_every_segment)
         result = execute(
             self.broker,
             work_from_plan(plan.tables),

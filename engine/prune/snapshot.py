@@ -198,14 +198,18 @@ class _CutCandidates:
         self._base = segments["base_offset"].to_numpy()
         self._next = segments["next_offset"].to_numpy()
         self._max_ts = segments["max_timestamp"].to_numpy()
-        topics = segments["topic"].to_pylist()
-        partitions = segments["partition"].to_pylist()
-        self._rows: dict[tuple[str, int], tuple[int, int]] = {}
-        start = 0
-        for row in range(1, len(topics) + 1):
-            if row == len(topics) or (topics[row], partitions[row]) != (topics[start], partitions[start]):
-                self._rows[(topics[start], partitions[start])] = (start, row)
-                start = row
+        # Each partition's rows are consecutive: its range starts where the (topic,
+        # partition) pair changes, found by numpy (a Python pass over the rows took
+        # a quarter of a 1M-segment snapshot).
+        topic, partition = segments["topic"], segments["partition"].to_numpy()
+        rows = len(partition)
+        changed = pc.not_equal(topic[1:], topic[:-1]).to_numpy(zero_copy_only=False) | (partition[1:] != partition[:-1])
+        starts = np.flatnonzero(np.concatenate([[rows > 0], changed]))
+        ends = np.append(starts[1:], rows)
+        names = topic.take(pa.array(starts, pa.int64())).to_pylist()
+        self._rows: dict[tuple[str, int], tuple[int, int]] = dict(
+            zip(zip(names, partition[starts].tolist()), zip(starts.tolist(), ends.tolist()))
+        )
 
     def of(self, topic: str, partition: int, log_start: int, theta: int) -> Iterator[int]:
         """Base offsets of the partition's segments that may hold its first record

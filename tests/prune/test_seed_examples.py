@@ -49,7 +49,11 @@ KEEP, DELETE = "keep", "delete"
 
 @pytest.fixture
 def pruner(broker: Broker, spark_engine: SparkEngine) -> Pruner:
-    return Pruner(broker, spark_engine)
+    pruner = Pruner(broker, spark_engine)
+    # The examples read every segment's decision from the cycle's plan, as the
+    # console's Topic view does; an engine's cycle keeps only the deletions.
+    pruner.cycle_plans_every_segment = True
+    return pruner
 
 
 def _topic(broker: Broker, name: str, **policy: str) -> None:

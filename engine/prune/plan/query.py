@@ -35,6 +35,7 @@ from engine.prune.plan.layout import (
     PACKED_FACTS,
     PARTITION_NUMBERS,
     PARTITION_ROW,
+    REASONS,
     SEGMENT_ROW,
     code,
 )
@@ -283,9 +284,18 @@ level_two AS ({_level_two()}),
 #: the planning query; the same text every plan, so Spark's compiled code is reused
 PLAN_QUERY = _plan_query()
 
+#: The rows of the planning frame that change something: partition and group rows,
+#: and the segments deleted. A cycle needs no more; a million kept segments' rows cost
+#: their Arrow conversion, collect and split (the larger part of a warm plan's output).
+CHANGES = (
+    f"`row` <> {SEGMENT_ROW} OR reason_code IN ({', '.join(str(code(r)) for r in REASONS if r.startswith('DELETE_'))})"
+)
 
-def frame(spark: Any, rows: Any, facts: Any) -> Any:
+
+def frame(spark: Any, rows: Any, facts: Any, *, every_segment: bool = True) -> Any:
     """The plan as one DataFrame: :data:`PLAN_QUERY` over the DataFrames ``rows``
     (:data:`~engine.prune.plan.inputs.BUCKETED_ROWS`) and ``facts``
-    (:data:`~engine.prune.plan.layout.FACTS`)."""
-    return spark.sql(PLAN_QUERY, rows=rows, facts=facts)
+    (:data:`~engine.prune.plan.layout.FACTS`); without ``every_segment``, only its
+    :data:`CHANGES` (the windows still see every row: they run before the filter)."""
+    plan = spark.sql(PLAN_QUERY, rows=rows, facts=facts)
+    return plan if every_segment else plan.where(CHANGES)
