@@ -15,6 +15,11 @@ bulk-written into a fresh SQLite catalog, then, in one process:
   catalog (its deleted segments' rows removed, log starts moved, expired groups
   removed), as the executor leaves a catalog after a cycle; segment files and rolls
   are not simulated (the synthetic catalog has no files);
+- ``warm-up cycle``: ``--warm-up`` cycles as below, not counted: Spark's JIT
+  compiles the plan's generated code over its first plans, and at 1M segments a
+  session's plans take several times their steady time for the first half dozen
+  (docs/SPARK_NOTES.md); a running engine's cycles are past that, so the warm
+  cycles measure after it;
 - ``warm cycle``: ``--repeat`` whole cycles of that steady-state catalog, each one
   second later than the one before (the instant is all that changes between two
   cycles, so each plan deletes little, as a running engine's cycles do): snapshot +
@@ -620,17 +625,21 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 "steady state",
                 flush=True,
             )
-            for i in range(1, args.repeat + 1):
+            warm_up = []
+            for i in range(1, args.warm_up + args.repeat + 1):
                 # Each cycle is at a later instant, as the scheduler's are: a planner
                 # whose compiled code depended on the instant would pay for compiling
                 # it again every time, and this would show it.
                 times, last_snapshot, cycle_plan = warm_cycle(broker, planner, records, snapshot.now + i * 1000)
-                cycles.append(times)
+                counted = i > args.warm_up
+                (cycles if counted else warm_up).append(times)
                 print(
-                    "warm cycle:   " + ", ".join(f"{k} {v:5.2f} s" for k, v in times.items()) + f"; "
-                    f"{cycle_plan.deletions().num_rows:,} deletions selected",
+                    ("warm cycle:   " if counted else "warm-up cycle: ")
+                    + ", ".join(f"{k} {v:5.2f} s" for k, v in times.items())
+                    + f"; {cycle_plan.deletions().num_rows:,} deletions selected",
                     flush=True,
                 )
+            result["warm_up_cycles"] = warm_up
             result["cycle_plan_check"] = same_changes(cycle_plan, planner.plan(last_snapshot))
         warm = [c["plan"] for c in cycles]
         result["warm_cycles"] = cycles
@@ -801,7 +810,8 @@ def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
         f"plan cold {r['plan_cold_seconds']:.2f} s"
     )
     print(
-        f"  warm cycle median {c['cycle']:.2f} s, min {r['cycle_min']:.2f} s (of {args.repeat}, steady state after "
+        f"  warm cycle median {c['cycle']:.2f} s, min {r['cycle_min']:.2f} s (of {args.repeat}, after "
+        f"{args.warm_up} warm-up cycles; steady state after "
         f"the first cycle's {r['first_cycle_deleted']:,} deletions): snapshot {c['snapshot']:.2f} s + plan "
         f"{c['plan']:.2f} s + apply-nothing {c['apply-nothing']:.2f} s (medians)"
     )
@@ -828,6 +838,9 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--topics", type=int, default=None, help="topics (default: partitions / 10)")
     parser.add_argument("--repeat", type=int, default=3, help="warm plans; median and min are reported (default 3)")
+    parser.add_argument(
+        "--warm-up", type=int, default=6, help="cycles before the warm ones, not counted: the JIT's (default 6)"
+    )
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic catalog (default 0)")
     parser.add_argument(
@@ -866,6 +879,8 @@ def parse_args() -> argparse.Namespace:
         args.topics = max(1, args.partitions // 10)
     if args.partitions < 1 or args.segments < 1 or args.repeat < 1 or not 1 <= args.topics <= args.partitions:
         parser.error("need --partitions, --segments, --repeat >= 1 and 1 <= --topics <= --partitions")
+    if args.warm_up < 0:
+        parser.error("need --warm-up >= 0")
     if args.model_fraction is not None and not 0 < args.model_fraction <= 1:
         parser.error("--model-fraction must be in (0, 1]")
     return args
