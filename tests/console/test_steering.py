@@ -24,7 +24,7 @@ from console.modals.ask import AskScreen
 from console.modals.confirm import ConfirmScreen
 from console.modals.group_ops import GroupExpireScreen, GroupMoveScreen
 from console.modals.manual_ops import PurgeScreen, TruncateScreen
-from console.modals.prune_now import PruneNowScreen
+from console.modals.prune_now import Preview, PruneNowScreen
 from console.model.topic_facts import load_topic_facts
 from console.screens.groups import GroupsScreen
 from console.widgets.live_table import LiveTable
@@ -199,23 +199,29 @@ async def test_prune_now_previews_the_plan_then_prunes_it(make_console, spark_en
             assert not left & {base for base, _ in segments}
 
 
+async def _confirm_a_changed_preview(app, pilot, console_data: Path) -> tuple[PruneNowScreen, Preview | None]:
+    """Prune now on orders, previewed; billing reads on before the confirm (its barrier
+    on partition 0 moves, so the plan does more). Returns the dialog and its first preview."""
+    await settle(pilot)
+    app.open_prune_now(["orders"])
+    await settle(pilot)
+    dialog = app.screen
+    assert isinstance(dialog, PruneNowScreen) and dialog.phase == "preview"
+    first = dialog.preview
+    with Broker(console_data, clock=lambda: NOW) as broker:
+        broker.commit("orders", "billing", 0, 90, at_ms=NOW)
+    await pilot.press("c")
+    await settle(pilot)
+    return dialog, first
+
+
 async def test_prune_now_shows_what_changed_since_the_preview_and_asks_again(
     make_console, spark_engine, console_data: Path
 ) -> None:
     app = make_console(spark=spark_engine)
     async with app.run_test(size=TERMINAL) as pilot:
-        await settle(pilot)
-        app.open_prune_now(["orders"])
-        await settle(pilot)
-        dialog = app.screen
-        assert isinstance(dialog, PruneNowScreen) and dialog.phase == "preview"
-        first = dialog.preview
-        # Meanwhile billing reads on: its barrier on partition 0 moves, so the plan does more.
-        with Broker(console_data, clock=lambda: NOW) as broker:
-            broker.commit("orders", "billing", 0, 90, at_ms=NOW)
-        await pilot.press("c")
-        await settle(pilot)
-        assert dialog.phase == "preview" and dialog.outcome is None
+        dialog, first = await _confirm_a_changed_preview(app, pilot, console_data)
+        assert first is not None and dialog.phase == "preview" and dialog.outcome is None
         assert text(dialog.query_one("#prune-status")).startswith(
             "Nothing was deleted: the store changed since the preview."
         )
@@ -240,15 +246,7 @@ async def test_a_changed_prune_now_lets_the_schedule_go_when_left_unanswered(
 ) -> None:
     app = make_console(spark=spark_engine)
     async with app.run_test(size=TERMINAL) as pilot:
-        await settle(pilot)
-        app.open_prune_now(["orders"])
-        await settle(pilot)
-        dialog = app.screen
-        assert isinstance(dialog, PruneNowScreen) and dialog.phase == "preview"
-        with Broker(console_data, clock=lambda: NOW) as broker:
-            broker.commit("orders", "billing", 0, 90, at_ms=NOW)
-        await pilot.press("c")
-        await settle(pilot)
+        dialog, _ = await _confirm_a_changed_preview(app, pilot, console_data)
         assert dialog.phase == "preview" and app.host._cycle_gate.locked()
         if leave == "close the dialog":
             await pilot.press("escape")
