@@ -23,7 +23,6 @@ from engine.broker import Broker
 from engine.journal.journal import Journal
 from engine.journal.rows import ACTION_FIELDS, CYCLE_FIELDS
 from engine.journal.state import EngineState
-from engine.prune.session import SparkEngine
 from tests.support.cli import REPO, ebb_command, state_of
 from tests.support.prune_driver import NOW, make_topic, sealed_bases
 
@@ -40,15 +39,6 @@ def events(data_dir: Path) -> dict[int, list[tuple[int, int]]]:
         broker.create_group(TOPIC, "sub", "subscriber", "earliest")
         Journal(broker.catalog)  # its tables, as any data directory that has run a cycle
         return {p: sealed_bases(broker, TOPIC, p) for p in (0, 1)}
-
-
-@pytest.fixture
-def shared_spark(spark_engine: SparkEngine, monkeypatch: pytest.MonkeyPatch) -> SparkEngine:
-    """``prune``, ``explain`` and ``engine`` get the session fixture's engine, which
-    they must not stop."""
-    monkeypatch.setattr(spark_engine, "stop", lambda: None)
-    monkeypatch.setattr("engine.prune.session.spark_engine_for", lambda *args, **kwargs: spark_engine)
-    return spark_engine
 
 
 def one_error_line(result) -> str:

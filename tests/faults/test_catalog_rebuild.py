@@ -263,7 +263,7 @@ def test_the_journal_is_kept_as_far_as_the_old_catalog_can_be_read(ebb, populate
     assert ebb("log", "--policy").code == 0
 
 
-def test_the_charts_past_is_kept_for_the_topics_rebuilt(ebb, populated: Path) -> None:
+def test_the_charts_past_is_kept_for_the_topics_rebuilt(ebb, populated: Path, shared_spark) -> None:
     from engine.journal.history import DiskHistory
 
     def samples() -> list[tuple[str, int, int, int]]:
@@ -271,7 +271,7 @@ def test_the_charts_past_is_kept_for_the_topics_rebuilt(ebb, populated: Path) ->
             found = DiskHistory(broker.catalog).samples(since=0, until=2**62)
             return [(s.topic, s.time, s.bytes, s.segments) for s in found]
 
-    assert ebb("prune", "--spark-master", "local[1]").code == 0
+    assert ebb("prune").code == 0
     before = samples()
     assert {topic for topic, *_ in before} == {TOPIC, OTHER}
     corrupt_table(populated)

@@ -43,6 +43,16 @@ def spark_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkEngi
     engine.stop()
 
 
+@pytest.fixture
+def shared_spark(spark_engine: SparkEngine, monkeypatch: pytest.MonkeyPatch) -> SparkEngine:
+    """``prune``, ``explain`` and ``engine`` run in-process get the session fixture's
+    engine, which they must not stop: a process has one local Spark, and a command
+    asking for another master would fail beside it."""
+    monkeypatch.setattr(spark_engine, "stop", lambda: None)
+    monkeypatch.setattr("engine.prune.session.spark_engine_for", lambda *args, **kwargs: spark_engine)
+    return spark_engine
+
+
 @pytest.fixture(scope="session")
 def spark_connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Spark Connect server on 127.0.0.1; yields its ``sc://127.0.0.1:PORT`` URL."""
