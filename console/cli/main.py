@@ -12,6 +12,7 @@ handlers that need it, and `ebb topic list` starts in a fraction of a second
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
@@ -46,6 +47,14 @@ def _path(text: str) -> Path:
     return Path(text)
 
 
+def _installed_version() -> str:
+    """The installed distribution's version (pyproject.toml's), as `pip show ebbtide` says."""
+    try:
+        return importlib.metadata.version("ebbtide")
+    except importlib.metadata.PackageNotFoundError:  # run from a tree that was never installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="ebb",
@@ -58,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"data directory [default: $EBB_DATA_DIR or {default_data_dir()}]",
     )
     parser.add_argument("--config", type=_path, default=None, help="config file [default: DATA_DIR/ebb.toml]")
+    parser.add_argument("--version", action="version", version=f"ebb {_installed_version()}")
     # Its own dest: the console's `--read-only` (dest read_only) would overwrite it with
     # its default, since a subcommand's defaults replace the main parser's values.
     parser.add_argument(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 from pathlib import Path
@@ -202,6 +203,13 @@ def test_bad_input_in_a_real_process_prints_no_traceback(ebb_process) -> None:
     assert result.code == 2
     assert result.err.count("\n") == 1 and "Traceback" not in result.err
     assert "invalid topic name" in result.err
+
+
+def test_version_is_the_installed_distributions_and_touches_no_data_directory(ebb_process, data_dir: Path) -> None:
+    result = ebb_process("--version")
+    assert result.code == 0, result.err
+    assert result.out == f"ebb {importlib.metadata.version('ebbtide')}\n"
+    assert not (data_dir / "catalog.db").exists()
 
 
 def test_data_directory_and_catalog_are_owner_only(ebb, data_dir: Path) -> None:
