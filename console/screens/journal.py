@@ -38,9 +38,10 @@ from console.host import ConsoleHost
 from console.modals.kind_picker import KindPicker
 from console.model.journal import (
     KINDS,
-    CycleTimes,
     JournalData,
     JournalFilter,
+    cycle_time,
+    cycle_took,
     export_actions,
     load_journal,
 )
@@ -84,7 +85,6 @@ def scope_text(scope: Any) -> str:
 def cycle_row(cycle: Cycle, palette: Palette, *, split: bool = False) -> LiveRow:
     """One journaled cycle; ``split`` adds the planning and applying times (the Engine
     view's :data:`ENGINE_CYCLE_COLUMNS`)."""
-    times = CycleTimes.of(cycle)
     cells: tuple[Cell, ...] = (
         str(cycle.id),
         format.instant(cycle.started),
@@ -93,7 +93,7 @@ def cycle_row(cycle: Cycle, palette: Palette, *, split: bool = False) -> LiveRow
         state(cycle.status, palette),
         f"{format.count(cycle.applied)} of {format.count(cycle.planned)}",
         format.size(cycle.bytes_freed),
-        format.elapsed(times.total_ms),
+        cycle_time(cycle.duration_ms, cycle),
     )
     sorts: tuple[Any, ...] = (
         cycle.id,
@@ -103,11 +103,11 @@ def cycle_row(cycle: Cycle, palette: Palette, *, split: bool = False) -> LiveRow
         cycle.status,
         cycle.applied,
         cycle.bytes_freed,
-        times.total_ms,
+        cycle.duration_ms,
     )
     if split:
-        cells += (format.elapsed(times.plan_ms), format.elapsed(times.apply_ms))
-        sorts += (times.plan_ms, times.apply_ms)
+        cells += (cycle_time(cycle.plan_ms, cycle), cycle_time(cycle.apply_ms, cycle))
+        sorts += (cycle.plan_ms, cycle.apply_ms)
     return LiveRow(
         key=str(cycle.id),
         cells=cells,
@@ -185,7 +185,7 @@ def cycle_detail(cycle: Cycle) -> str:
     if cycle.spark_master:
         parts.append(f"Spark {cycle.spark_master}")
     if cycle.finished is not None:
-        parts.append(f"finished {format.instant(cycle.finished)}")
+        parts.append(f"finished {format.instant(cycle.finished)} · took {cycle_took(cycle)}")
     if cycle.error:
         parts.append(f"error: {cycle.error}")
     return " · ".join(parts) + " · enter: its actions"

@@ -36,11 +36,21 @@ class Cycle:
     applied: int
     bytes_freed: int
     spark_master: str | None
+    #: the whole cycle, planning and applying (None while it runs, or unknown: a
+    #: cycle journaled before planning times were)
     duration_ms: int | None
     error: str | None
+    #: how long its plan took to make (snapshot and Spark; a previewed plan's own
+    #: time) and how long applying took, from its start in the journal to its end
+    plan_ms: int | None = None
+    apply_ms: int | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Cycle:
+        if "apply_ms" not in row:
+            # A journal that predates the split (engine/journal/schema.py): its
+            # duration was the applying alone, and the planning is unknown.
+            row = {**row, "plan_ms": None, "apply_ms": row["duration_ms"], "duration_ms": None}
         values = {f: row[f] for f in CYCLE_FIELDS}
         values["scope"] = json.loads(row["scope"])
         return cls(**values)

@@ -58,6 +58,7 @@ def write_history(root: Path) -> None:
             now=NOW - 30 * MINUTE,
             started=NOW - 30 * MINUTE,
             spark_master="local[2]",
+            plan_ms=1200,
         )
         journal.append(
             [
@@ -85,6 +86,7 @@ def write_history(root: Path) -> None:
             now=NOW - 10 * MINUTE,
             started=NOW - 10 * MINUTE,
             spark_master="local[2]",
+            plan_ms=400,
         )
         journal.finish_cycle(
             failed,
@@ -507,7 +509,13 @@ def fixed_data(console_catalog: Path) -> Iterator[Path]:
         for hour, freed in enumerate((4096, 0, 12288, 8192, 2048)):
             started = NOW - (8 - hour) * HOUR
             cycle = journal.start_cycle(
-                trigger="schedule", actor="engine", scope="all", now=started, started=started, spark_master="local[2]"
+                trigger="schedule",
+                actor="engine",
+                scope="all",
+                now=started,
+                started=started,
+                spark_master="local[2]",
+                plan_ms=1600,
             )
             journal.finish_cycle(cycle, status="done", finished=started + 900, planned=3, applied=3, bytes_freed=freed)
     write_history(root / "data")
