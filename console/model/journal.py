@@ -88,6 +88,11 @@ def cycle_took(cycle: Cycle) -> str:
     )
 
 
+def policy_value(value: str | None) -> str:
+    """A policy field's value in a change; None (unset) is the default."""
+    return "(default)" if value is None else value
+
+
 def policy_change_row(change: dict[str, Any]) -> Action:
     """A policy change in the fields of an action (see the module docstring); its id
     is negated so that it never collides with an action's."""
@@ -106,7 +111,7 @@ def policy_change_row(change: dict[str, Any]) -> Action:
         end_offset=None,
         messages=None,
         bytes=None,
-        reason=f"{change['field']} {change['old'] or '(default)'} → {change['new'] or '(default)'}",
+        reason=f"{change['field']} {policy_value(change['old'])} → {policy_value(change['new'])}",
         details={"field": change["field"], "old": change["old"], "new": change["new"]},
         status="applied",
     )
