@@ -82,3 +82,51 @@ def test_the_probe_sees_what_a_command_loaded(data_dir: Path) -> None:
         check=False,
     )
     assert "pyarrow" in done.stdout.rsplit("loaded:", 1)[1], done.stdout + done.stderr
+
+
+#: opens the console headless on a data directory (no Spark: ``engine=False``) until
+#: the Overview shows its topics, then prints them and the heavy packages loaded
+FIRST_PAINT_PROBE = """
+import asyncio, sys
+from pathlib import Path
+import console.cli.console_cmd
+from console.app import EbbApp
+from console.host import ConsoleHost
+from console.settings import ConsoleSettings
+from console.widgets.live_table import LiveTable
+
+async def paint():
+    host = ConsoleHost(Path(sys.argv[1]), engine=False)
+    app = EbbApp(host, live=False, watch=False, settings=ConsoleSettings(Path(sys.argv[2])))
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(3):
+                await app.workers.wait_for_complete()
+                await pilot.pause()
+            rows = app.screen.query_one("#topics", LiveTable).row_count
+    finally:
+        host.close()
+    heavy = sorted({{name.split(".")[0] for name in sys.modules}} & set({heavy!r}))
+    print("\\nrows:", rows, "loaded:", ",".join(heavy))
+
+asyncio.run(paint())
+"""
+
+
+def test_the_consoles_first_paint_loads_no_spark_arrow_or_numpy(data_dir: Path, tmp_path: Path) -> None:
+    """Launch to the Overview's rows (issue 14, item 10): Arrow and numpy, half a second
+    of a start, load only when a plan, a what-if or a forecast first needs them."""
+    with Broker(data_dir) as broker:
+        broker.create_topic("orders")
+    heavy = tuple(h for h in HEAVY if h != "textual")
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_PAINT_PROBE.format(heavy=heavy), str(data_dir), str(tmp_path / "settings.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "loaded:" in done.stdout, done.stderr
+    rows, loaded = (part.strip() for part in done.stdout.rsplit("rows:", 1)[1].split("loaded:"))
+    assert rows == "1", done.stdout
+    assert loaded == "", f"the console's first paint imported {loaded}"
