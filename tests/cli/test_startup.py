@@ -30,6 +30,13 @@ print("\\nloaded:", ",".join(heavy), "exit:", code)
 """
 
 
+def run_probe(probe: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``probe`` in a fresh interpreter with ``args``."""
+    return subprocess.run(
+        [sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -51,13 +58,7 @@ def test_a_command_that_does_not_plan_loads_no_spark_arrow_or_numpy(data_dir: Pa
     with Broker(data_dir) as broker:
         broker.create_topic("orders")
         broker.create_group("orders", "billing", "reader", "earliest")
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(heavy=HEAVY), "--data-dir", str(data_dir), *argv],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_probe(PROBE.format(heavy=HEAVY), "--data-dir", str(data_dir), *argv)
     assert "loaded:" in done.stdout, done.stderr
     loaded, code = (part.strip() for part in done.stdout.rsplit("loaded:", 1)[1].split("exit:"))
     assert loaded == "", f"`ebb {' '.join(argv)}` imported {loaded}"
@@ -66,21 +67,7 @@ def test_a_command_that_does_not_plan_loads_no_spark_arrow_or_numpy(data_dir: Pa
 
 def test_the_probe_sees_what_a_command_loaded(data_dir: Path) -> None:
     """The probe itself: Arrow loaded before `ebb topic list` runs is reported."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import pyarrow\n" + PROBE.format(heavy=HEAVY),
-            "--data-dir",
-            str(data_dir),
-            "topic",
-            "list",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_probe("import pyarrow\n" + PROBE.format(heavy=HEAVY), "--data-dir", str(data_dir), "topic", "list")
     assert "pyarrow" in done.stdout.rsplit("loaded:", 1)[1], done.stdout + done.stderr
 
 
@@ -119,13 +106,7 @@ def test_the_consoles_first_paint_loads_no_spark_arrow_or_numpy(data_dir: Path, 
     with Broker(data_dir) as broker:
         broker.create_topic("orders")
     heavy = tuple(h for h in HEAVY if h != "textual")
-    done = subprocess.run(
-        [sys.executable, "-c", FIRST_PAINT_PROBE.format(heavy=heavy), str(data_dir), str(tmp_path / "settings.json")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_probe(FIRST_PAINT_PROBE.format(heavy=heavy), str(data_dir), str(tmp_path / "settings.json"))
     assert "loaded:" in done.stdout, done.stderr
     rows, loaded = (part.strip() for part in done.stdout.rsplit("rows:", 1)[1].split("loaded:"))
     assert rows == "1", done.stdout
