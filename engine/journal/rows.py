@@ -47,16 +47,22 @@ class Cycle:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Cycle:
-        if "apply_ms" not in row:
-            # A journal that predates the split (engine/journal/schema.py): its
-            # duration was the applying alone, and the planning is unknown.
-            row = {**row, "plan_ms": None, "apply_ms": row["duration_ms"], "duration_ms": None}
+        row = current_cycle_row(row)
         values = {f: row[f] for f in CYCLE_FIELDS}
         values["scope"] = json.loads(row["scope"])
         return cls(**values)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def current_cycle_row(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A ``cycles`` row as the current schema has it. One of a journal that predates
+    the planning and applying times (engine/journal/schema.py) had the applying alone
+    as its duration: that is its ``apply_ms``, and its planning and whole are unknown."""
+    if "apply_ms" in row:
+        return row
+    return {**row, "plan_ms": None, "apply_ms": row["duration_ms"], "duration_ms": None}
 
 
 @dataclass(frozen=True)

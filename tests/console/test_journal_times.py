@@ -18,6 +18,8 @@ from console.screens.journal import CYCLE_COLUMNS, ENGINE_CYCLE_COLUMNS, cycle_r
 from console.widgets.cells import Palette
 from console.widgets.engine_panel import last_cycle_line
 from engine.broker import Broker
+from engine.datadir import DataDir
+from engine.integrity.rebuild import rebuild_catalog
 from engine.journal.journal import Journal
 from engine.metrics.collector import EbbCollector
 
@@ -111,4 +113,15 @@ def test_an_old_journal_reads_its_cycles_time_as_unknown(data_dir: Path, ebb) ->
     with Broker(data_dir) as broker:
         new, old = Journal(broker.catalog).cycles()
     assert (new.duration_ms, new.plan_ms, new.apply_ms) == (PLAN_MS + APPLY_MS, PLAN_MS, APPLY_MS)
+    assert (old.duration_ms, old.plan_ms, old.apply_ms) == (None, None, APPLY_MS)
+
+
+def test_a_rebuilt_catalog_keeps_an_old_journals_cycles_as_unknown(data_dir: Path) -> None:
+    """``ebb verify --repair`` carries an older journal's cycles into a new catalog:
+    their duration (the applying alone) must not turn into a whole cycle's."""
+    _journal_one_cycle(data_dir)
+    _age_journal(data_dir)
+    rebuild_catalog(DataDir(data_dir), {}, now=T, actor="test")
+    with Broker(data_dir) as broker:
+        old = next(c for c in Journal(broker.catalog).cycles() if c.trigger == "manual")
     assert (old.duration_ms, old.plan_ms, old.apply_ms) == (None, None, APPLY_MS)
