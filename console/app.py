@@ -129,6 +129,7 @@ class EbbApp(App[None]):
         self.known_topics: list[str] = []
         host.on_cycle = lambda _report: self.post_message(EngineCycled())
         self._cycle_error: str | None = None
+        self._preloading = False
         # Before anything mounts: the first load already colours cells from the theme.
         for loaded in load_themes():
             self.register_theme(loaded)
@@ -225,6 +226,19 @@ class EbbApp(App[None]):
         self.last_show_ms = (time.perf_counter() - begun) * 1000
         self.last_load_ms = message.load_ms
         self.sync_top_bar(message.screen)
+        if not self._preloading:
+            self._preloading = True
+            self._preload_views()
+
+    @work(thread=True, exit_on_error=False, group="preload")
+    def _preload_views(self) -> None:
+        """Import what the first paint left out (see :func:`_forecast_screen`) once the
+        first view is on screen, in a thread: opening a topic, the policy editor or
+        prune now then never waits on the UI thread for Arrow's import."""
+        import console.modals.policy_editor
+        import console.modals.prune_now
+        import console.screens.forecast
+        import console.screens.topic  # noqa: F401
 
     def on_view_load_failed(self, message: ViewLoadFailed) -> None:
         self.notify(message.error, title="Refresh failed", severity="error")
