@@ -41,16 +41,13 @@ from console.messages import (
 )
 from console.modals.ask import AskScreen
 from console.modals.help import HelpScreen
-from console.modals.prune_now import PruneNowScreen
 from console.model.header import HeaderFacts, load_header
 from console.screens.base import MUTATING_ACTIONS, LiveScreen
 from console.screens.engine import EngineScreen
-from console.screens.forecast import ForecastScreen
 from console.screens.groups import GroupsScreen
 from console.screens.journal import JournalScreen
 from console.screens.overview import OverviewScreen
 from console.screens.quotas import QuotasScreen
-from console.screens.topic import TopicScreen
 from console.settings import ConsoleSettings
 from console.views import VIEWS
 from console.widgets.top_bar import TopBar
@@ -66,6 +63,14 @@ STATUS_TICK_SECONDS = 1.0
 WATCH_DEBOUNCE_MS = 1000
 
 
+def _forecast_screen() -> Screen[None]:
+    # The Forecast and Topic views and prune now are imported when first opened: they
+    # load Arrow and numpy (a third of a launch), which the first paint never needs.
+    from console.screens.forecast import ForecastScreen
+
+    return ForecastScreen()
+
+
 class EbbApp(App[None]):
     """See the module docstring."""
 
@@ -77,7 +82,7 @@ class EbbApp(App[None]):
         "quotas": QuotasScreen,
         "journal": JournalScreen,
         "engine": EngineScreen,
-        "forecast": ForecastScreen,
+        "forecast": _forecast_screen,
     }
     DEFAULT_MODE = "overview"
     # Only Ebbtide's commands: Textual's own (keys, maximize, screenshot, its theme
@@ -124,6 +129,7 @@ class EbbApp(App[None]):
         self.known_topics: list[str] = []
         host.on_cycle = lambda _report: self.post_message(EngineCycled())
         self._cycle_error: str | None = None
+        self._preloading = False
         # Before anything mounts: the first load already colours cells from the theme.
         for loaded in load_themes():
             self.register_theme(loaded)
@@ -220,6 +226,19 @@ class EbbApp(App[None]):
         self.last_show_ms = (time.perf_counter() - begun) * 1000
         self.last_load_ms = message.load_ms
         self.sync_top_bar(message.screen)
+        if not self._preloading:
+            self._preloading = True
+            self._preload_views()
+
+    @work(thread=True, exit_on_error=False, group="preload")
+    def _preload_views(self) -> None:
+        """Import what the first paint left out (see :func:`_forecast_screen`) once the
+        first view is on screen, in a thread: opening a topic, the policy editor or
+        prune now then never waits on the UI thread for Arrow's import."""
+        import console.modals.policy_editor
+        import console.modals.prune_now
+        import console.screens.forecast
+        import console.screens.topic  # noqa: F401
 
     def on_view_load_failed(self, message: ViewLoadFailed) -> None:
         self.notify(message.error, title="Refresh failed", severity="error")
@@ -334,11 +353,15 @@ class EbbApp(App[None]):
             self.screen.show_kind(kind)
 
     def open_topic(self, topic: str) -> None:
+        from console.screens.topic import TopicScreen  # see _forecast_screen
+
         self.push_screen(TopicScreen(topic))
 
     def open_prune_now(self, topics: list[str] | None) -> None:
         """The prune-now dialog for ``topics`` (None: all); it starts with a dry run."""
         if self.allowed("prune now"):
+            from console.modals.prune_now import PruneNowScreen  # see _forecast_screen
+
             self.push_screen(PruneNowScreen(topics))
 
     def set_deletion_paused(self, paused: bool) -> None:

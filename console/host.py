@@ -20,21 +20,25 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.broker import Broker
 from engine.clock import now_ms
 from engine.errors import EbbError
-from engine.forecast.forecast import Forecast, Request, forecast
 from engine.prune.cycle_result import CycleResult
 from engine.prune.executor import hold_prune_lock
-from engine.prune.planner import Plan
-from engine.prune.pruner import Pruner
 from engine.prune.record_times import StoreRecordTimes
-from engine.prune.scheduler import Scheduler
 from engine.prune.session import SparkEngine, spark_engine_for
 from engine.prune.spark_settings import LOG_NAME
 from engine.store.lock import LockTimeout
+
+if TYPE_CHECKING:
+    # Imported where used: planning, forecasting and the schedule load Arrow and
+    # numpy (half a second), which the console's first paint does not need.
+    from engine.forecast.forecast import Forecast, Request
+    from engine.prune.planner import Plan
+    from engine.prune.pruner import Pruner
+    from engine.prune.scheduler import Scheduler
 
 #: how long prune now tries for the prune lock before it says who holds it
 LOCK_PATIENCE = 0.5
@@ -89,20 +93,22 @@ class LatestPlan:
         return self.topics is None or topic in self.topics
 
 
-class _GatedPruner(Pruner):
+class _GatedPruner:
     """The schedule's pruner: each cycle waits for the gate, which prune now holds
-    from re-checking its preview until its cycle ends."""
+    from re-checking its preview until its cycle ends. The rest (its broker, Spark
+    engine and planner, which the scheduler reads) is the pruner's."""
 
-    # The Topic view shows the latest cycle's plan segment by segment.
-    cycle_plans_every_segment = True
-
-    def __init__(self, broker: Broker, spark: SparkEngine, gate: threading.Lock) -> None:
-        super().__init__(broker, spark)
+    def __init__(self, pruner: Pruner, gate: threading.Lock) -> None:
+        self.pruner = pruner
+        self.broker = pruner.broker
         self.gate = gate
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.pruner, name)
 
     def cycle(self, **kwargs: Any) -> CycleResult:
         with self.gate:
-            return super().cycle(**kwargs)
+            return self.pruner.cycle(**kwargs)
 
 
 class ConsoleHost:
@@ -190,8 +196,11 @@ class ConsoleHost:
             )
         self._spark.start()
         if not self.read_only:
-            pruner = _GatedPruner(self._open(), self._spark, self._cycle_gate)
-            self._scheduler = Scheduler(pruner, on_cycle=self._cycled)
+            from engine.prune.scheduler import Scheduler
+
+            pruner = self._pruner(self._open())
+            pruner.cycle_plans_every_segment = True  # the Topic view shows the cycle's plan segment by segment
+            self._scheduler = Scheduler(_GatedPruner(pruner, self._cycle_gate), on_cycle=self._cycled)
             self._scheduler.start()
 
     def _cycled(self, result: CycleResult) -> None:
@@ -226,6 +235,8 @@ class ConsoleHost:
         )
 
     def _pruner(self, broker: Broker) -> Pruner:
+        from engine.prune.pruner import Pruner
+
         if self._spark is None:
             raise EbbError("the Spark engine is off in this console")
         return Pruner(broker, self._spark)
@@ -254,6 +265,8 @@ class ConsoleHost:
     ) -> Forecast:
         """A capacity forecast of ``topics`` (engine/forecast) on the console's Spark;
         with ``overrides``, a what-if over time (the saved policy's in ``saved``)."""
+        from engine.forecast.forecast import forecast
+
         with self._actor_lock:
             if self._actor is None:
                 self._actor = self._open()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from engine.broker import Broker
+from engine.errors import InvalidInput
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -21,6 +22,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spark-remote", default=None, help="Spark Connect URL, sc://host:port")
 
 
+def refuse_conflicts(args: argparse.Namespace) -> None:
+    """``--demo`` with ``--read-only`` (the console's or ``ebb --read-only``): the demo
+    seeds topics and runs producers and consumers, and a read-only console never
+    writes. Refused before anything is opened rather than either flag ignored."""
+    if getattr(args, "read_only", False) and getattr(args, "demo", False):
+        raise InvalidInput(
+            "--read-only: the console's --demo writes to the data directory (it seeds demo topics and runs "
+            "producers and consumers); leave out one of the two"
+        )
+
+
 def run_console(broker: Broker, args: argparse.Namespace) -> int:
     # Imported here: the CLI's other commands must not pay for Textual's import.
     from console.app import EbbApp
@@ -30,8 +42,6 @@ def run_console(broker: Broker, args: argparse.Namespace) -> int:
 
     theme = getattr(args, "theme", None)
     if theme is not None and theme not in theme_names():
-        from engine.errors import InvalidInput
-
         raise InvalidInput(f"unknown theme {theme!r}; choose one of {', '.join(theme_names())}")
     config = broker.config
     root, config_path = broker.data.root, broker.config_path

@@ -15,6 +15,7 @@ from typing import Any, get_args
 
 from console.cli.parser import command, non_negative_int, positive_int
 from console.cli.render import instant, size, table
+from console.model.journal import cycle_time
 from engine.broker import Broker
 from engine.errors import InvalidInput
 from engine.journal.export import write_csv, write_json
@@ -188,6 +189,8 @@ def _cycle_table(rows: Sequence[Cycle]) -> str:
             "APPLIED",
             "FREED",
             "DURATION",
+            "PLAN",
+            "APPLY",
             "SPARK",
             "ERROR",
         ),
@@ -202,7 +205,10 @@ def _cycle_table(rows: Sequence[Cycle]) -> str:
                 r.planned,
                 r.applied,
                 size(r.bytes_freed),
-                None if r.duration_ms is None else f"{r.duration_ms / 1000:.1f} s",
+                # the console's words: the whole cycle, then its planning and applying
+                cycle_time(r.duration_ms, r),
+                cycle_time(r.plan_ms, r),
+                cycle_time(r.apply_ms, r),
                 r.spark_master,
                 r.error,
             )

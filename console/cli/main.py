@@ -109,10 +109,8 @@ def _read_only(args: argparse.Namespace, run: Run, data: DataDir) -> None:
     a data directory that does not exist (opening it would create it)."""
     if run is console_cmd.run_console:
         # The console has a read-only mode of its own (hide and refuse every mutating
-        # action): the flag is passed on. Only its demo traffic writes regardless.
+        # action): the flag is passed on (its --demo is then refused, see main).
         args.read_only = True
-        if getattr(args, "demo", False):
-            raise InvalidInput("--read-only: the console's --demo writes to the data directory")
     elif mutates(args):
         name = getattr(args, "command_name", f"ebb {args.command}")  # undeclared: see parser.command
         raise InvalidInput(f"--read-only: `{name}` writes to the data directory")
@@ -136,6 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = DataDir(args.data_dir or default_data_dir())
         if args.read_only_all:
             _read_only(args, run, data)
+        if run is console_cmd.run_console:
+            console_cmd.refuse_conflicts(args)
         # A command may open the data directory its own way (verify: a damaged catalog).
         with getattr(args, "open_data", Broker)(data.root, args.config) as broker:
             return run(broker, args)

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from console import format
 from engine.broker import Broker
 from engine.journal.export import write_csv, write_json
 from engine.journal.journal import ACTION_KINDS, Journal
@@ -70,23 +71,26 @@ class JournalData:
     limit: int
 
 
-@dataclass(frozen=True)
-class CycleTimes:
-    """How long a journaled cycle took: planning from its plan instant (``now``) to
-    the start of applying, then applying to the finish. A manual cycle that applies a
-    previewed plan counts the time since the preview as planning: the plan is that old."""
+def cycle_time(ms: int | None, cycle: Cycle) -> str:
+    """One of a cycle's journaled times (``duration_ms``, ``plan_ms`` or ``apply_ms``),
+    the same on every view: ``2.5 s``; ``-`` while it runs; ``unknown`` for what the
+    journal never recorded (a cycle of an older version's journal, without planning)."""
+    if ms is not None:
+        return format.elapsed(ms)
+    return "-" if cycle.finished is None else "unknown"
 
-    plan_ms: int | None
-    apply_ms: int | None
 
-    @classmethod
-    def of(cls, cycle: Cycle) -> CycleTimes:
-        return cls(cycle.started - cycle.now if cycle.started >= cycle.now else None, cycle.duration_ms)
+def cycle_took(cycle: Cycle) -> str:
+    """``2.9 s (plan 400 ms, apply 2.5 s)``: the whole cycle, then its two parts."""
+    return (
+        f"{cycle_time(cycle.duration_ms, cycle)} "
+        f"(plan {cycle_time(cycle.plan_ms, cycle)}, apply {cycle_time(cycle.apply_ms, cycle)})"
+    )
 
-    @property
-    def total_ms(self) -> int | None:
-        """The whole cycle; None while it runs."""
-        return None if self.apply_ms is None else (self.plan_ms or 0) + self.apply_ms
+
+def policy_value(value: str | None) -> str:
+    """A policy field's value in a change; None (unset) is the default."""
+    return "(default)" if value is None else value
 
 
 def policy_change_row(change: dict[str, Any]) -> Action:
@@ -107,7 +111,7 @@ def policy_change_row(change: dict[str, Any]) -> Action:
         end_offset=None,
         messages=None,
         bytes=None,
-        reason=f"{change['field']} {change['old'] or '(default)'} → {change['new'] or '(default)'}",
+        reason=f"{change['field']} {policy_value(change['old'])} → {policy_value(change['new'])}",
         details={"field": change["field"], "old": change["old"], "new": change["new"]},
         status="applied",
     )

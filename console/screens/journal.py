@@ -38,11 +38,14 @@ from console.host import ConsoleHost
 from console.modals.kind_picker import KindPicker
 from console.model.journal import (
     KINDS,
-    CycleTimes,
+    POLICY_CHANGE,
     JournalData,
     JournalFilter,
+    cycle_time,
+    cycle_took,
     export_actions,
     load_journal,
+    policy_value,
 )
 from console.screens.base import LiveScreen
 from console.widgets.cells import Palette, state
@@ -76,6 +79,17 @@ ACTION_COLUMNS = (
     Column("status", "Status"),
 )
 
+#: the policy-change kind's own (console/model/journal.py POLICY_CHANGE): what
+#: changed, where and by whom, in full; it has no messages, bytes or status
+POLICY_COLUMNS = (
+    Column("time", "Time"),
+    Column("topic", "Topic"),
+    Column("field", "Field"),
+    Column("old", "Old"),
+    Column("new", "New"),
+    Column("actor", "By"),
+)
+
 
 def scope_text(scope: Any) -> str:
     return "all" if scope == "all" else ", ".join(scope)
@@ -84,7 +98,6 @@ def scope_text(scope: Any) -> str:
 def cycle_row(cycle: Cycle, palette: Palette, *, split: bool = False) -> LiveRow:
     """One journaled cycle; ``split`` adds the planning and applying times (the Engine
     view's :data:`ENGINE_CYCLE_COLUMNS`)."""
-    times = CycleTimes.of(cycle)
     cells: tuple[Cell, ...] = (
         str(cycle.id),
         format.instant(cycle.started),
@@ -93,7 +106,7 @@ def cycle_row(cycle: Cycle, palette: Palette, *, split: bool = False) -> LiveRow
         state(cycle.status, palette),
         f"{format.count(cycle.applied)} of {format.count(cycle.planned)}",
         format.size(cycle.bytes_freed),
-        format.elapsed(times.total_ms),
+        cycle_time(cycle.duration_ms, cycle),
     )
     sorts: tuple[Any, ...] = (
         cycle.id,
@@ -103,11 +116,11 @@ def cycle_row(cycle: Cycle, palette: Palette, *, split: bool = False) -> LiveRow
         cycle.status,
         cycle.applied,
         cycle.bytes_freed,
-        times.total_ms,
+        cycle.duration_ms,
     )
     if split:
-        cells += (format.elapsed(times.plan_ms), format.elapsed(times.apply_ms))
-        sorts += (times.plan_ms, times.apply_ms)
+        cells += (cycle_time(cycle.plan_ms, cycle), cycle_time(cycle.apply_ms, cycle))
+        sorts += (cycle.plan_ms, cycle.apply_ms)
     return LiveRow(
         key=str(cycle.id),
         cells=cells,
@@ -127,6 +140,15 @@ def where_text(action: Action) -> str:
     return topic if action.partition is None else f"{topic}/{action.partition}"
 
 
+def reason_text(action: Action) -> str:
+    """The Reason column: the plan's reason code or, for a group's move or expiry
+    (which have none), the group's name, which the operator looks for first."""
+    if action.reason:
+        return action.reason
+    group = (action.details or {}).get("group")
+    return "" if group is None else f"group {group}"
+
+
 def action_row(action: Action, palette: Palette) -> LiveRow:
     return LiveRow(
         key=str(action.id),
@@ -134,7 +156,7 @@ def action_row(action: Action, palette: Palette) -> LiveRow:
             format.instant(action.time),
             action.action,
             where_text(action),
-            action.reason or "",
+            reason_text(action),
             "" if action.messages is None else format.count(action.messages),
             "" if action.bytes is None else format.size(action.bytes),
             state(action.status, palette),
@@ -143,7 +165,7 @@ def action_row(action: Action, palette: Palette) -> LiveRow:
             action.time,
             action.action,
             (action.topic, action.partition),
-            action.reason,
+            reason_text(action),
             action.messages,
             action.bytes,
             action.status,
@@ -153,7 +175,7 @@ def action_row(action: Action, palette: Palette) -> LiveRow:
             for v in (
                 action.action,
                 where_text(action),
-                action.reason,
+                reason_text(action),
                 action.status,
                 action.trigger,
                 action.actor,
@@ -162,6 +184,25 @@ def action_row(action: Action, palette: Palette) -> LiveRow:
             if v is not None
         ),
     )
+
+
+def policy_row(change: Action) -> LiveRow:
+    """A policy change (:func:`~console.model.journal.policy_change_row`) in
+    :data:`POLICY_COLUMNS`."""
+    details = change.details or {}
+    cells = (
+        format.instant(change.time),
+        change.topic or "",
+        details.get("field", ""),
+        policy_value(details.get("old")),
+        policy_value(details.get("new")),
+        change.actor,
+    )
+    return LiveRow(key=str(change.id), cells=cells, sort_values=(change.time, *cells[1:]), search=" ".join(cells[1:]))
+
+
+def policy_detail(change: Action) -> str:
+    return f"policy change of topic {change.topic} by {change.actor}, {format.instant(change.time)}: {change.reason}"
 
 
 def action_detail(action: Action) -> str:
@@ -185,7 +226,7 @@ def cycle_detail(cycle: Cycle) -> str:
     if cycle.spark_master:
         parts.append(f"Spark {cycle.spark_master}")
     if cycle.finished is not None:
-        parts.append(f"finished {format.instant(cycle.finished)}")
+        parts.append(f"finished {format.instant(cycle.finished)} · took {cycle_took(cycle)}")
     if cycle.error:
         parts.append(f"error: {cycle.error}")
     return " · ".join(parts) + " · enter: its actions"
@@ -195,6 +236,8 @@ def cycle_detail(cycle: Cycle) -> str:
 class JournalRows:
     cycles: tuple[LiveRow, ...]
     actions: tuple[LiveRow, ...]
+    #: the actions table's: an action's, or a policy change's
+    action_columns: tuple[Column, ...]
     cycles_subtitle: str
     actions_subtitle: str
     #: the journal rows behind the action rows, by row key (export, topic filter)
@@ -207,16 +250,19 @@ def journal_rows(data: JournalData, palette: Palette) -> JournalRows:
     def bound(count: int, hint: str = "") -> str:
         return f"only the newest {data.limit} loaded{hint}" if count >= data.limit else f"newest {data.limit} at most"
 
+    policies = data.filter.action == POLICY_CHANGE
     cycles_subtitle = f"{len(data.cycles)} cycle(s) · {bound(len(data.cycles))}"
     actions_subtitle = (
-        f"{len(data.actions)} action(s) · {data.filter.describe()} · "
+        f"{len(data.actions)} {'policy change' if policies else 'action'}(s) · {data.filter.describe()} · "
         f"{bound(len(data.actions), ': filter to reach older ones')}"
     )
     details = {("cycles", str(c.id)): cycle_detail(c) for c in data.cycles}
-    details.update({("actions", str(a.id)): action_detail(a) for a in data.actions})
+    detail = policy_detail if policies else action_detail
+    details.update({("actions", str(a.id)): detail(a) for a in data.actions})
     return JournalRows(
         cycles=tuple(cycle_row(c, palette) for c in data.cycles),
-        actions=tuple(action_row(a, palette) for a in data.actions),
+        actions=tuple(policy_row(a) if policies else action_row(a, palette) for a in data.actions),
+        action_columns=POLICY_COLUMNS if policies else ACTION_COLUMNS,
         cycles_subtitle=cycles_subtitle,
         actions_subtitle=actions_subtitle,
         action_records={str(a.id): a for a in data.actions},
@@ -278,6 +324,8 @@ class JournalScreen(LiveScreen[JournalRows]):
         cycles = self.query_one("#cycles", LiveTable)
         actions = self.query_one("#actions", LiveTable)
         cycles.show(data.cycles)
+        actions.use_columns(data.action_columns)
+        actions.border_title = "Policy changes" if data.action_columns == POLICY_COLUMNS else "Actions"
         actions.show(data.actions)
         self._show_subtitles()
         self._show_detail()

@@ -10,7 +10,6 @@ from textual.binding import Binding
 from textual.message_pump import MessagePump
 
 from console.modals.manual_ops import PurgeScreen, TruncateScreen
-from console.modals.policy_editor import PolicyEditorScreen
 from engine.broker import Broker
 from engine.prune.operations import SwitchResult, set_hold
 
@@ -60,6 +59,10 @@ class TopicActions(MessagePump):
 
     def action_edit_policy(self) -> None:
         if (topic := self._topic_or_say()) is not None and self.app.allowed("edit the policy"):
+            # Imported when first opened: its what-if loads Arrow and numpy, which the
+            # Overview's first paint does not need (console/app.py _forecast_screen).
+            from console.modals.policy_editor import PolicyEditorScreen
+
             self.app.push_screen(PolicyEditorScreen(topic))
 
     def action_prune_now(self) -> None:

@@ -115,6 +115,18 @@ class LiveTable(DataTable[Cell]):
         for column in self.live_columns:
             self.add_column(column.label, key=column.key, width=column.width)
 
+    def use_columns(self, columns: Sequence[Column]) -> None:
+        """Show ``columns`` instead (the Journal's policy changes have fields of their
+        own); the rows given next must have their cells. A sort by a column gone ends."""
+        if tuple(columns) == self.live_columns:
+            return
+        self.live_columns = tuple(columns)
+        self.clear(columns=True)
+        self._shown = []
+        if self.sort_column not in {c.key for c in columns}:
+            self.set_reactive(LiveTable.sort_column, None)
+        self.on_mount()
+
     # -- data ------------------------------------------------------------------------------
 
     def show(self, rows: Sequence[LiveRow]) -> None:

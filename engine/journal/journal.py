@@ -22,7 +22,7 @@ from typing import Any, Literal
 from engine.catalog.catalog import Catalog
 from engine.errors import NotFound
 from engine.journal.rows import Action, ActionStatus, Cycle, CycleStatus
-from engine.journal.schema import ensure_journal_schema, write_or_join
+from engine.journal.schema import ensure_cycle_phases, ensure_journal_schema, write_or_join
 
 #: every kind of action; a new kind of operation adds its name here
 ACTION_KINDS = frozenset(
@@ -137,12 +137,14 @@ class Journal:
         started: int,
         spark_master: str | None,
         status: CycleStatus = "running",
+        plan_ms: int | None = None,
     ) -> int:
-        """Record a cycle; returns its id."""
+        """Record a cycle whose plan took ``plan_ms`` to make (None: unknown); returns its id."""
         with write_or_join(self.db):
+            ensure_cycle_phases(self.db)
             cursor = self.db.conn.execute(
-                "INSERT INTO cycles (trigger, actor, scope, now, started, status, spark_master) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO cycles (trigger, actor, scope, now, started, status, spark_master, plan_ms) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     trigger,
                     actor,
@@ -151,6 +153,7 @@ class Journal:
                     started,
                     status,
                     spark_master,
+                    plan_ms,
                 ),
             )
             return _inserted_id(cursor)
@@ -166,11 +169,14 @@ class Journal:
         bytes_freed: int,
         error: str | None = None,
     ) -> None:
+        """Close a cycle: applying took from its start to ``finished``, and the whole
+        cycle that plus its planning (unknown if the planning is)."""
         with write_or_join(self.db):
+            ensure_cycle_phases(self.db)  # a cycle a process of an older version left running
             self.db.conn.execute(
                 "UPDATE cycles SET status = ?, finished = ?, planned = ?, applied = ?, bytes_freed = ?, "
-                "duration_ms = ? - started, error = ? WHERE id = ?",
-                (status, finished, planned, applied, bytes_freed, finished, error, cycle_id),
+                "apply_ms = ? - started, duration_ms = plan_ms + (? - started), error = ? WHERE id = ?",
+                (status, finished, planned, applied, bytes_freed, finished, finished, error, cycle_id),
             )
 
     def append(

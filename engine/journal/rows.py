@@ -36,17 +36,33 @@ class Cycle:
     applied: int
     bytes_freed: int
     spark_master: str | None
+    #: the whole cycle, planning and applying (None while it runs, or unknown: a
+    #: cycle journaled before planning times were)
     duration_ms: int | None
     error: str | None
+    #: how long its plan took to make (snapshot and Spark; a previewed plan's own
+    #: time) and how long applying took, from its start in the journal to its end
+    plan_ms: int | None = None
+    apply_ms: int | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Cycle:
+        row = current_cycle_row(row)
         values = {f: row[f] for f in CYCLE_FIELDS}
         values["scope"] = json.loads(row["scope"])
         return cls(**values)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def current_cycle_row(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A ``cycles`` row as the current schema has it. One of a journal that predates
+    the planning and applying times (engine/journal/schema.py) had the applying alone
+    as its duration: that is its ``apply_ms``, and its planning and whole are unknown."""
+    if "apply_ms" in row:
+        return row
+    return {**row, "plan_ms": None, "apply_ms": row["duration_ms"], "duration_ms": None}
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 import sqlite_utils
 
 from engine.catalog.database import write_transaction
+from engine.journal.rows import current_cycle_row
 
 #: the journal's history, kept from the old catalog as far as it can be read
 _HISTORY = {
@@ -21,6 +22,9 @@ _HISTORY = {
 
 
 Row = dict[str, object]
+
+#: table -> its old rows as the current schema has them
+_UPGRADES: dict[str, Callable[[Row], Row]] = {"cycles": lambda row: dict(current_cycle_row(row))}
 
 
 def salvage_history(path: Path, db: sqlite_utils.Database, notes: list[str]) -> int:
@@ -68,8 +72,9 @@ def _salvage(
             try:
                 cursor = old.execute(query)
                 names = [d[0] for d in cursor.description]
+                upgrade = _UPGRADES.get(table, lambda row: row)
                 for values in cursor:
-                    row = dict(zip(names, values))
+                    row = upgrade(dict(zip(names, values)))
                     if keep(row):
                         rows.append(row)
             except sqlite3.DatabaseError as error:

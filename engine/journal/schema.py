@@ -30,8 +30,10 @@ _STATEMENTS = (
         applied INTEGER NOT NULL DEFAULT 0,   -- segment deletions done
         bytes_freed INTEGER NOT NULL DEFAULT 0,
         spark_master TEXT,
-        duration_ms INTEGER,
-        error TEXT
+        duration_ms INTEGER,          -- the whole cycle: plan_ms + apply_ms (null: unknown)
+        error TEXT,
+        plan_ms INTEGER,              -- planning: snapshot and Spark (null: unknown)
+        apply_ms INTEGER              -- applying: from its start in the journal to its end
     )""",
     "CREATE INDEX IF NOT EXISTS cycles_started ON cycles(started)",
     "CREATE INDEX IF NOT EXISTS cycles_status ON cycles(status)",
@@ -91,6 +93,26 @@ def ensure_journal_schema(db: sqlite_utils.Database) -> None:
     with write_or_join(db):
         for statement in _STATEMENTS:
             db.conn.execute(statement)
+
+
+#: columns added to ``cycles`` after journals were written without them; a journal
+#: lacking them is read as they would have it (engine/journal/rows.py) and gains them
+#: on its next cycle, so that only a writer ever alters it
+_PHASE_COLUMNS = ("plan_ms", "apply_ms")
+
+
+def ensure_cycle_phases(db: sqlite_utils.Database) -> None:
+    """Add the planning and applying times to an older journal's cycles. Its
+    ``duration_ms`` was the applying alone: it moves to ``apply_ms`` and the whole
+    cycle's time becomes unknown (null), as the planning was never recorded."""
+    present = {r[1] for r in db.conn.execute("PRAGMA table_info(cycles)")}
+    if present.issuperset(_PHASE_COLUMNS):
+        return
+    with write_or_join(db):
+        for column in _PHASE_COLUMNS:
+            # a name of this module, not input: ALTER TABLE takes no parameters
+            db.conn.execute(f"ALTER TABLE cycles ADD COLUMN {column} INTEGER")
+        db.conn.execute("UPDATE cycles SET apply_ms = duration_ms, duration_ms = NULL")
 
 
 def write_or_join(db: sqlite_utils.Database) -> AbstractContextManager[object]:

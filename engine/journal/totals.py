@@ -9,10 +9,6 @@ from dataclasses import dataclass
 
 from engine.journal.journal import Journal
 
-#: the trigger of the scheduler's cycles, whose planning instant is the clock when
-#: planning began (a manual cycle may plan at any ``--now``)
-SCHEDULED = "schedule"
-
 
 @dataclass(frozen=True)
 class Deleted:
@@ -26,21 +22,17 @@ def cycles_by_status(journal: Journal) -> dict[str, int]:
     return dict(journal.db.conn.execute("SELECT status, COUNT(*) FROM cycles GROUP BY status ORDER BY status"))
 
 
-def apply_durations_ms(journal: Journal) -> list[int]:
-    """How long each finished cycle took from its start in the journal (the plan is
-    made before it is journaled) to its end: the apply phase."""
-    return [r[0] for r in journal.db.conn.execute("SELECT duration_ms FROM cycles WHERE duration_ms IS NOT NULL")]
-
-
-def plan_durations_ms(journal: Journal) -> list[int]:
-    """How long each scheduled cycle planned: from its planning instant (the clock
-    when planning began) to its start in the journal."""
-    return [
-        r[0]
-        for r in journal.db.conn.execute(
-            "SELECT started - now FROM cycles WHERE trigger = ? AND started >= now", (SCHEDULED,)
-        )
-    ]
+def phase_durations_ms(journal: Journal) -> dict[str, list[int]]:
+    """How long the finished cycles took, by phase: ``plan`` (snapshot and Spark),
+    ``apply`` (from its start in the journal to its end) and ``cycle``, the whole
+    cycle, as every view shows it. A time the journal does not know (a cycle
+    journaled before planning times were) is left out."""
+    cycles = [c for c in journal.cycles(limit=None) if c.finished is not None]
+    return {
+        "plan": [c.plan_ms for c in cycles if c.plan_ms is not None],
+        "apply": [c.apply_ms for c in cycles if c.apply_ms is not None],
+        "cycle": [c.duration_ms for c in cycles if c.duration_ms is not None],
+    }
 
 
 def deleted_by_reason(journal: Journal) -> list[Deleted]:

@@ -73,7 +73,7 @@ class EbbCollector(Collector):
                 quotas = state.quota_states()
                 paused = state.is_paused()
                 by_status = totals.cycles_by_status(journal)
-                plans, applies = totals.plan_durations_ms(journal), totals.apply_durations_ms(journal)
+                phases = totals.phase_durations_ms(journal)
                 deleted = totals.deleted_by_reason(journal)
         yield from _partitions(stats)
         yield from _lags(lags, now)
@@ -88,10 +88,10 @@ class EbbCollector(Collector):
         yield cycles
         durations = HistogramMetricFamily(
             "ebbtide_cycle_duration_seconds",
-            "prune cycle phases: plan (scheduled cycles, snapshot and Spark) and apply (journal start to end)",
+            "prune cycles: plan (snapshot and Spark), apply (journal start to end) and cycle (the two)",
             labels=["phase"],
         )
-        for phase, values in (("plan", plans), ("apply", applies)):
+        for phase, values in phases.items():
             durations.add_metric([phase], *_buckets([v / 1000 for v in values]))
         yield durations
         segments = CounterMetricFamily(

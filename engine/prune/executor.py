@@ -604,8 +604,9 @@ def execute(
     spark_master: str | None = None,
     dry_run: bool = False,
     lock_timeout: float | None = 300.0,
+    plan_ms: int | None = None,
 ) -> CycleResult:
-    """Apply ``work`` (planned at ``now``) and journal it as one cycle.
+    """Apply ``work`` (planned at ``now``, in ``plan_ms``) and journal it as one cycle.
 
     ``dry_run`` journals the cycle alone (status ``dry_run``) and changes nothing.
     While the engine is paused, only the topics' quota states are recorded (status
@@ -624,6 +625,7 @@ def execute(
             started=broker.clock(),
             spark_master=spark_master,
             status=status,
+            plan_ms=plan_ms,
         )
 
     if dry_run:

@@ -21,6 +21,7 @@ file is touched), and is journaled outside any cycle (``cycle`` null).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -265,7 +266,9 @@ def _apply(
     for _attempt in range(ATTEMPTS):
         _refuse_if_held(broker, topic)
         _refuse_if_paused(broker)
+        began = time.monotonic()
         work = build()
+        plan_ms = round((time.monotonic() - began) * 1000)
         if not _changes(work):
             return DeletionResult(
                 operation,
@@ -277,7 +280,9 @@ def _apply(
                     for pw in work.partitions
                 ),
             )
-        result = execute(broker, [work], now=broker.clock(), trigger=TRIGGER, actor=actor, scope=[topic])
+        result = execute(
+            broker, [work], now=broker.clock(), trigger=TRIGGER, actor=actor, scope=[topic], plan_ms=plan_ms
+        )
         if result.status == "paused":
             _refuse_if_paused(broker)  # paused between the check and the cycle
         if result.failed:

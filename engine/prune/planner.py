@@ -38,6 +38,8 @@ class Plan:
     #: whether ``segments`` has a row per snapshot segment; else only the deleted
     #: ones (a cycle's plan: :meth:`Planner.plan` without ``every_segment``)
     every_segment: bool = True
+    #: how long making it took, snapshot and Spark (:meth:`Pruner.plan`; None: not measured)
+    plan_ms: int | None = None
 
     def deletions(self) -> pa.Table:
         segments = self.tables["segments"]

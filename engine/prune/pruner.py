@@ -6,6 +6,7 @@ The same :meth:`Pruner.plan` serves the scheduled cycle, a one-off prune, a dry 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -53,6 +54,7 @@ class Pruner:
         without ``every_segment`` only the deleted segments' rows (:meth:`Planner.plan`)."""
         for name in topics or ():
             self.broker.catalog.topic(name)  # an unknown topic is an error, not an empty plan
+        began = time.monotonic()
         snapshot = build_snapshot(
             self.broker.catalog,
             StoreRecordTimes(self.broker.data),
@@ -68,7 +70,8 @@ class Pruner:
         if self.broker.config.spark_scratch is None:
             # Chosen again for every plan: the disk may have filled since the last one.
             self.planner.scratch = Scratch.local(scratch_dir(self.broker.data.root, "snapshots"))
-        return self.planner.plan(snapshot, tag=tag, every_segment=every_segment)
+        plan = self.planner.plan(snapshot, tag=tag, every_segment=every_segment)
+        return replace(plan, plan_ms=round((time.monotonic() - began) * 1000))
 
     def cycle(
         self,
@@ -82,8 +85,9 @@ class Pruner:
         plan: Plan | None = None,
     ) -> CycleResult:
         """Plan, then apply (or, with ``dry_run``, only journal) one cycle; ``plan``:
-        apply that plan of ``topics`` (one the operator previewed) instead of planning.
-        Returns the executor's result with the plan it applied."""
+        apply that plan of ``topics`` (one the operator previewed) instead of planning,
+        journaling its own planning time. Returns the executor's result with the plan
+        it applied."""
         if plan is None:
             plan = self.plan(now=now, topics=topics, tag=tag, every_segment=self.cycle_plans_every_segment)
         result = execute(
@@ -95,6 +99,7 @@ class Pruner:
             scope=list(topics) if topics else "all",
             spark_master=self.spark.description,
             dry_run=dry_run,
+            plan_ms=plan.plan_ms,
         )
         if plan.rejected and not dry_run:
             # A topic whose effective policy became invalid (a changed default) is

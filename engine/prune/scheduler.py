@@ -253,12 +253,13 @@ class Scheduler:
         """Journal a failed cycle (unless the executor did already) and report it."""
         cycle_id: int | None = None
         try:
-            cycle_id = self._journal_failure(before, error)
+            cycle_id = self._journal_failure(before, error, spent=max(0, self._wall() - started))
         except Exception as journal_error:  # noqa: BLE001 - keep the loop going; the report says it
             error = f"{error} (and the journal could not record it: {journal_error})"
         return CycleResult(cycle_id, "failed", started, self._wall(), error=error)
 
-    def _journal_failure(self, before: int | None, error: str) -> int:
+    def _journal_failure(self, before: int | None, error: str, *, spent: int) -> int:
+        """Journal a cycle that failed after ``spent`` ms before applying anything: its planning."""
         catalog = self.broker.catalog
         journal = Journal(catalog)
         if before is not None:
@@ -278,6 +279,7 @@ class Scheduler:
                 started=clock(),
                 spark_master=getattr(spark, "description", None),
                 status="failed",
+                plan_ms=spent,
             )
             journal.finish_cycle(
                 cycle_id, status="failed", finished=clock(), planned=0, applied=0, bytes_freed=0, error=error

@@ -123,6 +123,12 @@ def test_engine_runs_n_cycles_with_one_json_line_each(ebb, data_dir: Path, event
     # cycle deletes every sealed segment, the second finds nothing.
     assert first["applied"] == sum(len(s) for s in events.values()) and lines[1]["applied"] == 0
     assert ran.err == ""
+    # the journal times each cycle's planning (Spark) and applying; its duration is both
+    with Broker(data_dir) as broker:
+        journaled = Journal(broker.catalog).cycles()
+    assert [c.id for c in journaled] == [line["cycle_id"] for line in reversed(lines)]
+    assert all(c.plan_ms and c.apply_ms is not None for c in journaled)
+    assert all(c.duration_ms == c.plan_ms + c.apply_ms for c in journaled if c.plan_ms is not None)
 
 
 def test_engine_refuses_a_bad_interval_before_starting_spark(

@@ -149,6 +149,22 @@ def test_a_refused_command_does_not_even_create_the_data_directory(ebb, tmp_path
     assert result.code == 2 and not fresh.exists()
 
 
+def test_the_consoles_own_read_only_refuses_its_demo(
+    ebb, seeded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, consoles: list
+) -> None:
+    """``ebb console --demo --read-only`` would run the demo's producers under a
+    read-only badge: refused like ``ebb --read-only console --demo``, nothing opened."""
+    before = everything(seeded)
+    with monkeypatch.context() as patched:
+        patched.setattr(cli_main, "Broker", lambda *a, **k: pytest.fail("the data directory was opened"))
+        refused(ebb("console", "--demo", "--read-only"), "--demo")
+        refused(ebb("console", "--read-only", "--demo"), "--demo")
+    assert everything(seeded) == before and consoles == []
+    fresh = tmp_path / "fresh"
+    assert ebb("--data-dir", str(fresh), "console", "--read-only", "--demo").code == 2 and not fresh.exists()
+    assert ebb("console", "--read-only").code == 0 and consoles[-1].read_only and not consoles[-1].demo
+
+
 @pytest.mark.parametrize(
     "argv",
     [argv for c, (argv, writes) in COMMANDS.items() if writes and c not in SPARK_COMMANDS],

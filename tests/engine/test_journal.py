@@ -46,7 +46,7 @@ def test_tables_live_in_the_catalog_database_and_are_created_once(broker: Broker
 
 def test_cycle_lifecycle(journal: Journal) -> None:
     cycle = journal.start_cycle(
-        trigger="schedule", actor="engine", scope=["a", "b"], now=T, started=T + 5, spark_master="local[2]"
+        trigger="schedule", actor="engine", scope=["a", "b"], now=T, started=T + 5, spark_master="local[2]", plan_ms=30
     )
     row = journal.cycle(cycle)
     assert (row.status, row.scope, row.now, row.started, row.finished) == (
@@ -62,14 +62,27 @@ def test_cycle_lifecycle(journal: Journal) -> None:
     row = journal.cycle(cycle)
     assert {
         k: getattr(row, k)
-        for k in ("status", "finished", "planned", "applied", "bytes_freed", "duration_ms", "error", "spark_master")
+        for k in (
+            "status",
+            "finished",
+            "planned",
+            "applied",
+            "bytes_freed",
+            "plan_ms",
+            "apply_ms",
+            "duration_ms",
+            "error",
+            "spark_master",
+        )
     } == {
         "status": "done",
         "finished": T + 125,
         "planned": 4,
         "applied": 3,
         "bytes_freed": 999,
-        "duration_ms": 120,
+        "plan_ms": 30,
+        "apply_ms": 120,
+        "duration_ms": 150,  # the whole cycle: planning and applying
         "error": "x failed",
         "spark_master": "local[2]",
     }

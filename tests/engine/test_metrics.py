@@ -119,6 +119,8 @@ def test_a_scrape_agrees_with_describe_and_the_journal(events: None, data_dir: P
     assert value("ebbtide_deleted_bytes_total", topic="events", reason="DELETE_TIME") == sum(a.bytes for a in deleted)
     assert value("ebbtide_cycle_duration_seconds_count", phase="apply") == 1
     assert value("ebbtide_cycle_duration_seconds_count", phase="plan") == 1
+    assert value("ebbtide_cycle_duration_seconds_count", phase="cycle") == 1
+    assert value("ebbtide_cycle_duration_seconds_sum", phase="cycle") == cycles[0].duration_ms / 1000
     assert value("ebbtide_topic_hold", topic="events") == 0
     assert value("ebbtide_engine_paused") == 0
     assert value("ebbtide_topic_quota_exceeded", topic="events") == 0
