@@ -399,6 +399,27 @@ async def test_quotas_columns_an_operator_acts_on_fit_at_120(make_console, histo
         assert sum(widths) <= table.scrollable_content_region.width
 
 
+async def test_groups_columns_fit_at_120_with_a_clearing_topic(make_console, history: Path) -> None:
+    """A subscriber within its quota while its topic is still in the exceeded state
+    reads ``no, clearing`` (walk3 finding 4): the widest Over quota cell, in full at
+    120 columns with a long group name."""
+    with Broker(history, clock=lambda: NOW) as broker:
+        broker.create_group("payments", "audit-reconciler", "subscriber")
+        broker.commit("payments", "audit-reconciler", 0, 0, at_ms=NOW - MINUTE)
+        broker.alter_topic("sessions", {"backlog_size": "1 GiB"}, actor="test")
+        EngineState(broker.catalog).set_quota_state("sessions", True, NOW - 20 * MINUTE)
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("2")
+        await settle(pilot)
+        table = app.screen.query_one("#groups", LiveTable)
+        keys = [c.key for c in table.live_columns]
+        quota = {(r[0], r[1]): r[keys.index("quota")] for r in rows_of(app, "groups")}
+        assert "no, clearing" in {cell for (topic, _group), cell in quota.items() if topic == "sessions"}
+        widths = [table.columns[ColumnKey(k)].get_render_width(table) for k in keys]
+        assert sum(widths) <= table.scrollable_content_region.width
+
+
 async def test_the_header_keeps_crumb_badges_and_spark_at_120(make_console, history: Path) -> None:
     """A filtered Journal in read-only mode with four badges on: the header drops what
     matters least (the name, the Spark master, then the schedule) instead of cutting
