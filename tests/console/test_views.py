@@ -39,6 +39,7 @@ from engine.journal.journal import ACTION_KINDS, Entry, Journal
 from engine.journal.rows import ACTION_FIELDS
 from engine.journal.state import EngineState
 from engine.prune.operations import pause, set_hold
+from engine.store.batch import NewRecord
 from tests.support.console_fixtures import HOUR, MINUTE, NOW, TERMINAL, settle
 
 #: the segments of clickstream/0 the fake scheduled cycle deletes (base, next, bytes)
@@ -396,6 +397,27 @@ async def test_quotas_columns_an_operator_acts_on_fit_at_120(make_console, histo
         assert rows["sessions"][keys.index("state")] == "quota exceeded 20m, clearing"
         needed = keys[: keys.index("policy")] if keys[-1] == "policy" else keys
         widths = [table.columns[ColumnKey(k)].get_render_width(table) for k in needed]
+        assert sum(widths) <= table.scrollable_content_region.width
+
+
+async def test_overview_columns_fit_at_120_with_a_held_topic_over_quota(make_console, history: Path) -> None:
+    """``quota exceeded, held``, the longest state, was cut to ``quota exceeded, h`` at
+    120 columns on the demo (walk3 re-walk): every column is on screen in full, with the
+    demo's widths (its longest name, a hundred KiB, half an hour old)."""
+    with Broker(history, clock=lambda: NOW) as broker:
+        broker.create_topic("demo-clickstream", 2, {}, actor="test")
+        broker.produce("demo-clickstream", [NewRecord(bytes(100 << 10), None, NOW - 31 * MINUTE - 30_000)], partition=0)
+        broker.alter_topic("sessions", {"backlog_size": "1 GiB", "hold": "on"}, actor="test")
+        broker.alter_topic("orders", {"max_time": "3m", "retention_time": "20s"}, actor="test")
+        EngineState(broker.catalog).set_quota_state("sessions", True, NOW - 20 * MINUTE)
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one("#topics", LiveTable)
+        keys = [c.key for c in table.live_columns]
+        rows = {r[0]: r for r in rows_of(app, "topics")}
+        assert rows["sessions"][keys.index("state")] == "quota exceeded, held"
+        widths = [table.columns[ColumnKey(k)].get_render_width(table) for k in keys]
         assert sum(widths) <= table.scrollable_content_region.width
 
 
