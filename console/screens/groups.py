@@ -70,7 +70,7 @@ def group_row(group: GroupSummary, now: int, palette: Palette) -> LiveRow:
             format.count(group.lag_messages),
             format.size(group.lag_bytes),
             format.age(group.lag_ms),
-            "-" if commit_age is None else f"{format.age(commit_age)} ago",
+            format.ago(now, group.last_commit),
             expires,
             quota,
         ),

@@ -76,7 +76,7 @@ GROUP_COLUMNS = (
     Column("lag", "Lag msgs"),
     Column("lag_bytes", "Lag bytes"),
     Column("lag_time", "Lag time"),
-    Column("commit", "Committed"),
+    Column("commit", "Last commit"),
     Column("holds", "Holds back", 10),
     Column("plan", "Plan", 26),
 )
@@ -303,7 +303,7 @@ def group_row(g: GroupState, now: int, palette: Palette, *, stale: bool = False)
             format.count(lag.lag_messages),
             format.size(lag.lag_bytes),
             format.age(lag.lag_ms(now)),
-            format.since(now, lag.last_commit),
+            format.ago(now, lag.last_commit),
             Text(format.size(holds), style=palette.warning if holds else ""),
             Text(outcome, style=palette.muted if stale else palette.warning if acts else ""),
         ),

@@ -17,11 +17,14 @@ from console.model.journal import CycleTimes
 from console.model.overview import load_overview
 from console.model.quotas import load_quotas
 from console.model.topic import Decision, SegmentState, load_topic, plan_staleness
+from console.screens.groups import COLUMNS as GROUP_COLUMNS
 from console.screens.groups import group_row
 from console.screens.journal import cycle_row
 from console.screens.overview import retention_text, topic_row
 from console.screens.quotas import quota_row
+from console.screens.topic import GROUP_COLUMNS as TOPIC_GROUP_COLUMNS
 from console.screens.topic import eligible_text, segment_row, state_line
+from console.screens.topic import group_row as topic_group_row
 from console.widgets.cells import Palette
 from console.widgets.live_table import LiveTable
 from console.widgets.top_bar import TopBar
@@ -108,6 +111,23 @@ def test_every_view_says_the_same_about_each_quota(quota_data: Path) -> None:
         "q-clearing": "no, clearing",
     }
     assert seen["header"] == {t: "calm" if w == "ok" else "alarming" for t, w in EXPECTED.items()}
+
+
+def test_the_groups_and_topic_views_say_the_same_last_commit(quota_data: Path) -> None:
+    """The Topic view's groups read ``Committed 2m 50s`` where Groups read ``Last commit
+    2m 50s ago`` (walk3 finding 9): one heading, one cell."""
+    with Broker(quota_data, clock=lambda: NOW) as broker:
+        groups = load_groups(broker)
+        topic = load_topic(broker, "q-over", None)
+    (group,) = [g for g in groups.groups if g.topic == "q-over"]
+    groups_cell = group_row(group, NOW, PLAIN).cells[[c.key for c in GROUP_COLUMNS].index("last_commit")]
+    (topic_group,) = topic.groups
+    topic_cells = topic_group_row(topic_group, NOW, PLAIN).cells
+    topic_cell = topic_cells[[c.key for c in TOPIC_GROUP_COLUMNS].index("commit")]
+    assert str(groups_cell) == str(topic_cell) == "1m ago"
+    assert {c.label for c in GROUP_COLUMNS if c.key == "last_commit"} == {
+        c.label for c in TOPIC_GROUP_COLUMNS if c.key == "commit"
+    }
 
 
 def test_the_overview_gauge_is_the_larger_of_size_and_age(quota_data: Path) -> None:
