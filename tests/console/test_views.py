@@ -20,6 +20,7 @@ from textual.widgets._footer import FooterKey
 from textual.widgets.data_table import ColumnKey
 
 from console.host import ConsoleHost
+from console.modals.ask import AskScreen
 from console.modals.kind_picker import KindPicker
 from console.model.engine import load_engine
 from console.model.groups import load_groups
@@ -576,6 +577,25 @@ def test_journal_snapshot_light(snap_compare, make_console, history: Path) -> No
 
 def test_engine_snapshot(snap_compare, make_console, fixed_data: Path) -> None:
     assert snap_compare(make_console(data=fixed_data), terminal_size=TERMINAL, run_before=view("5"))
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+async def test_the_engine_view_footer_offers_z(make_console, read_only: bool) -> None:
+    """The Engine view says ``Deletion running (z pauses)`` and had room for the key in
+    its footer, which did not list it (walk3 finding 8); read-only it stays hidden."""
+    app = make_console(read_only=read_only)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("5")
+        await settle(pilot)
+        shown = {k.key for k in app.screen.query(FooterKey)}
+        assert ("z" in shown) is not read_only
+        await pilot.press("z")
+        await settle(pilot)
+        if read_only:
+            refused = [str(n.message) for n in app._notifications if n.title == "Read-only"]
+            assert refused == ["Pause deletion refused: the console is read-only"]
+        else:
+            assert isinstance(app.screen, AskScreen)  # asks y before pausing
 
 
 @pytest.mark.parametrize("key", ["1", "2", "3", "4", "5", "6"])
