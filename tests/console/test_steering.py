@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 from textual.widget import Widget
-from textual.widgets import Button, Input
+from textual.widgets import Button, Input, Select
+from textual.widgets._select import SelectOverlay
 
 from console import format
 from console.commands import EbbCommands
@@ -532,6 +533,22 @@ async def test_a_held_topic_refuses_truncate_and_purge(make_console, console_dat
 
 
 # -- groups ------------------------------------------------------------------------------------------
+
+
+async def test_the_partition_list_offers_only_partitions(make_console) -> None:
+    """Loaded, the move dialog's partition list still offered its ``loading…`` prompt as
+    an entry (walk3 finding 7): only the topic's partitions remain, the first chosen."""
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        await focus_billing(pilot)
+        await pilot.press("m")
+        await settle(pilot)
+        select = app.screen.query_one("#target-partition", Select)
+        assert not select.disabled and select.value == 0
+        offered = select.query_one(SelectOverlay)
+        labels = [str(offered.get_option_at_index(i).prompt) for i in range(offered.option_count)]
+        assert [label.split(" ")[0] for label in labels] == ["0", "1"]
 
 
 async def test_group_move_and_expire(make_console, console_data: Path) -> None:
