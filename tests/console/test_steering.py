@@ -535,16 +535,21 @@ async def test_a_held_topic_refuses_truncate_and_purge(make_console, console_dat
 # -- groups ------------------------------------------------------------------------------------------
 
 
+async def moving_billing(pilot) -> Any:
+    """The move dialog of billing (on orders), loaded."""
+    await settle(pilot)
+    await focus_billing(pilot)
+    await pilot.press("m")
+    await settle(pilot)
+    return pilot.app.screen
+
+
 async def test_the_partition_list_offers_only_partitions(make_console) -> None:
     """Loaded, the move dialog's partition list still offered its ``loading…`` prompt as
     an entry (walk3 finding 7): only the topic's partitions remain, the first chosen."""
     app = make_console()
     async with app.run_test(size=TERMINAL) as pilot:
-        await settle(pilot)
-        await focus_billing(pilot)
-        await pilot.press("m")
-        await settle(pilot)
-        select = app.screen.query_one("#target-partition", Select)
+        select = (await moving_billing(pilot)).query_one("#target-partition", Select)
         assert not select.disabled and select.value == 0
         offered = select.query_one(SelectOverlay)
         labels = [str(offered.get_option_at_index(i).prompt) for i in range(offered.option_count)]
@@ -554,11 +559,7 @@ async def test_the_partition_list_offers_only_partitions(make_console) -> None:
 async def test_group_move_and_expire(make_console, console_data: Path) -> None:
     app = make_console()
     async with app.run_test(size=TERMINAL) as pilot:
-        await settle(pilot)
-        await focus_billing(pilot)
-        await pilot.press("m")
-        await settle(pilot)
-        dialog = app.screen
+        dialog = await moving_billing(pilot)
         assert isinstance(dialog, GroupMoveScreen)
         await type_into(pilot, "#target-value", "130")
         assert "invalid offset 130: move the group to an offset from the log start 0" in text(
