@@ -44,6 +44,11 @@ def since(now: int, then: int | None) -> str:
     return "-" if then is None else age(now - then)
 
 
+def ago(now: int, then: int | None) -> str:
+    """``2m 50s ago`` (``-`` if there is no ``then``): when something last happened."""
+    return "-" if then is None else f"{age(now - then)} ago"
+
+
 def elapsed(ms: int | None) -> str:
     """How long something took: ``900 ms``, ``2.5 s`` or ``3m 10s`` (cycles often take
     seconds, which :func:`age` would round down to whole ones)."""

@@ -281,7 +281,7 @@ class ConsoleHost:
         self,
         topics: Sequence[str] | None,
         previewed: Plan,
-        unchanged: Callable[[Plan], bool],
+        still_does: Callable[[Plan], bool],
         *,
         tag: str | None = None,
         waiting: Callable[[LockTimeout | None], None] | None = None,
@@ -290,8 +290,12 @@ class ConsoleHost:
         """Apply what the operator previewed, or say it changed. With the schedule held
         off and the data directory's prune lock held (no cycle of any process between;
         ``waiting`` hears who holds it meanwhile), plan ``topics`` again at the
-        preview's instant (so the clock alone changes nothing); if ``unchanged(plan)``,
-        apply that plan as one manual cycle, else return the new plan, applying nothing.
+        preview's instant (so the clock alone changes nothing); if ``still_does(plan)``
+        (the new plan still does all the preview did), apply ``previewed`` itself as
+        one manual cycle, else return the new plan, applying nothing. The preview, not
+        the new plan: on a live topic producers append between the two, so a size cap
+        or a backlog eviction reaches further in the new plan, and applying that would
+        delete what the operator never saw (the next cycle takes it).
 
         A changed plan leaves this console's schedule held off while the operator looks
         at the difference: otherwise, on a schedule shorter than a plan, a scheduled
@@ -305,18 +309,18 @@ class ConsoleHost:
         try:
             with hold_prune_lock(self.root, patience=LOCK_PATIENCE, waiting=waiting):
                 plan = self.plan(topics, now=previewed.now, tag=tag)
-                if not unchanged(plan):
+                if not still_does(plan):
                     keep_held = True
                     return plan
                 with self._actor_lock:
                     assert self._actor is not None  # plan() opened it
                     result = self._pruner(self._actor).cycle(
-                        topics=topics, trigger="manual", actor="console", tag=tag, plan=plan
+                        topics=topics, trigger="manual", actor="console", tag=tag, plan=previewed
                     )
         finally:
             if not keep_held:
                 self._cycle_gate.release()
-        self._remember(plan, topics)
+        self._remember(previewed, topics)
         return result
 
     def release_schedule(self) -> None:

@@ -49,7 +49,7 @@ from console.model.policy_form import (
     load_saved_policy,
     save_policy,
 )
-from console.model.what_if import WhatIf, compare
+from console.model.what_if import WhatIf, compare, same_store
 from console.widgets.cells import Palette
 from engine.policy.fields import FIELDS
 
@@ -59,6 +59,8 @@ if TYPE_CHECKING:
 
 #: what the bool fields accept in the form (any text `parse_bool` takes works too)
 BOOL_WORDS = ("on", "off")
+#: plans of the saved and the edited policy made again while a cycle slips between them
+WHAT_IF_ATTEMPTS = 3
 
 
 # -- messages from the workers ------------------------------------------------------------
@@ -112,10 +114,15 @@ def plan_what_if(
 ) -> WhatIf:
     """``topic`` planned with the ``proposed`` overrides against ``before`` (None: the
     saved policy). Both plans at one instant, as ``ebb explain`` does: a segment that
-    becomes eligible between them must not count as the change's."""
-    now = host.clock()
-    saved = host.plan([topic], now=now, overrides=None if before is None else {topic: before}, tag=tag)
-    changed = host.plan([topic], now=now, overrides={topic: proposed}, tag=tag)
+    becomes eligible between them must not count as the change's. Both of one store
+    too: planned again when a cycle ran between them (a few times at most; a cycle
+    takes a plan's time, so a second try almost always fits between two)."""
+    for _attempt in range(WHAT_IF_ATTEMPTS):
+        now = host.clock()
+        saved = host.plan([topic], now=now, overrides=None if before is None else {topic: before}, tag=tag)
+        changed = host.plan([topic], now=now, overrides={topic: proposed}, tag=tag)
+        if same_store(topic, saved, changed):
+            break
     return compare(topic, saved, changed)
 
 

@@ -19,14 +19,18 @@ topics), through :meth:`~console.app.EbbApp.open_prune_now`.
    closes the dialog without waiting; the worker ends on its own.
 4. *Confirm* (``c``): :meth:`ConsoleHost.prune_as_previewed` holds this console's
    schedule off and takes the data directory's prune lock (which every cycle of every
-   process takes), plans again at the preview's instant and, when that plan does what
-   the preview showed, applies it as one manual cycle (trigger ``manual``, actor
-   ``console``) before letting the lock go; so no cycle, scheduled here or run by
-   ``ebb engine`` or ``ebb prune``, can slip in between and leave the confirmed cycle
-   nothing to do. While another process's cycle holds the lock the dialog says so,
-   with its pid, and ``esc`` stops waiting. If the store changed since the preview (another process
-   pruned, a group moved), nothing is applied: the dialog shows the new plan and the
-   difference, and asks again, with this console's schedule held off until the operator
+   process takes), plans again at the preview's instant and, when that plan still does
+   all the preview showed, applies the preview itself as one manual cycle (trigger
+   ``manual``, actor ``console``) before letting the lock go; so no cycle, scheduled
+   here or run by ``ebb engine`` or ``ebb prune``, can slip in between and leave the
+   confirmed cycle nothing to do. What producers appended since only makes the new
+   plan reach further (a size cap, a backlog eviction): the preview is applied, no
+   more, and the next cycle takes the rest; otherwise a confirm on a live topic would
+   never apply. While another process's cycle holds the lock the dialog says so,
+   with its pid, and ``esc`` stops waiting. If the new plan no longer does all of the
+   preview (another process pruned, a hold was set, a group moved back), nothing is
+   applied: the dialog shows the new plan and the difference, and asks again, with
+   this console's schedule held off until the operator
    answers (``c`` or ``esc``): on a schedule shorter than a plan (the demo's 10 s) a
    scheduled cycle would otherwise change the store before every answer. Refused in
    read-only mode. With deletion paused the cycle deletes nothing: said before and after.
@@ -376,7 +380,7 @@ class PruneNowScreen(ModalScreen[None]):
             result = host.prune_as_previewed(
                 topics,
                 previewed.source,
-                lambda plan: not previewed.plan.differences(preview(plan)),
+                lambda plan: not previewed.plan.dropped(preview(plan)),
                 tag=tag,
                 waiting=self._waiting_for_lock,
                 schedule_held=held,

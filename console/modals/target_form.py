@@ -27,6 +27,9 @@ from engine.errors import InvalidInput
 
 Request = TypeVar("Request")
 
+#: the partition select's value until the topic's partitions are read (no partition has it)
+LOADING = -1
+
 
 @dataclass(frozen=True)
 class Mode:
@@ -139,7 +142,10 @@ class TargetDialog(FactsLoader, ModalScreen[None], Generic[Request]):
             yield Static(self.intro(), id="target-intro")
             with Horizontal(classes="target-row"):
                 yield Label("Partition")
-                yield Select[int]([], id="target-partition", prompt="loading…", disabled=True)
+                # No blank entry: a prompt stayed in the list as an option once loaded.
+                yield Select[int](
+                    [("loading…", LOADING)], id="target-partition", allow_blank=False, value=LOADING, disabled=True
+                )
             with Horizontal(classes="target-row"):
                 yield Label(self.MODE_LABEL)
                 yield RadioSet(
@@ -162,8 +168,8 @@ class TargetDialog(FactsLoader, ModalScreen[None], Generic[Request]):
     def show_facts(self, facts: TopicFacts) -> None:
         self.facts = facts
         select = self.query_one("#target-partition", Select)
-        select.set_options([(self.partition_label(p), p.partition) for p in facts.partitions])
-        if facts.partitions:
+        if facts.partitions:  # a topic has one at least; without, the select keeps "loading…"
+            select.set_options([(self.partition_label(p), p.partition) for p in facts.partitions])
             select.value = facts.partitions[0].partition
         refused = self.refusal(facts)
         if refused is not None:

@@ -23,7 +23,7 @@ from console.host import ConsoleHost
 from console.model.capacity import WhatIfCaps, week_ahead, what_if_caps
 from console.model.what_if import WhatIf
 from console.widgets.cells import Palette
-from console.widgets.charts import Chart, chart_legend
+from console.widgets.charts import Chart, ChartLegend
 from console.widgets.forecast_chart import forecast_chart
 from engine.forecast.forecast import Forecast
 
@@ -147,7 +147,7 @@ class WhatIfPane(Horizontal):
             yield Static(INVITATION, classes="muted")
         with Vertical(id="what-if-forecast"):
             yield Chart(id="what-if-chart")
-            yield Static(id="what-if-forecast-note")
+            yield ChartLegend(id="what-if-forecast-note")
 
     def on_mount(self) -> None:
         self.border_title = TITLE
@@ -181,7 +181,7 @@ class WhatIfPane(Horizontal):
         """Forecast ``topic`` a week ahead with ``overrides`` and with the saved policy,
         in a worker; the chart shows it when done."""
         self.query_one("#what-if-forecast").display = True
-        self.query_one("#what-if-forecast-note", Static).update("forecasting a week ahead on Spark…")
+        self.query_one("#what-if-forecast-note", ChartLegend).show(None, "forecasting a week ahead on Spark…")
         self._forecast(host, topic, dict(overrides))
 
     @work(thread=True, exclusive=True, group="what-if-forecast", exit_on_error=False)
@@ -200,9 +200,7 @@ class WhatIfPane(Horizontal):
         caps = message.caps
         spec = forecast_chart(message.result, cap=caps.edited, saved_cap=caps.saved)
         self.query_one("#what-if-chart", Chart).show(spec)
-        note = chart_legend(spec, self.app.theme_variables)
-        note.append(f"\n{peaks_line(message.result)}")
-        self.query_one("#what-if-forecast-note", Static).update(note)
+        self.query_one("#what-if-forecast-note", ChartLegend).show(spec, peaks_line(message.result))
 
     def on_what_if_pane_forecast_failed(self, message: ForecastFailed) -> None:
-        self.query_one("#what-if-forecast-note", Static).update(Text(f"No forecast: {message.error}"))
+        self.query_one("#what-if-forecast-note", ChartLegend).show(None, f"No forecast: {message.error}")

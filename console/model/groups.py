@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from console.model.policies import policies
-from console.model.quota import Quota
+from console.model.quota import EXCEEDED, Quota, QuotaStatus, quota_statuses
 from engine.broker import Broker
 from engine.catalog.lag import GroupLag, by_group, partition_lags
+from engine.journal.state import EngineState
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,9 @@ class GroupSummary:
     #: partition; None when no quota applies (a reader, or no finite quota)
     over_quota: tuple[str, ...] | None
     policy_error: str | None
+    #: the topic is in the engine's quota-exceeded state with no subscriber over any
+    #: more (console.model.quota: ``quota exceeded, clearing``), which the header counts
+    topic_clearing: bool = False
 
     @property
     def key(self) -> str:
@@ -45,8 +49,11 @@ class GroupsData:
     groups: tuple[GroupSummary, ...]
 
 
-def summarize(group: GroupLag, quota: Quota, expiry_ms: int | None, policy_error: str | None, now: int) -> GroupSummary:
+def summarize(
+    group: GroupLag, status: QuotaStatus | None, expiry_ms: int | None, policy_error: str | None, now: int
+) -> GroupSummary:
     over = None
+    quota = Quota(None, None) if status is None else status.quota
     if group.kind == "subscriber" and quota.finite:
         largest = max((p.lag_bytes for p in group.partitions), default=0)
         over = quota.breaches(largest, group.lag_ms(now))
@@ -64,6 +71,7 @@ def summarize(group: GroupLag, quota: Quota, expiry_ms: int | None, policy_error
         expires_at=expires_at,
         over_quota=over,
         policy_error=policy_error,
+        topic_clearing=status is not None and status.word == EXCEEDED and not status.breaches,
     )
 
 
@@ -72,10 +80,12 @@ def load_groups(broker: Broker) -> GroupsData:
     now = broker.clock()
     with catalog.read():
         topic_policies = policies(broker)
-        groups = by_group(partition_lags(catalog))
+        lags = partition_lags(catalog)
+        engine_states = EngineState(catalog).quota_states()
+    statuses = quota_statuses({t: p for t, (p, _e) in topic_policies.items()}, lags, engine_states, now)
     summaries = []
-    for group in groups:
+    for group in by_group(lags):
         policy, error = topic_policies.get(group.topic, (None, "no policy"))
         expiry = None if policy is None else policy["subscription_expiry"]
-        summaries.append(summarize(group, Quota.of(policy), expiry, error, now))  # type: ignore[arg-type]
+        summaries.append(summarize(group, statuses.get(group.topic), expiry, error, now))  # type: ignore[arg-type]
     return GroupsData(now, tuple(summaries))

@@ -131,6 +131,18 @@ class PlanPreview:
         """What ``later`` (a plan of the same scope) does otherwise, one line per
         partition or group: ``orders/0: 2 → 1 segment(s) to delete, log start to 32 → to 16``
         (``not moved`` where a plan leaves the log start where the store has it)."""
+        return [line for line, _covered in self._compared(later)]
+
+    def dropped(self, later: PlanPreview) -> list[str]:
+        """The :meth:`differences` where ``later`` no longer does what this plan does:
+        deletes fewer segments of a partition, from another log start (a cycle ran in
+        between), or moves a group less far. Empty when ``later`` does all of it and
+        perhaps more: producers appended since, so a size cap or a backlog eviction
+        reaches further; this plan's part of it is still exactly what it was."""
+        return [line for line, covered in self._compared(later) if not covered]
+
+    def _compared(self, later: PlanPreview) -> list[tuple[str, bool]]:
+        """(line, whether ``later`` still does all of this plan's part) per difference."""
         lines = []
         before = {(p.topic, p.partition): p for p in self.partitions}
         after = {(p.topic, p.partition): p for p in later.partitions}
@@ -139,17 +151,38 @@ class PlanPreview:
             old_cut = (old.segments, old.new_log_start_offset) if old else (0, None)
             new_cut = (new.segments, new.new_log_start_offset) if new else (0, None)
             if old_cut != new_cut:
-                lines.append(
+                line = (
                     f"{key[0]}/{key[1]}: {old_cut[0]} → {new_cut[0]} segment(s) to delete, "
                     f"log start {_offset(old_cut[1])} → {_offset(new_cut[1])}"
                 )
+                lines.append((line, _partition_covered(old, new)))
         moves_before = {(g.topic, g.group, g.partition): g for g in self.groups}
         moves_after = {(g.topic, g.group, g.partition): g for g in later.groups}
         for topic, group, partition in sorted(moves_before.keys() | moves_after.keys()):
             old_g, new_g = moves_before.get((topic, group, partition)), moves_after.get((topic, group, partition))
             if (old_g and (old_g.new_position, old_g.expired)) != (new_g and (new_g.new_position, new_g.expired)):
-                lines.append(f"group {group} on {topic}/{partition}: {_move(old_g)} → {_move(new_g)}")
+                line = f"group {group} on {topic}/{partition}: {_move(old_g)} → {_move(new_g)}"
+                lines.append((line, _group_covered(old_g, new_g)))
         return lines
+
+
+def _partition_covered(old: PartitionPreview | None, new: PartitionPreview | None) -> bool:
+    if old is None:
+        return True
+    return (
+        new is not None
+        and new.log_start_offset == old.log_start_offset
+        and new.segments >= old.segments
+        and new.new_log_start_offset >= old.new_log_start_offset
+    )
+
+
+def _group_covered(old: GroupEffect | None, new: GroupEffect | None) -> bool:
+    if old is None:
+        return True
+    if new is None:
+        return False
+    return new.expired or (not old.expired and new.new_position >= old.new_position)
 
 
 def _offset(offset: int | None) -> str:

@@ -109,6 +109,17 @@ def _sum(keys: Iterable[tuple[int, int]], sizes: dict[tuple[int, int], int], par
     return len(mine), sum(mine)
 
 
+def same_store(topic: str, saved: Plan, proposed: Plan) -> bool:
+    """Whether two plans of ``topic`` read the same log starts: each plan reads the
+    catalog itself, and a cycle between the two (any process's) moves them, which
+    compared as the saved policy moving a log start backwards."""
+
+    def starts(plan: Plan) -> dict[int, int]:
+        return {r["partition"]: r["log_start_offset"] for r in _rows(plan, "partitions", topic)}
+
+    return starts(saved) == starts(proposed)
+
+
 def compare(topic: str, saved: Plan, proposed: Plan) -> WhatIf:
     """What ``proposed`` does to ``topic`` that ``saved`` does not (plans at one instant)."""
     saved_deleted, new_deleted = _deletions(saved, topic), _deletions(proposed, topic)

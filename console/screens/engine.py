@@ -12,6 +12,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.widgets import Static
 
 from console import format
@@ -80,6 +81,9 @@ class EngineRows:
 
 class EngineScreen(LiveScreen[EngineRows]):
     VIEW_TITLE = "Engine"
+    # The app's z, shown here where the Deletion line names it (hidden read-only by
+    # the app's check_action, refused with a toast by its on_key).
+    BINDINGS = [Binding("z", "app.toggle_pause", "Pause/resume")]
     DEFAULT_CSS = """
     EngineScreen #engine-facts {
         height: auto;

@@ -23,7 +23,7 @@ from console.host import ConsoleHost
 from console.model.capacity import HORIZON_MS, HOUR, size_cap, week_ahead
 from console.model.history import History, load_history
 from console.screens.base import LiveScreen
-from console.widgets.charts import Chart, chart_legend
+from console.widgets.charts import Chart, ChartLegend
 from console.widgets.forecast_chart import forecast_chart
 from console.widgets.live_table import Column, LiveRow, LiveTable
 from engine.catalog.stats import partition_stats
@@ -68,7 +68,7 @@ class ForecastScreen(LiveScreen[TopicsData]):
             yield table
             with Vertical():
                 yield Chart(id="forecast-chart")
-                yield Static(id="forecast-legend")
+                yield ChartLegend(id="forecast-legend")
                 yield Static("choose a topic and press enter to forecast it", id="forecast-summary")
 
     def load(self, host: ConsoleHost) -> TopicsData:
@@ -127,7 +127,7 @@ class ForecastScreen(LiveScreen[TopicsData]):
         self.shown = topic
         spec = forecast_chart(result, past=past, cap=self._caps.get(topic.topic))
         self.query_one("#forecast-chart", Chart).show(spec)
-        self.query_one("#forecast-legend", Static).update(chart_legend(spec, self.app.theme_variables))
+        self.query_one("#forecast-legend", ChartLegend).show(spec)
         self.query_one("#forecast-summary", Static).update(summary(topic, result, past))
 
 

@@ -48,6 +48,9 @@ def expires_cell(group: GroupSummary, now: int, palette: Palette) -> Text:
 def quota_cell(group: GroupSummary, palette: Palette) -> Text:
     if group.over_quota is None:
         return Text("-", style=palette.muted)
+    if not group.over_quota and group.topic_clearing:
+        # within its quota, but the header still counts the topic until the next cycle
+        return Text("no, clearing", style=palette.warning)
     if not group.over_quota:
         return Text("no", style=palette.success)
     return Text(f"yes: {' + '.join(group.over_quota)}", style=palette.error)
@@ -67,7 +70,7 @@ def group_row(group: GroupSummary, now: int, palette: Palette) -> LiveRow:
             format.count(group.lag_messages),
             format.size(group.lag_bytes),
             format.age(group.lag_ms),
-            "-" if commit_age is None else f"{format.age(commit_age)} ago",
+            format.ago(now, group.last_commit),
             expires,
             quota,
         ),

@@ -27,14 +27,16 @@ GAUGE_WIDTH = 6
 #: the Backlog and State cells of a topic whose backlog is still being read
 PENDING = "…"
 
+# Short headings where the values are shorter: at 120 columns the demo's widest row
+# left State 17 cells, and ``quota exceeded, held`` (a held topic over quota) needs 20.
 COLUMNS = (
     Column("topic", "Topic"),
     Column("partitions", "Parts"),
-    Column("segments", "Segments"),
+    Column("segments", "Segs"),
     Column("bytes", "Bytes"),
     Column("oldest", "Oldest"),
     Column("retention", "Retention"),
-    Column("backlog", "Backlog / quota"),
+    Column("backlog", "Backlog/quota"),
     Column("state", "State"),
 )
 

@@ -76,7 +76,7 @@ GROUP_COLUMNS = (
     Column("lag", "Lag msgs"),
     Column("lag_bytes", "Lag bytes"),
     Column("lag_time", "Lag time"),
-    Column("commit", "Committed"),
+    Column("commit", "Last commit"),
     Column("holds", "Holds back", 10),
     Column("plan", "Plan", 26),
 )
@@ -91,6 +91,9 @@ SMALL_TABLE_ROWS = 4
 #: scrollbar the groups table shows when its columns are wider than 120 cells
 BOX_CHROME = 4
 
+#: the policy summary's room at 120 columns (its Static is padded a column each side)
+SUMMARY_WIDTH = 118
+SEPARATOR, TOPIC_MARK, UNMARKED = " · ", " (topic)", "unmarked: engine default"
 #: the policy summary, two lines: the limits on data, then how it is cut and who
 #: keeps it; (field, label, shown only when finite)
 SUMMARY_LINES = (
@@ -150,18 +153,35 @@ def policy_summary(data: TopicData, palette: Palette) -> Text:
         return text
     policy = data.policy
     text.append("\n")
+    width = 0
+
+    def breaking(item_width: int) -> bool:
+        """A new line when the item after a separator would pass the summary's room:
+        a long line (a hold, a ttl and both quotas set) breaks between items."""
+        nonlocal width
+        if width and width + len(SEPARATOR) + item_width > SUMMARY_WIDTH:
+            text.append("\n")
+            width = 0
+        return width > 0
+
     for number, line in enumerate(SUMMARY_LINES):
         if number:
             text.append("\n")
+            width = 0
         items = [(f, label) for f, label, if_finite in line if not (if_finite and policy[f] is None)]
-        for index, (field, label) in enumerate(items):
-            if index:
-                text.append(" · ", style=palette.muted)
+        for field, label in items:
+            value = policy_value(policy, field)
+            topic = policy.entry(field).source == "topic"
+            item_width = len(f"{label} {value}{TOPIC_MARK if topic else ''}")
+            if breaking(item_width):
+                text.append(SEPARATOR, style=palette.muted)
+                width += len(SEPARATOR)
             text.append(f"{label} ", style=palette.muted)
-            text.append(policy_value(policy, field), style="bold")
-            if policy.entry(field).source == "topic":
-                text.append(" (topic)", style=palette.accent)
-    text.append(" · unmarked: engine default", style=palette.muted)
+            text.append(value, style="bold")
+            if topic:
+                text.append(TOPIC_MARK, style=palette.accent)
+            width += item_width
+    text.append(f"{SEPARATOR}{UNMARKED}" if breaking(len(UNMARKED)) else UNMARKED, style=palette.muted)
     return text
 
 
@@ -283,7 +303,7 @@ def group_row(g: GroupState, now: int, palette: Palette, *, stale: bool = False)
             format.count(lag.lag_messages),
             format.size(lag.lag_bytes),
             format.age(lag.lag_ms(now)),
-            format.since(now, lag.last_commit),
+            format.ago(now, lag.last_commit),
             Text(format.size(holds), style=palette.warning if holds else ""),
             Text(outcome, style=palette.muted if stale else palette.warning if acts else ""),
         ),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 from textual.color import Color
+from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from console import format
@@ -221,3 +222,31 @@ def chart_legend(spec: ChartSpec, variables: dict[str, str]) -> Text:
             if not spec.on_chart(mark):
                 text.append(" (above)")
     return text
+
+
+class ChartLegend(Static):
+    """:func:`chart_legend` of a spec, then a note; drawn again when the theme changes,
+    as :class:`Chart` is: the legend's swatches are Rich text with the colours in it,
+    which kept the old theme's (1.8:1 on the light theme's surface) after ``t``."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._spec: ChartSpec | None = None
+        self._note = ""
+
+    def on_mount(self) -> None:
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._write())
+
+    def show(self, spec: ChartSpec | None, note: str = "") -> None:
+        """The legend of ``spec`` (None: none) and ``note`` on the lines after it."""
+        self._spec, self._note = spec, note
+        self._write()
+
+    def _write(self) -> None:
+        if self._spec is None:
+            self.update(Text(self._note))  # plain: an error's [brackets] are no markup
+            return
+        text = chart_legend(self._spec, self.app.theme_variables)
+        if self._note:
+            text.append(f"\n{self._note}")
+        self.update(text)

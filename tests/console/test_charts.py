@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from textual.app import App, ComposeResult
+from textual.content import Content
+from textual.style import Style
 from textual.widgets import Input, Static
 
 from console import format
@@ -205,6 +207,30 @@ async def test_the_forecast_draws_the_past_before_now(make_console, charted: Pat
         # now, and the first breach at +30 h, as vertical lines
         assert [m.value for m in spec.marks if m.vertical] == [0, 30]
         assert f"past: {CYCLES} sample(s) over the last 1h" in str(screen.query_one("#forecast-summary").render())
+
+
+async def test_a_theme_switch_recolours_the_forecast_legend(make_console, charted: Path, monkeypatch) -> None:
+    """The Forecast view's legend is text with the series' colours in it: after ``t``
+    it kept the dark theme's, 1.8:1 on the light theme's surface (walk3 finding 2)."""
+    app = make_console(theme="ebbtide-dark")
+    monkeypatch.setattr(app.host, "forecast", fake_forecast)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await _keys("6", "enter")(pilot)
+        legend = app.screen.query_one("#forecast-legend", Static)
+
+        def colours() -> set[str]:
+            content = legend.render()
+            assert isinstance(content, Content)
+            styles = [s.style for s in content.spans if isinstance(s.style, Style)]
+            return {style.foreground.hex.lower() for style in styles if style.foreground is not None}
+
+        before = {app.theme_variables[role].lower() for role in ("primary", "secondary")}
+        assert before <= colours()
+        await pilot.press("t")
+        await settle(pilot)
+        after = {app.theme_variables[role].lower() for role in ("primary", "secondary")}
+        assert after != before and after <= colours() and not before & colours()
+        assert "projected" in str(legend.render())
 
 
 async def _what_if(pilot, field: str, text: str) -> WhatIfPane:

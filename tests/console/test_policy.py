@@ -14,7 +14,7 @@ from rich.console import Console
 from textual.widgets import Input, Static
 
 from console import format
-from console.modals.policy_editor import FieldRow, PolicyEditorScreen
+from console.modals.policy_editor import FieldRow, PolicyEditorScreen, plan_what_if
 from console.modals.what_if_pane import WhatIfPane
 from console.model.policy_form import (
     PolicyChangedMeanwhile,
@@ -271,6 +271,38 @@ def test_what_if_names_expired_groups_and_ignores_other_topics() -> None:
     assert (idle.expired, idle.new_position, idle.why, idle.worse) == (True, None, "expired", True)
     assert compare("other", saved, proposed) == compare("other", saved, saved)
     assert compare("other", saved, proposed).partitions == ()
+
+
+class CycleBetweenPlans:
+    """A host whose first saved plan reads log start 0 and every later plan 10: a
+    cycle of another process ran between the what-if's first two plans."""
+
+    def __init__(self) -> None:
+        self.planned: list[bool] = []
+
+    def clock(self) -> int:
+        return NOW
+
+    def plan(self, topics, *, now, overrides=None, tag=None) -> Plan:
+        edited = overrides is not None
+        start = 0 if not self.planned else 10
+        self.planned.append(edited)
+        keep = 5 if edited else 0
+        return plan_of(
+            segments_deciding("keep", "keep"),
+            [(0, start, start + keep, 20, False, None, 0, 0)],
+            [],
+        )
+
+
+def test_the_what_if_plans_again_when_a_cycle_ran_between_its_two_plans() -> None:
+    """Walk3 finding 3: the saved plan read the store before a cycle, the edited one
+    after it, and the pane said the saved policy moved the log start from 836 to 772."""
+    host = CycleBetweenPlans()
+    what_if = plan_what_if(host, "t", {"retention_time": "30s"}, tag="x")  # type: ignore[arg-type]
+    assert host.planned == [False, True, False, True]
+    (p0,) = what_if.partitions
+    assert (p0.log_start, p0.saved_log_start, p0.new_log_start) == (10, 10, 15)
 
 
 # -- the editor in a Pilot ------------------------------------------------------------------------

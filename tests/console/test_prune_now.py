@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from console.modals.prune_now import PruneNowScreen
-from console.model.plan_preview import PartitionPreview, PlanPreview
+from console.model.plan_preview import GroupEffect, PartitionPreview, PlanPreview
 from engine.broker import Broker
 from engine.journal.journal import Journal
 from tests.console.test_overview import until
@@ -193,6 +193,28 @@ def test_the_differences_say_what_each_plan_deletes_and_never_unchanged_for_a_mo
         "payments/0: 4 → 0 segment(s) to delete, log start to 1,268 → not moved",
     ]
     assert previewed.differences(previewed) == []
+
+
+def test_a_later_plan_that_reaches_further_drops_nothing_of_the_preview() -> None:
+    """What a confirm checks: the new plan still does all the preview did (appends since
+    make it reach further), or it says which part it no longer does."""
+
+    def plan(*partitions: PartitionPreview, groups: tuple[GroupEffect, ...] = ()) -> PlanPreview:
+        return PlanPreview(now=0, partitions=partitions, groups=groups, held_topics=(), rejected={})
+
+    def evict(to: int) -> GroupEffect:
+        return GroupEffect("payments", "ledger", "subscriber", 0, 1000, to, False, 0, to - 1000, 0)
+
+    previewed = plan(PartitionPreview("metrics", 0, 1, 4096, 3314, 3328), groups=(evict(1028),))
+    further = plan(PartitionPreview("metrics", 0, 2, 8192, 3314, 3342), groups=(evict(1060),))
+    assert previewed.differences(further) != [] and previewed.dropped(further) == []
+    pruned_since = plan(PartitionPreview("metrics", 0, 1, 4096, 3328, 3342), groups=(evict(1060),))
+    assert previewed.dropped(pruned_since) == ["metrics/0: 1 → 1 segment(s) to delete, log start to 3,328 → to 3,342"]
+    held = plan()
+    assert previewed.dropped(held) == [
+        "metrics/0: 1 → 0 segment(s) to delete, log start to 3,328 → not moved",
+        "group ledger on payments/0: to 1,028 → not moved",
+    ]
 
 
 async def test_the_preview_shows_every_topic_and_group_name_whole(make_console) -> None:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from textual.widget import Widget
-from textual.widgets import Button, Input
+from textual.widgets import Button, Input, Select
+from textual.widgets._select import SelectOverlay
 
 from console import format
 from console.commands import EbbCommands
@@ -199,17 +201,24 @@ async def test_prune_now_previews_the_plan_then_prunes_it(make_console, spark_en
             assert not left & {base for base, _ in segments}
 
 
-async def _confirm_a_changed_preview(app, pilot, console_data: Path) -> tuple[PruneNowScreen, Preview | None]:
-    """Prune now on orders, previewed; billing reads on before the confirm (its barrier
-    on partition 0 moves, so the plan does more). Returns the dialog and its first preview."""
+def _hold_orders(console_data: Path) -> None:
+    with Broker(console_data, clock=lambda: NOW) as broker:
+        operations.set_hold(broker, "orders", True, actor="test")
+
+
+async def _confirm_a_changed_preview(
+    app, pilot, console_data: Path, change: Callable[[Path], None] = _hold_orders
+) -> tuple[PruneNowScreen, Preview | None]:
+    """Prune now on orders, previewed; ``change`` the store before the confirm (by
+    default a hold, so the plan no longer deletes what the preview showed). Returns the
+    dialog and its first preview."""
     await settle(pilot)
     app.open_prune_now(["orders"])
     await settle(pilot)
     dialog = app.screen
     assert isinstance(dialog, PruneNowScreen) and dialog.phase == "preview"
     first = dialog.preview
-    with Broker(console_data, clock=lambda: NOW) as broker:
-        broker.commit("orders", "billing", 0, 90, at_ms=NOW)
+    change(console_data)
     await pilot.press("c")
     await settle(pilot)
     return dialog, first
@@ -229,7 +238,7 @@ async def test_prune_now_shows_what_changed_since_the_preview_and_asks_again(
         assert "Changed since the preview:" in note and "orders/0:" in note
         with Broker(console_data, clock=lambda: NOW) as broker:
             assert Journal(broker.catalog).cycles() == []  # nothing applied, nothing journaled
-        assert dialog.preview is not None and dialog.preview.plan.segments > first.plan.segments
+        assert dialog.preview is not None and dialog.preview.plan.segments < first.plan.segments
         # The schedule waits for the answer: a cycle would change the store again.
         assert "scheduled cycles wait until you answer" in text(dialog.query_one("#prune-status"))
         assert app.host._cycle_gate.locked()
@@ -238,6 +247,34 @@ async def test_prune_now_shows_what_changed_since_the_preview_and_asks_again(
         assert dialog.phase == "done" and dialog.outcome is not None
         assert dialog.outcome.applied == dialog.preview.plan.segments
         assert not app.host._cycle_gate.locked()
+
+
+async def test_prune_now_applies_the_preview_when_the_store_only_grew_past_it(
+    make_console, spark_engine, console_data: Path
+) -> None:
+    """billing reads on between the preview and the confirm, so the new plan deletes
+    more of orders/0 (as appends make a size cap or an eviction reach further on a live
+    topic; on the demo every confirm met a changed plan and never applied, walk3
+    finding 1): the preview is applied, exactly, and the rest left to the next cycle."""
+
+    def billing_reads_on(root: Path) -> None:
+        with Broker(root, clock=lambda: NOW) as broker:
+            broker.commit("orders", "billing", 0, 90, at_ms=NOW)
+
+    app = make_console(spark=spark_engine)
+    async with app.run_test(size=TERMINAL) as pilot:
+        dialog, first = await _confirm_a_changed_preview(app, pilot, console_data, billing_reads_on)
+        assert first is not None
+        assert dialog.phase == "done" and dialog.outcome is not None
+        assert dialog.outcome.applied == first.plan.segments
+        assert "changed since the preview" not in text(dialog.query_one("#prune-status"))
+        assert not app.host._cycle_gate.locked()
+    previewed = {(p.topic, p.partition): p.new_log_start_offset for p in first.plan.partitions}
+    with Broker(console_data, clock=lambda: NOW) as broker:
+        (cycle,) = Journal(broker.catalog).cycles()
+        assert (cycle.trigger, cycle.applied) == ("manual", first.plan.segments)
+        for (topic, partition), log_start in previewed.items():
+            assert broker.catalog.partition(topic, partition).log_start_offset == log_start
 
 
 @pytest.mark.parametrize("leave", ["close the dialog", "quit the console"])
@@ -498,14 +535,31 @@ async def test_a_held_topic_refuses_truncate_and_purge(make_console, console_dat
 # -- groups ------------------------------------------------------------------------------------------
 
 
+async def moving_billing(pilot) -> Any:
+    """The move dialog of billing (on orders), loaded."""
+    await settle(pilot)
+    await focus_billing(pilot)
+    await pilot.press("m")
+    await settle(pilot)
+    return pilot.app.screen
+
+
+async def test_the_partition_list_offers_only_partitions(make_console) -> None:
+    """Loaded, the move dialog's partition list still offered its ``loading…`` prompt as
+    an entry (walk3 finding 7): only the topic's partitions remain, the first chosen."""
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        select = (await moving_billing(pilot)).query_one("#target-partition", Select)
+        assert not select.disabled and select.value == 0
+        offered = select.query_one(SelectOverlay)
+        labels = [str(offered.get_option_at_index(i).prompt) for i in range(offered.option_count)]
+        assert [label.split(" ")[0] for label in labels] == ["0", "1"]
+
+
 async def test_group_move_and_expire(make_console, console_data: Path) -> None:
     app = make_console()
     async with app.run_test(size=TERMINAL) as pilot:
-        await settle(pilot)
-        await focus_billing(pilot)
-        await pilot.press("m")
-        await settle(pilot)
-        dialog = app.screen
+        dialog = await moving_billing(pilot)
         assert isinstance(dialog, GroupMoveScreen)
         await type_into(pilot, "#target-value", "130")
         assert "invalid offset 130: move the group to an offset from the log start 0" in text(

@@ -12,6 +12,7 @@ from rich.color import Color as RichColor
 from rich.color import ColorSystem
 from textual.color import Color
 from textual.theme import Theme
+from textual.widgets import Input
 from textual.widgets._toast import Toast
 
 from console.widgets.cells import muted_colour
@@ -123,3 +124,24 @@ async def test_toast_titles_read_at_aa(make_console, theme: str) -> None:
             text, ground = Color(*style.color.get_truecolor()), toast.styles.background
             assert contrast(text, ground) >= AA, toast.classes
             assert contrast(in_256_colours(text), in_256_colours(ground)) >= AA, toast.classes
+
+
+@pytest.mark.parametrize("theme", [p.stem for p in THEMES])
+async def test_an_input_placeholder_reads_at_aa(make_console, theme: str) -> None:
+    """A placeholder is where the truncate and move dialogs give the valid range (``an
+    offset from 681 to 730``); Textual draws it in ``$text-disabled``: 2.61:1 in the
+    light theme and 3.97:1 in the dark one in 256 colours (walk3 finding 5)."""
+    app = make_console(theme=theme)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        app.open_topic("orders")
+        await settle(pilot)
+        await pilot.press("T")
+        await settle(pilot)
+        value = app.screen.query_one("#target-value", Input)
+        assert value.placeholder.startswith("an offset from")
+        style = value.get_component_rich_style("input--placeholder")
+        assert style.color is not None
+        text, ground = Color(*style.color.get_truecolor()), value.background_colors[1]
+        assert contrast(text, ground) >= AA
+        assert contrast(in_256_colours(text), in_256_colours(ground)) >= AA

@@ -13,7 +13,7 @@ from console import format
 from console.host import ConsoleHost
 from console.model.topic import GroupOutcome, load_topic
 from console.screens.overview import OverviewScreen
-from console.screens.topic import TopicRows, TopicScreen, eligible_text, topic_rows
+from console.screens.topic import SUMMARY_WIDTH, TopicRows, TopicScreen, eligible_text, policy_summary, topic_rows
 from console.widgets.cells import Palette
 from console.widgets.charts import ChartSpec
 from console.widgets.live_table import LiveTable
@@ -425,3 +425,28 @@ def test_snapshot_high_contrast_with_plan(snap_compare, make_console, spark_engi
     app = make_console(spark=spark_engine, theme="ebbtide-high-contrast")
     app.host.plan(["payments"])
     assert snap_compare(app, terminal_size=TERMINAL, run_before=_open("payments"))
+
+
+def test_the_policy_summary_breaks_between_items_at_120_columns(console_data: Path) -> None:
+    """With a hold, a ttl and both quotas set on the topic, the second line of limits
+    ran past 118 columns and wrapped inside its last item (``unmarked: engine`` /
+    ``default``; walk3 finding 6): lines break between items."""
+    with Broker(console_data, clock=lambda: NOW) as broker:
+        broker.alter_topic(
+            "orders",
+            {
+                "hold": "on",
+                "message_ttl": "20s",
+                "backlog_size": "8 KiB",
+                "backlog_age": "10m",
+                "granularity": "message",
+            },
+            actor="test",
+        )
+        data = load_topic(broker, "orders", None)
+    palette = Palette(*(Style() for _ in range(5)))
+    lines = policy_summary(data, palette).plain.split("\n")
+    assert all(len(line) <= SUMMARY_WIDTH for line in lines), lines
+    assert lines[-1].endswith("unmarked: engine default")
+    assert sum("hold on (topic)" in line for line in lines) == 1
+    assert not any(line.startswith(" ") or line.endswith(" · ") for line in lines)

@@ -20,6 +20,7 @@ from textual.widgets._footer import FooterKey
 from textual.widgets.data_table import ColumnKey
 
 from console.host import ConsoleHost
+from console.modals.ask import AskScreen
 from console.modals.kind_picker import KindPicker
 from console.model.engine import load_engine
 from console.model.groups import load_groups
@@ -39,6 +40,7 @@ from engine.journal.journal import ACTION_KINDS, Entry, Journal
 from engine.journal.rows import ACTION_FIELDS
 from engine.journal.state import EngineState
 from engine.prune.operations import pause, set_hold
+from engine.store.batch import NewRecord
 from tests.support.console_fixtures import HOUR, MINUTE, NOW, TERMINAL, settle
 
 #: the segments of clickstream/0 the fake scheduled cycle deletes (base, next, bytes)
@@ -401,6 +403,48 @@ async def test_quotas_columns_an_operator_acts_on_fit_at_120(make_console, histo
         assert sum(widths) <= table.scrollable_content_region.width
 
 
+async def test_overview_columns_fit_at_120_with_a_held_topic_over_quota(make_console, history: Path) -> None:
+    """``quota exceeded, held``, the longest state, was cut to ``quota exceeded, h`` at
+    120 columns on the demo (walk3 re-walk): every column is on screen in full, with the
+    demo's widths (its longest name, a hundred KiB, half an hour old)."""
+    with Broker(history, clock=lambda: NOW) as broker:
+        broker.create_topic("demo-clickstream", 2, {}, actor="test")
+        broker.produce("demo-clickstream", [NewRecord(bytes(100 << 10), None, NOW - 31 * MINUTE - 30_000)], partition=0)
+        broker.alter_topic("sessions", {"backlog_size": "1 GiB", "hold": "on"}, actor="test")
+        broker.alter_topic("orders", {"max_time": "3m", "retention_time": "20s"}, actor="test")
+        EngineState(broker.catalog).set_quota_state("sessions", True, NOW - 20 * MINUTE)
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one("#topics", LiveTable)
+        keys = [c.key for c in table.live_columns]
+        rows = {r[0]: r for r in rows_of(app, "topics")}
+        assert rows["sessions"][keys.index("state")] == "quota exceeded, held"
+        widths = [table.columns[ColumnKey(k)].get_render_width(table) for k in keys]
+        assert sum(widths) <= table.scrollable_content_region.width
+
+
+async def test_groups_columns_fit_at_120_with_a_clearing_topic(make_console, history: Path) -> None:
+    """A subscriber within its quota while its topic is still in the exceeded state
+    reads ``no, clearing`` (walk3 finding 4): the widest Over quota cell, in full at
+    120 columns with a long group name."""
+    with Broker(history, clock=lambda: NOW) as broker:
+        broker.create_group("payments", "audit-reconciler", "subscriber")
+        broker.commit("payments", "audit-reconciler", 0, 0, at_ms=NOW - MINUTE)
+        broker.alter_topic("sessions", {"backlog_size": "1 GiB"}, actor="test")
+        EngineState(broker.catalog).set_quota_state("sessions", True, NOW - 20 * MINUTE)
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("2")
+        await settle(pilot)
+        table = app.screen.query_one("#groups", LiveTable)
+        keys = [c.key for c in table.live_columns]
+        quota = {(r[0], r[1]): r[keys.index("quota")] for r in rows_of(app, "groups")}
+        assert "no, clearing" in {cell for (topic, _group), cell in quota.items() if topic == "sessions"}
+        widths = [table.columns[ColumnKey(k)].get_render_width(table) for k in keys]
+        assert sum(widths) <= table.scrollable_content_region.width
+
+
 async def test_the_header_keeps_crumb_badges_and_spark_at_120(make_console, history: Path) -> None:
     """A filtered Journal in read-only mode with four badges on: the header drops what
     matters least (the name, the Spark master, then the schedule) instead of cutting
@@ -540,6 +584,25 @@ def test_journal_snapshot_light(snap_compare, make_console, history: Path) -> No
 
 def test_engine_snapshot(snap_compare, make_console, fixed_data: Path) -> None:
     assert snap_compare(make_console(data=fixed_data), terminal_size=TERMINAL, run_before=view("5"))
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+async def test_the_engine_view_footer_offers_z(make_console, read_only: bool) -> None:
+    """The Engine view says ``Deletion running (z pauses)`` and had room for the key in
+    its footer, which did not list it (walk3 finding 8); read-only it stays hidden."""
+    app = make_console(read_only=read_only)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("5")
+        await settle(pilot)
+        shown = {k.key for k in app.screen.query(FooterKey)}
+        assert ("z" in shown) is not read_only
+        await pilot.press("z")
+        await settle(pilot)
+        if read_only:
+            refused = [str(n.message) for n in app._notifications if n.title == "Read-only"]
+            assert refused == ["Pause deletion refused: the console is read-only"]
+        else:
+            assert isinstance(app.screen, AskScreen)  # asks y before pausing
 
 
 @pytest.mark.parametrize("key", ["1", "2", "3", "4", "5", "6"])
