@@ -21,11 +21,12 @@ from engine.journal.rows import Cycle
 
 
 def last_cycle_line(cycle: Cycle | None, now: int) -> str:
-    """``cycle 12 done 34s ago in 2.1 s (plan 1.6 s, apply 500 ms): 4 of 4 deleted,
-    12.0 MiB freed``: the whole cycle's time, as the Journal and Engine views show it."""
+    """``cycle 12 done 34s ago, took 2.1 s (plan 1.6 s, apply 500 ms): 4 of 4 deleted,
+    12.0 MiB freed``: the whole cycle's time, as the Journal and Engine views show it
+    (``took unknown`` for a cycle an older journal did not time whole)."""
     if cycle is None:
         return "no cycle journaled yet"
-    duration = "" if cycle.finished is None else f" in {cycle_took(cycle)}"
+    duration = "" if cycle.finished is None else f", took {cycle_took(cycle)}"
     line = (
         f"cycle {cycle.id} {cycle.status} {format.since(now, cycle.started)} ago{duration}: "
         f"{cycle.applied} of {cycle.planned} deleted, {format.size(cycle.bytes_freed)} freed"

@@ -63,7 +63,7 @@ def test_every_surface_shows_the_same_cycle_time(data_dir: Path, ebb) -> None:
     assert _cells(cycle_row(cycle, PLAIN), CYCLE_COLUMNS)["duration"] == whole
     engine_view = _cells(cycle_row(cycle, PLAIN, split=True), ENGINE_CYCLE_COLUMNS)
     assert (engine_view["duration"], engine_view["plan"], engine_view["apply"]) == (whole, planning, applying)
-    assert f"in {whole} (plan {planning}, apply {applying})" in last_cycle_line(cycle, T + 1_000)
+    assert f", took {whole} (plan {planning}, apply {applying})" in last_cycle_line(cycle, T + 1_000)
 
     table = ebb("log", "--cycles")
     assert table.code == 0, table.err
@@ -101,7 +101,7 @@ def test_an_old_journal_reads_its_cycles_time_as_unknown(data_dir: Path, ebb) ->
     assert (data_dir / "catalog.db").read_bytes() == before
     cells = _cells(cycle_row(old, PLAIN, split=True), ENGINE_CYCLE_COLUMNS)
     assert (cells["duration"], cells["plan"], cells["apply"]) == ("unknown", "unknown", "500 ms")
-    assert "in unknown (plan unknown, apply 500 ms)" in last_cycle_line(old, T)
+    assert ", took unknown (plan unknown, apply 500 ms)" in last_cycle_line(old, T)
     listed = ebb("--read-only", "log", "--cycles", "--json")
     assert listed.code == 0, listed.err
     (exported,) = json.loads(listed.out)
