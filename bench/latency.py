@@ -76,7 +76,7 @@ with Broker(Path(sys.argv[1])) as broker:
     from engine.prune.snapshot import build_snapshot
     snapshot = build_snapshot(broker.catalog, StoreRecordTimes(broker.data), defaults=broker.config.policy_defaults,
                               now=broker.clock(), topics=["demo"], overrides=None)
-    marks["snapshot (imports pandas: pa.array)"] = time.monotonic()
+    marks["snapshot (+pandas, pa.array)"] = time.monotonic()
     if pruner.desk is not None and (plan := pruner.desk.plan(snapshot)) is not None:
         marks["plan at the desk"] = time.monotonic()
     else:
