@@ -15,8 +15,9 @@ command as a whole ``ebb`` process (what an operator waits for), ``--runs`` time
 Printed: each median (and min, max), warm / cold and warm / in-process, against the
 targets of issue 13 (warm explain at most 0.2 of cold, and at most 1.5 s). Then where a
 warm one-shot's time goes, from one instrumented run in a subprocess: Python start and
-imports of the CLI, the import of the Spark Connect client, attaching a session, the
-plan (snapshot, then Spark), and leaving.
+imports of the CLI, then (with the service's plan desk, engine/prune/plan_desk.py) the
+snapshot and the plan at the desk, or (without) the import of the Spark Connect
+client, attaching a session, the snapshot and the plan on Spark; and leaving.
 
 The console (``--console-runs`` launches each way, headless at 120x40, its Spark and
 schedule on, as ``ebb console`` runs them): seconds from launching its process to its
@@ -43,6 +44,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from engine.prune.plan_desk import read_desk
 from engine.prune.session import MASTER_ENV
 from engine.prune.spark_service import ServiceDir
 
@@ -60,20 +62,26 @@ from engine.broker import Broker
 from engine.prune.pruner import Pruner
 from engine.prune.session import spark_engine_for
 marks["imports (CLI, engine, pyarrow)"] = time.monotonic()
-import pyspark.sql.connect.session
-marks["import Spark Connect client"] = time.monotonic()
 with Broker(Path(sys.argv[1])) as broker:
     spark = spark_engine_for(broker.config, broker.data)
-    spark.session()
-    marks["attach session"] = time.monotonic()
     pruner = Pruner(broker, spark)
+    if pruner.use_desk():  # as `ebb explain` does: the service's plan desk, if it has one
+        marks["find the service's plan desk"] = time.monotonic()
+    else:
+        import pyspark.sql.connect.session
+        marks["import Spark Connect client"] = time.monotonic()
+        spark.session()
+        marks["attach session"] = time.monotonic()
     from engine.prune.record_times import StoreRecordTimes
     from engine.prune.snapshot import build_snapshot
     snapshot = build_snapshot(broker.catalog, StoreRecordTimes(broker.data), defaults=broker.config.policy_defaults,
                               now=broker.clock(), topics=["demo"], overrides=None)
-    marks["snapshot"] = time.monotonic()
-    plan = pruner.planner.plan(snapshot)
-    marks["plan on Spark"] = time.monotonic()
+    marks["snapshot (+pandas, pa.array)"] = time.monotonic()
+    if pruner.desk is not None and (plan := pruner.desk.plan(snapshot)) is not None:
+        marks["plan at the desk"] = time.monotonic()
+    else:
+        plan = pruner.planner.plan(snapshot)
+        marks["plan on Spark"] = time.monotonic()
     _explained(plan, None)
     spark.stop()
     marks["leave"] = time.monotonic()
@@ -178,9 +186,10 @@ def stop_engine(engine: subprocess.Popen[bytes]) -> None:
 
 
 def wait_warmed_up(data: Path) -> float:
-    """Seconds until the service's warm-up (engine/prune/spark_warmup.py) has ended."""
+    """Seconds until the service's warm-up (engine/prune/spark_warmup.py) has ended and
+    its plan desk (engine/prune/plan_desk.py) listens."""
     began = time.monotonic()
-    while not ServiceDir(data).warmed_up():
+    while not ServiceDir(data).warmed_up() or read_desk(ServiceDir(data)) is None:
         if time.monotonic() - began > WARM_UP_WAIT_SECONDS:
             raise SystemExit(f"the Spark service did not warm up within {WARM_UP_WAIT_SECONDS:g} s")
         time.sleep(0.5)
@@ -287,7 +296,10 @@ def main() -> None:
         if "in-process" in by_mode:
             line += f"; warm / in-process {warm / statistics.median(by_mode['in-process']):.3f}"
         print(line + f"; warm {'<=' if warm <= 1.5 else '>'} 1.5 s")
-    print(f"\n(warm runs began once the service's warm-up had ended, {warmed:.1f} s after the engine's first cycle)")
+    print(
+        f"\n(warm runs began once the service's warm-up had ended and its plan desk listened, "
+        f"{warmed:.1f} s after the engine's first cycle)"
+    )
     print(f"\nthe console, launch to each milestone: median of {args.console_runs} (min, max)")
     print(f"  {'':<28}{'cold (no server)':>22}{'warm (server up)':>22}{'warm / cold':>13}")
     for milestone in console["cold"][0] if console["cold"] and console["warm"] else ():

@@ -60,12 +60,15 @@ def _pruner(broker: Broker, args: argparse.Namespace) -> Pruner:
     from engine.prune.session import spark_engine_for
 
     spark = spark_engine_for(broker.config, broker.data, master=args.spark_master, remote=args.spark_remote)
+    pruner = Pruner(broker, spark)
+    if pruner.use_desk():
+        return pruner  # planned at the warm service's desk: no session of this process's own
     try:
         wait_for_spark(spark)
     except BaseException:
         spark.stop()
         raise
-    return Pruner(broker, spark)
+    return pruner
 
 
 def _now(args: argparse.Namespace) -> int | None:

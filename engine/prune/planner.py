@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from engine.prune.plan import query
 from engine.prune.plan.inputs import SparkInputs, buckets_of, read_files, sent_as_arrow, spark_inputs, write_inputs
 from engine.prune.plan.output import split
+from engine.prune.plan.round_trips import to_arrow
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import Snapshot
 from engine.prune.transport import TRANSPORTS, Scratch, private_directory, unreadable_by
@@ -80,12 +81,12 @@ class Planner:
 
     def _plan(self, spark: Any, inputs: SparkInputs, every_segment: bool) -> pa.Table:
         if self._transport_for(spark) == "arrow":
-            return query.frame(spark, *sent_as_arrow(spark, inputs), every_segment=every_segment).toArrow()
+            return to_arrow(query.frame(spark, *sent_as_arrow(spark, inputs), every_segment=every_segment))
         buckets = buckets_of(spark)
         with private_directory(self.scratch) as directory:
             write_inputs(inputs, directory, buckets)
             with read_files(spark, directory, buckets) as (rows, facts):
-                return query.frame(spark, rows, facts, every_segment=every_segment).toArrow()
+                return to_arrow(query.frame(spark, rows, facts, every_segment=every_segment))
 
     def _transport_for(self, spark: Any) -> str:
         """``files`` or ``arrow`` on ``spark``: as configured, or (``auto``) as found

@@ -15,6 +15,7 @@ from engine.errors import InvalidPolicy
 from engine.journal.journal import Entry, Journal
 from engine.prune.cycle_result import CycleResult
 from engine.prune.executor import execute
+from engine.prune.plan_desk import DeskClient
 from engine.prune.plan_work import work_from_plan
 from engine.prune.planner import Plan, Planner
 from engine.prune.record_times import StoreRecordTimes
@@ -39,6 +40,26 @@ class Pruner:
         config = broker.config
         scratch = Scratch.configured(config.spark_scratch, broker.data.root / "snapshots")
         self.planner = Planner(spark, scratch, config.spark_transport)
+        #: plans go to the service's plan desk first (:meth:`use_desk`)
+        self.desk: DeskClient | None = None
+
+    def use_desk(self) -> bool:
+        """Plan at the service's plan desk (engine/prune/plan_desk.py) when there is
+        one; whether there is. Only where the desk makes the very plan this process
+        would: on the data directory's own local service, files in the data
+        directory's scratch directory. For one-shot commands, which then need no
+        Spark session of their own (the engine starts only if the desk fails)."""
+        service = self.spark.service
+        if (
+            service is None
+            or not self.spark.reads_local_files
+            or self.broker.config.spark_scratch is not None
+            or self.broker.config.spark_transport not in ("auto", "files")
+        ):
+            return False
+        desk = DeskClient(service.data_root)
+        self.desk = desk if desk.available() else None
+        return self.desk is not None
 
     def plan(
         self,
@@ -70,7 +91,8 @@ class Pruner:
         if self.broker.config.spark_scratch is None:
             # Chosen again for every plan: the disk may have filled since the last one.
             self.planner.scratch = Scratch.local(scratch_dir(self.broker.data.root, "snapshots"))
-        plan = self.planner.plan(snapshot, tag=tag, every_segment=every_segment)
+        made = self.desk.plan(snapshot, every_segment=every_segment) if self.desk is not None else None
+        plan = made if made is not None else self.planner.plan(snapshot, tag=tag, every_segment=every_segment)
         return replace(plan, plan_ms=round((time.monotonic() - began) * 1000))
 
     def cycle(

@@ -168,6 +168,11 @@ class SparkEngine:
         return self._remote is None and self._master.startswith("local")
 
     @property
+    def service(self) -> ServiceSpec | None:
+        """The data directory's shared service this engine plans on; None if it does not."""
+        return self._service
+
+    @property
     def _connect(self) -> bool:
         return self._remote is not None or self._service is not None
 

@@ -13,6 +13,7 @@ directory)::
     attached.lock  held shared by every client attached to the server
     plans          one byte appended per plan served; its mtime is the server's last use
     warmed-up      written once the warm-up (engine/prune/spark_warmup.py) has ended
+    desk.json      the plan desk's port, once it listens (engine/prune/plan_desk.py)
 
 The server is a JVM run by a small supervisor process (:mod:`engine.prune.spark_supervisor`),
 which stops it once it has been idle for the configured time: no client attached and
@@ -48,6 +49,7 @@ START_LOCK = "start.lock"
 ATTACH_LOCK = "attached.lock"
 PLANS_NAME = "plans"
 WARMED_NAME = "warmed-up"
+DESK_NAME = "desk.json"
 SUPERVISOR_MODULE = "engine.prune.spark_supervisor"
 
 #: the master of the service's own JVM unless ``[spark.conf] "spark.master"`` says otherwise
@@ -107,7 +109,7 @@ class ServiceDir:
 
     def write_state(self, state: ServerState) -> None:
         """Write ``server.json`` whole or not at all: readers never lock."""
-        self._write_private(STATE_NAME, json.dumps(asdict(state)))
+        self.write_private(STATE_NAME, json.dumps(asdict(state)))
 
     def clear_state(self, supervisor_pid: int) -> None:
         """Remove ``server.json`` if it still describes the server of ``supervisor_pid``."""
@@ -118,7 +120,7 @@ class ServiceDir:
 
     def new_token(self) -> Path:
         """A fresh secret for the next server, readable by the owner only."""
-        self._write_private(TOKEN_NAME, secrets.token_urlsafe(32))
+        self.write_private(TOKEN_NAME, secrets.token_urlsafe(32))
         return self.path(TOKEN_NAME)
 
     def write_conf(self, conf: Mapping[str, str]) -> Path:
@@ -127,10 +129,11 @@ class ServiceDir:
             f"{key}={str(value).replace(chr(92), chr(92) * 2).replace(chr(10), chr(92) + 'n')}"
             for key, value in conf.items()
         )
-        self._write_private(CONF_NAME, "\n".join(lines) + "\n")
+        self.write_private(CONF_NAME, "\n".join(lines) + "\n")
         return self.path(CONF_NAME)
 
-    def _write_private(self, name: str, text: str) -> None:
+    def write_private(self, name: str, text: str) -> None:
+        """Write ``name`` whole or not at all, readable by the owner only."""
         self.ensure()
         temporary = self.path(f".{name}.{os.getpid()}")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -141,12 +144,14 @@ class ServiceDir:
     # -- use ----------------------------------------------------------------------------
 
     def reset_plans(self) -> None:
-        self._write_private(PLANS_NAME, "")
-        with contextlib.suppress(FileNotFoundError):
-            self.path(WARMED_NAME).unlink()
+        """A new server: no plan served, not warmed up, no plan desk."""
+        self.write_private(PLANS_NAME, "")
+        for name in (WARMED_NAME, DESK_NAME):
+            with contextlib.suppress(FileNotFoundError):
+                self.path(name).unlink()
 
     def record_warm_up(self, outcome: str) -> None:
-        self._write_private(WARMED_NAME, outcome)
+        self.write_private(WARMED_NAME, outcome)
 
     def warmed_up(self) -> bool:
         return self.path(WARMED_NAME).exists()

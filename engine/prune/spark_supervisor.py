@@ -4,8 +4,9 @@ Started detached by :func:`engine.prune.spark_service.ensure_running`; runs the 
 as its child, records it in ``server.json`` once it accepts connections, and stops it
 on SIGTERM (``ebb spark stop``), when it has been idle for its timeout, or exits when
 the JVM dies. Once the server is ready it also runs the warm-up
-(:mod:`engine.prune.spark_warmup`) beside it. Whatever ends this process, no JVM and
-no warm-up is left: they get SIGTERM from the kernel if this process dies first
+(:mod:`engine.prune.spark_warmup`) beside it, and once that has ended the plan desk
+(:mod:`engine.prune.plan_desk`). Whatever ends this process, no JVM, warm-up or desk
+is left: they get SIGTERM from the kernel if this process dies first
 (``PR_SET_PDEATHSIG``).
 
 Stays small on purpose (no pyspark import): it lives as long as the server.
@@ -29,6 +30,9 @@ from engine.prune.spark_service import ServerState, ServiceDir
 
 _SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 _WARM_UP_MODULE = "engine.prune.spark_warmup"
+_DESK_MODULE = "engine.prune.plan_desk"
+#: how often the end of the warm-up is looked for, to start the desk soon after
+_WARM_UP_POLL_SECONDS = 0.5
 _PR_SET_PDEATHSIG = 1
 _PORT_ATTEMPTS = 3
 _JVM_STOP_SECONDS = 30.0
@@ -78,9 +82,10 @@ def _child(command: list[str], env: dict[str, str], log_file: Path) -> subproces
         )  # fmt: skip
 
 
-def _start_warm_up(args: argparse.Namespace) -> subprocess.Popen[bytes]:
+def _start_python(module: str, args: argparse.Namespace) -> subprocess.Popen[bytes]:
+    """``python -m module SERVICE_DIR --log-dir LOG_DIR`` as a child: the warm-up, the desk."""
     log = Path(args.log)
-    command = [sys.executable, "-m", _WARM_UP_MODULE, args.service_dir, "--log-dir", str(log.parent)]
+    command = [sys.executable, "-m", module, args.service_dir, "--log-dir", str(log.parent)]
     return _child(command, dict(os.environ), log)
 
 
@@ -154,12 +159,16 @@ def serve(args: argparse.Namespace) -> int:
         )
     )
     _log(log, f"Spark Connect server (pid {jvm.pid}) ready on 127.0.0.1:{port}, master {args.master}")
-    warm_up = _start_warm_up(args)
+    warm_up = _start_python(_WARM_UP_MODULE, args)
+    desk: subprocess.Popen[bytes] | None = None
     idle_timeout = args.idle_timeout_ms / 1000
     poll = min(5.0, max(0.2, idle_timeout / 10))
     try:
-        while not stopping.wait(poll):
-            warm_up.poll()  # reaped once done: no zombie for the server's lifetime
+        while not stopping.wait(poll if desk is not None else min(poll, _WARM_UP_POLL_SECONDS)):
+            if desk is None and warm_up.poll() is not None:  # reaped: no zombie for the server's lifetime
+                desk = _start_python(_DESK_MODULE, args)
+            if desk is not None:
+                desk.poll()
             if jvm.poll() is not None:
                 _log(log, f"the Spark Connect server exited (status {jvm.returncode})")
                 return 1
@@ -182,6 +191,8 @@ def serve(args: argparse.Namespace) -> int:
     finally:
         service.clear_state(os.getpid())
         _stop(warm_up)
+        if desk is not None:
+            _stop(desk)
         _stop(jvm)
 
 

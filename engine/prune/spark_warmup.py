@@ -23,11 +23,16 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from engine.prune import tables
 from engine.prune.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from engine.prune.planner import Planner
+    from engine.prune.spark_service import ServerState
 
 #: plans run to warm the server; the tenth of a small topic ran at about half the
 #: first's time (measured), later ones gain little more
@@ -81,23 +86,34 @@ def _first_plan_or_timeout(service_dir: Path) -> None:
         time.sleep(_POLL_SECONDS)
 
 
-def warm_up(service_dir: Path, log_dir: Path, plans: int) -> int:
-    """Plan ``plans`` times on the server of ``service_dir``; 0 if all went well."""
+def service_planner(service_dir: Path, log_dir: Path) -> tuple[ServerState, str, Planner] | None:
+    """The running server of ``service_dir``, its token, and a planner on it as a plain
+    Connect client that sends the snapshot as the data directory's clients do (files
+    in its scratch directory, where the service runs locally); None if none runs."""
     from engine.prune.planner import Planner
     from engine.prune.scratch import scratch_dir
     from engine.prune.session import SparkEngine
     from engine.prune.spark_service import ServiceDir, running
 
-    service = ServiceDir(service_dir.parent)
-    state = running(service)
+    state = running(ServiceDir(service_dir.parent))
     if state is None:
-        return 1
+        return None
     token = Path(state.token_file).read_text().strip()
     engine = SparkEngine(remote=f"{state.address}/;token={token}", log_dir=log_dir)
+    transport = "files" if state.master.startswith("local") else "auto"
+    return state, token, Planner(engine, scratch_dir(service_dir.parent, "snapshots"), transport)
+
+
+def warm_up(service_dir: Path, log_dir: Path, plans: int) -> int:
+    """Plan ``plans`` times on the server of ``service_dir``; 0 if all went well."""
+    from engine.prune.spark_service import ServiceDir
+
+    found = service_planner(service_dir, log_dir)
+    if found is None:
+        return 1
+    service, (_state, _token, planner) = ServiceDir(service_dir.parent), found
+    engine = planner.engine
     try:
-        # Files, as the data directory's clients send them to a local service.
-        transport = "files" if state.master.startswith("local") else "auto"
-        planner = Planner(engine, scratch_dir(service_dir.parent, "snapshots"), transport)
         began = time.monotonic()
         for plan in range(plans):
             # Whole plans (explain, the console) and cycles' plans (deletions only)

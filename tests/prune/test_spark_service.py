@@ -26,9 +26,11 @@ from console.cli.spark_cmd import Progress
 from engine.broker import Broker
 from engine.config import load_config
 from engine.errors import InvalidInput, SparkUnavailable
-from engine.prune import spark_service
+from engine.prune import plan_desk, spark_service
 from engine.prune.pruner import Pruner
+from engine.prune.record_times import StoreRecordTimes
 from engine.prune.session import MASTER_ENV, SparkEngine, spark_engine_for
+from engine.prune.snapshot import build_snapshot
 from engine.prune.spark_warmup import WARM_UP_PLANS
 from tests.support.cli import REPO, CliResult, ebb_command
 
@@ -107,7 +109,10 @@ def test_files_are_private_and_server_listens_on_loopback_only(service: Path) ->
     assert stat.S_IMODE(root.stat().st_mode) == 0o700
     for name in ("token", "server.json", "server.conf"):
         assert stat.S_IMODE((root / name).stat().st_mode) == 0o600, name
-    port = status(service)["port"]
+    _listens_on_loopback_only(status(service)["port"])
+
+
+def _listens_on_loopback_only(port: int) -> None:
     listening = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:
@@ -296,7 +301,46 @@ def test_the_service_warms_up_once_without_counting_its_plans(service: Path) -> 
     assert outcome.startswith(f"Spark service warmed up: {WARM_UP_PLANS} plans"), outcome
     # a plain client of the server: its plans are not the clients' plans served
     assert status(service)["plans_served"] < WARM_UP_PLANS
-    assert not [pid for pid in os.listdir("/proc") if pid.isdigit() and _warm_up_of(int(pid)) == str(service / "spark")]
+    # and it ends (its interpreter's exit takes a moment after the record)
+    deadline = time.monotonic() + 60
+    while (left := _warm_ups_of(service)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left
+
+
+def _warm_ups_of(service: Path) -> list[str]:
+    return [pid for pid in os.listdir("/proc") if pid.isdigit() and _warm_up_of(int(pid)) == str(service / "spark")]
+
+
+def test_once_warm_the_service_plans_one_shots_at_its_desk(
+    service: Path, spark_engine: SparkEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs after the warm-up above: the service starts its plan desk once warm."""
+    deadline = time.monotonic() + 300
+    while (desk := plan_desk.read_desk(spark_service.ServiceDir(service))) is None and time.monotonic() < deadline:
+        time.sleep(1)
+    assert desk is not None, "no plan desk once the service had warmed up"
+    assert stat.S_IMODE((service / "spark" / plan_desk.DESK_NAME).stat().st_mode) == 0o600
+    _listens_on_loopback_only(desk.port)
+
+    served = status(service)["plans_served"]
+    result = run_ebb(service, "explain", "demo", "--now", NOW, "--json")
+    assert result.code == 0 and result.err == "", result.err
+    now = json.loads(result.out)["now"]
+    with Broker(service) as broker:
+        local = Pruner(broker, spark_engine).plan(now=now, topics=["demo"])
+        monkeypatch.delenv(MASTER_ENV)
+        one_shot = spark_engine_for(broker.config, broker.data)
+        monkeypatch.setattr(one_shot, "start", lambda: pytest.fail("a one-shot started a Spark session of its own"))
+        pruner = Pruner(broker, one_shot)
+        assert pruner.use_desk()
+        at_desk = pruner.plan(now=now, topics=["demo"])
+        snapshot = build_snapshot(broker.catalog, StoreRecordTimes(broker.data), defaults={}, now=now)
+    assert json.loads(result.out)["segments"] == _explained(local, None) == _explained(at_desk, None)
+    assert status(service)["plans_served"] == served + 2
+    for token in ("", "not-the-token"):
+        assert plan_desk.ask(desk.port, token, snapshot) is None
+    assert status(service)["plans_served"] == served + 2
 
 
 def _warm_up_of(pid: int) -> str | None:

@@ -39,6 +39,7 @@ from engine.prune.plan.layout import (
     SEGMENT_ROW,
     code,
 )
+from engine.prune.plan.round_trips import sql_frame
 from engine.prune.plan.rules import SUFFIX_FROM, flag, marks, row_rules
 
 #: stands for "no limit" where a number is compared (the budget)
@@ -297,5 +298,5 @@ def frame(spark: Any, rows: Any, facts: Any, *, every_segment: bool = True) -> A
     (:data:`~engine.prune.plan.inputs.BUCKETED_ROWS`) and ``facts``
     (:data:`~engine.prune.plan.layout.FACTS`); without ``every_segment``, only its
     :data:`CHANGES` (the windows still see every row: they run before the filter)."""
-    plan = spark.sql(PLAN_QUERY, rows=rows, facts=facts)
+    plan = sql_frame(spark, PLAN_QUERY, rows=rows, facts=facts)
     return plan if every_segment else plan.where(CHANGES)
