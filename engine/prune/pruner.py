@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from engine.broker import Broker
+from engine.catalog.bulk_reads import CatalogTables
 from engine.errors import InvalidPolicy
 from engine.journal.journal import Entry, Journal
 from engine.prune.cycle_result import CycleResult
@@ -38,6 +39,9 @@ class Pruner:
         config = broker.config
         scratch = Scratch.configured(config.spark_scratch, broker.data.root / "snapshots")
         self.planner = Planner(spark, scratch, config.spark_transport)
+        #: the last snapshot's read of every topic: the next one re-reads only the
+        #: partitions written since (a million unchanged segments took most of a cycle)
+        self._read: CatalogTables | None = None
 
     def plan(
         self,
@@ -60,7 +64,10 @@ class Pruner:
             now=self.broker.clock() if now is None else now,
             topics=topics,
             overrides=overrides,
+            since=self._read,
         )
+        if topics is None:
+            self._read = snapshot.read
         if topics and snapshot.rejected:
             # Asked for by name: an invalid effective policy is the answer, not a gap.
             name, reason = next(iter(snapshot.rejected.items()))
