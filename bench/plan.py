@@ -61,6 +61,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import resource
 import shutil
 import statistics
@@ -521,13 +522,16 @@ def apply_first_cycle(catalog: Catalog, plan: Plan) -> tuple[int, int, int]:
 
 
 def warm_cycle(
-    broker: Broker, planner: Planner, records: LinearRecordTimes, now: int
+    broker: Broker, planner: Planner, records: LinearRecordTimes, now: int, since: Snapshot | None
 ) -> tuple[dict[str, float], Snapshot, Plan]:
-    """One whole cycle at ``now``, as ``Pruner.cycle`` makes it: snapshot, plan (the
-    deleted segments' rows only), apply-nothing; seconds of each, the snapshot and
-    the plan."""
+    """One whole cycle at ``now``, as ``Pruner.cycle`` makes it: snapshot (re-reading
+    only the partitions written since ``since``, the engine's previous cycle; all of
+    them without), plan (the deleted segments' rows only), apply-nothing; seconds of
+    each, the snapshot and the plan."""
     times = {}
-    times["snapshot"], snapshot = timed(build_snapshot, broker.catalog, records, defaults={}, now=now)
+    times["snapshot"], snapshot = timed(
+        build_snapshot, broker.catalog, records, defaults={}, now=now, since=None if since is None else since.read
+    )
     times["plan"], plan = timed(planner.plan, snapshot, every_segment=Pruner.cycle_plans_every_segment)
     times["apply-nothing"], _ = timed(
         lambda: execute(
@@ -542,6 +546,44 @@ def warm_cycle(
     )
     times["cycle"] = sum(times.values())
     return times, snapshot, plan
+
+
+def append_to(catalog: Catalog, partitions: pa.Table, share: float, now: int, rng: random.Random) -> int:
+    """Appends to ``share`` of ``partitions`` (chosen at random), as producers leave the
+    catalog between two cycles: each one's active segment and next offset grow by
+    100 records of 1 KB at ``now``. Returns how many partitions. One write
+    transaction, in bulk (a bench's own catalog: SQL is allowed)."""
+    keys = list(zip(partitions["topic"].to_pylist(), partitions["partition"].to_pylist()))
+    chosen = rng.sample(keys, round(share * len(keys)))
+    with catalog.write():
+        conn = catalog.db.conn
+        conn.executemany(
+            "UPDATE segments SET next_offset = next_offset + 100, size_bytes = size_bytes + 102400,"
+            " first_timestamp = COALESCE(first_timestamp, ?), max_timestamp = ?"
+            " WHERE topic = ? AND partition = ? AND sealed = 0",
+            [(now, now, topic, partition) for topic, partition in chosen],
+        )
+        conn.executemany(
+            "UPDATE partitions SET next_offset = next_offset + 100 WHERE topic = ? AND partition = ?", chosen
+        )
+    return len(chosen)
+
+
+#: the counted cycles' kinds, taken in turn: the share of partitions appended to before
+#: each, and whether the snapshot re-reads only what changed since the previous cycle
+#: (as the engine's does) or everything (as every snapshot did before: the baseline)
+CYCLE_KINDS = {
+    "unchanged": (0.0, True),
+    "1% appended": (0.01, True),
+    "10% appended": (0.10, True),
+    "unchanged, read whole": (0.0, False),
+}
+
+
+def same_snapshot(since: Snapshot, whole: Snapshot) -> tuple[str, bool, str]:
+    """Whether the last cycle's snapshot (read since the one before) equals one read whole."""
+    differ = [name for name, table in whole.tables.items() if not since.tables[name].equals(table)]
+    return ("the last cycle's snapshot, read since the one before = one read whole", not differ, ", ".join(differ))
 
 
 def same_changes(cycle_plan: Plan, whole: Plan) -> tuple[str, bool, str]:
@@ -625,22 +667,38 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 "steady state",
                 flush=True,
             )
-            warm_up = []
-            for i in range(1, args.warm_up + args.repeat + 1):
+            warm_up: list[dict[str, float]] = []
+            kinds: dict[str, list[dict[str, float]]] = {kind: [] for kind in CYCLE_KINDS}
+            rng = random.Random(args.seed)
+            previous: Snapshot | None = None
+            counted = [None] * args.warm_up + [kind for _ in range(args.repeat) for kind in CYCLE_KINDS]
+            for i, kind in enumerate(counted, start=1):
                 # Each cycle is at a later instant, as the scheduler's are: a planner
                 # whose compiled code depended on the instant would pay for compiling
                 # it again every time, and this would show it.
-                times, last_snapshot, cycle_plan = warm_cycle(broker, planner, records, snapshot.now + i * 1000)
-                counted = i > args.warm_up
-                (cycles if counted else warm_up).append(times)
+                now = snapshot.now + i * 1000
+                share, since = CYCLE_KINDS.get(kind or "unchanged", (0.0, True))
+                appended = append_to(broker.catalog, snapshot.tables["partitions"], share, now - 500, rng)
+                times, previous, cycle_plan = warm_cycle(broker, planner, records, now, previous if since else None)
+                (warm_up if kind is None else kinds[kind]).append(times)
                 print(
-                    ("warm cycle:   " if counted else "warm-up cycle: ")
+                    ("warm-up cycle: " if kind is None else f"{kind + ':':<23}")
                     + ", ".join(f"{k} {v:5.2f} s" for k, v in times.items())
-                    + f"; {cycle_plan.deletions().num_rows:,} deletions selected",
+                    + f"; {cycle_plan.deletions().num_rows:,} deletions selected"
+                    + (f"; {appended:,} partitions appended to before" if appended else ""),
                     flush=True,
                 )
             result["warm_up_cycles"] = warm_up
-            result["cycle_plan_check"] = same_changes(cycle_plan, planner.plan(last_snapshot))
+            result["cycle_kinds"] = {
+                kind: {part: statistics.median(c[part] for c in runs) for part in runs[0]}
+                for kind, runs in kinds.items()
+            }
+            assert previous is not None
+            result["cycle_plan_check"] = same_changes(cycle_plan, planner.plan(previous))
+            result["snapshot_check"] = same_snapshot(
+                previous, build_snapshot(broker.catalog, records, defaults={}, now=previous.now)
+            )
+            cycles = kinds["unchanged"]
         warm = [c["plan"] for c in cycles]
         result["warm_cycles"] = cycles
         result["plan_warm_seconds"] = warm
@@ -662,7 +720,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
     # the whole plan
     stats = plan_stats(plan)
-    checks = [*invariants(plan, snapshot, data), result["cycle_plan_check"]]
+    checks = [*invariants(plan, snapshot, data), result["cycle_plan_check"], result["snapshot_check"]]
     result["plan"], result["invariants"] = stats, [{"name": n, "ok": o, "detail": d} for n, o, d in checks]
     result["load_after"] = load()
     result["python_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -816,6 +874,14 @@ def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
         f"{c['plan']:.2f} s + apply-nothing {c['apply-nothing']:.2f} s (medians)"
     )
     print(f"  plan warm median {warm:.2f} s, min {r['plan_warm_min']:.2f} s")
+    whole = r["cycle_kinds"]["unchanged, read whole"]
+    for kind, k in r["cycle_kinds"].items():
+        print(
+            f"  {kind + ':':<23} cycle {k['cycle']:5.2f} s = snapshot {k['snapshot']:.2f} + plan {k['plan']:.2f} + "
+            f"apply-nothing {k['apply-nothing']:.2f} (medians of {args.repeat}); snapshot / read whole's "
+            f"{k['snapshot'] / whole['snapshot']:.2f}, cycle / {CYCLE_TARGET_SECONDS:g} s target "
+            f"{k['cycle'] / CYCLE_TARGET_SECONDS:.2f}"
+        )
     if "baseline_segments_fetch_seconds" in r:
         rows_way = r["baseline_segments_fetch_seconds"] + r["baseline_segments_arrow_seconds"]
         print(f"  warm snapshot / the rows way's segments table alone {c['snapshot'] / rows_way:6.2f}")

@@ -154,14 +154,18 @@ class SyntheticCatalog:
                 "INSERT INTO policy_changes (id, time, actor, topic, field, old, new) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 self._policy_changes(),
             )
-            conn.executemany(
-                "INSERT INTO partitions (topic, partition, log_start_offset, next_offset) VALUES (?, ?, ?, ?)",
-                zip(part_names, part_numbers, self.log_start.tolist(), self.next_offset.tolist()),
-            )
+            # Segments before their partitions, foreign keys checked at the commit: a
+            # segment row's trigger then finds no partition to stamp, and each partition
+            # is stamped once as it is inserted (engine/catalog/schema.py).
+            conn.execute("PRAGMA defer_foreign_keys = ON")
             conn.executemany(
                 "INSERT INTO segments (topic, partition, base_offset, next_offset, size_bytes,"
                 " first_timestamp, max_timestamp, sealed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 self._segment_rows(part_names, part_numbers),
+            )
+            conn.executemany(
+                "INSERT INTO partitions (topic, partition, log_start_offset, next_offset) VALUES (?, ?, ?, ?)",
+                zip(part_names, part_numbers, self.log_start.tolist(), self.next_offset.tolist()),
             )
             conn.executemany(
                 "INSERT INTO groups (topic, name, kind, start_from, created_at) VALUES (?, ?, ?, ?, ?)",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import sqlite_utils
 
 SCHEMA_VERSION = 1
@@ -78,7 +80,35 @@ CREATE TABLE IF NOT EXISTS policy_changes (
     new TEXT
 );
 CREATE INDEX IF NOT EXISTS policy_changes_time ON policy_changes(time);
+-- One row: a count of the writes to segments, and the catalog's epoch (random, new
+-- with each catalog file a rebuild makes). Triggers stamp a partition's
+-- ``segments_changed`` with the count after each write to its segments, in every
+-- process that writes, so that a reader holding an earlier snapshot re-reads only
+-- the partitions stamped since (engine/catalog/bulk_reads.py).
+CREATE TABLE IF NOT EXISTS segment_writes (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    epoch TEXT NOT NULL,
+    count INTEGER NOT NULL
+);
 """
+
+#: the triggers that keep ``segment_writes`` and ``partitions.segments_changed``
+_STAMP = """
+    UPDATE segment_writes SET count = count + 1;
+    UPDATE partitions SET segments_changed = (SELECT count FROM segment_writes)
+        WHERE topic = {row}.topic AND partition = {row}.partition;"""
+_STAMPED = (
+    ("segment_added", "INSERT ON segments", "NEW"),
+    ("segment_changed", "UPDATE ON segments", "NEW"),
+    ("segment_removed", "DELETE ON segments", "OLD"),
+    # a partition made again after its topic's deletion is never taken for the old one
+    ("partition_added", "INSERT ON partitions", "NEW"),
+)
+_TRIGGER_NAMES = tuple(name for name, _, _ in _STAMPED)
+_TRIGGERS = tuple(
+    f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} BEGIN {_STAMP.format(row=row)} END"
+    for name, event, row in _STAMPED
+)
 
 
 def ensure_schema(db: sqlite_utils.Database) -> None:
@@ -87,6 +117,34 @@ def ensure_schema(db: sqlite_utils.Database) -> None:
     An existing catalog is only read: setting ``user_version`` writes the database
     header even to the same value, and opening a catalog to read must write nothing."""
     db.conn.executescript(_TABLES)
+    _track_segment_writes(db)
     if db.conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
         # An int constant of this module, not input: PRAGMA takes no parameters.
         db.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _track_segment_writes(db: sqlite_utils.Database) -> None:
+    """Add what :data:`_TRIGGERS` need to a catalog made before them, in one write
+    transaction; a catalog that has them is only read."""
+    conn = db.conn
+    if _tracks_segment_writes(conn):
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if "segments_changed" not in {row[1] for row in conn.execute("PRAGMA table_info(partitions)")}:
+            conn.execute("ALTER TABLE partitions ADD COLUMN segments_changed INTEGER NOT NULL DEFAULT 0")
+        conn.execute(
+            "INSERT INTO segment_writes SELECT 0, lower(hex(randomblob(16))), 0"
+            " WHERE NOT EXISTS (SELECT 1 FROM segment_writes)"
+        )
+        for trigger in _TRIGGERS:
+            conn.execute(trigger)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _tracks_segment_writes(conn: sqlite3.Connection) -> bool:
+    triggers = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    return triggers >= set(_TRIGGER_NAMES) and conn.execute("SELECT 1 FROM segment_writes").fetchone() is not None

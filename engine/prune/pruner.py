@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from engine.broker import Broker
+from engine.catalog.bulk_reads import CatalogTables
 from engine.errors import InvalidPolicy
 from engine.journal.journal import Entry, Journal
 from engine.prune.cycle_result import CycleResult
@@ -42,6 +43,9 @@ class Pruner:
         self.planner = Planner(spark, scratch, config.spark_transport)
         #: plans go to the service's plan desk first (:meth:`use_desk`)
         self.desk: DeskClient | None = None
+        #: the last snapshot's read of every topic: the next one re-reads only the
+        #: partitions written since (a million unchanged segments took most of a cycle)
+        self._read: CatalogTables | None = None
 
     def use_desk(self) -> bool:
         """Plan at the service's plan desk (engine/prune/plan_desk.py) when there is
@@ -83,7 +87,10 @@ class Pruner:
             now=self.broker.clock() if now is None else now,
             topics=topics,
             overrides=overrides,
+            since=self._read,
         )
+        if topics is None:
+            self._read = snapshot.read
         if topics and snapshot.rejected:
             # Asked for by name: an invalid effective policy is the answer, not a gap.
             name, reason = next(iter(snapshot.rejected.items()))

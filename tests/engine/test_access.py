@@ -71,15 +71,18 @@ ALLOWED: dict[str, set[str]] = {
     "engine/catalog/catalog.py": {"where", "event", "name", "topic", "f'WHEN {when}' if when else ''"},
     # Integer constants of the module: PRAGMA takes no parameters.
     "engine/catalog/database.py": {"BUSY_TIMEOUT_MS"},
-    "engine/catalog/schema.py": {"SCHEMA_VERSION"},
+    # The segment-write triggers: name, event and row (NEW or OLD) are literals of
+    # the module's _STAMPED, the body its _STAMP.
+    "engine/catalog/schema.py": {"SCHEMA_VERSION", "name", "event", "row", "_STAMP.format(row=row)"},
     # "WHERE p.topic IN (?, ...)", one "?" per topic, or nothing; the topics are
     # parameters. The positions query is a literal of the module, embedded in the lag one.
     "engine/catalog/queries.py": {"','.join('?' * len(topics))", "_POSITIONS_SQL.format(where=where)", "where"},
     # _Where joins terms that are literals of this module (checked below).
     "engine/journal/journal.py": {"' AND '.join(self.terms)", "where.sql()"},
     # "WHERE column IN (?, ...)", one "?" per topic, or nothing; the topics are
-    # parameters, the column a literal of the module's _TOPIC_COLUMN.
-    "engine/catalog/bulk_reads.py": {"where", "column", "', '.join('?' * len(names))"},
+    # parameters, the column a literal of the module's _TOPIC_COLUMN; _STAMPED_AFTER a
+    # literal of the module, its count a parameter.
+    "engine/catalog/bulk_reads.py": {"where", "column", "', '.join('?' * len(names))", "_STAMPED_AFTER"},
     # " AND topic IN (?, ...)" or nothing, and "cycle IN (?, ...)": one "?" per topic
     # or cycle, the values parameters.
     "engine/journal/history.py": {"where", "','.join('?' * len(cycles))"},
