@@ -24,7 +24,6 @@ from console.app import EbbApp
 from console.host import ConsoleHost
 from console.settings import ConsoleSettings
 from engine.broker import Broker
-from engine.journal.journal import Journal
 from engine.prune.operations import set_hold
 from engine.prune.session import SparkEngine
 from tests.support.console_fixtures import NOW, TERMINAL, build_catalog, settle
@@ -65,28 +64,11 @@ SHOTS = (
 
 
 def journal_history(root: Path) -> None:
-    """A few journal rows, so that the Journal and Engine views have something to show."""
+    """A hold and its release, so that the Journal shows an operator's actions beside
+    the cycles of :func:`write_disk_history`."""
     with Broker(root, clock=lambda: NOW) as broker:
         set_hold(broker, "metrics", True, actor="operator")
         set_hold(broker, "metrics", False, actor="operator")
-        journal = Journal(broker.catalog)
-        for minutes, freed in ((30, 4096), (20, 0), (10, 12288)):
-            cycle = journal.start_cycle(
-                trigger="schedule",
-                actor="engine",
-                scope="all",
-                now=NOW - minutes * 60_000,
-                started=NOW - minutes * 60_000,
-                spark_master="local[2]",
-            )
-            journal.finish_cycle(
-                cycle,
-                status="done",
-                planned=freed // 2048,
-                applied=freed // 2048,
-                bytes_freed=freed,
-                finished=NOW - minutes * 60_000 + 1500,
-            )
 
 
 async def take(shot: Shot, catalog: Path, spark: SparkEngine, out: Path) -> None:
