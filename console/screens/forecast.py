@@ -134,7 +134,9 @@ class ForecastScreen(LiveScreen[TopicsData]):
 def summary(topic: TopicForecast, result: Forecast, past: History | None = None) -> str:
     """The lines under the chart: the past charted, peak, first breaches, rates used."""
     peak = max(topic.points, key=lambda p: p.bytes)
-    lines = [f"peak {format.size(peak.bytes)} at +{(peak.at - result.now) // HOUR} h"]
+    # "after pruning": the forecast at +0 h is the plan of now applied, so its peak can
+    # read below the bytes on disk the topic list shows (walk3 finding 10)
+    lines = [f"peak after pruning {format.size(peak.bytes)} at +{(peak.at - result.now) // HOUR} h"]
     for breach in topic.breaches:
         where = f" (group {breach.group})" if breach.group else ""
         lines.append(f"first breach: {breach.kind} at +{(breach.at - result.now) // HOUR} h{where}")

@@ -53,7 +53,7 @@ async def test_enter_forecasts_the_selected_topic_and_charts_it(make_console, mo
         assert len(screen.shown.points) == 7 * 24 + 1
         summary = str(screen.query_one("#forecast-summary").render())
         assert "first breach: max_partition_size at +3 h" in summary
-        assert "peak 169.0 MiB at +168 h" in summary
+        assert "peak after pruning 169.0 MiB at +168 h" in summary
 
 
 async def test_a_failed_forecast_says_why(make_console, monkeypatch) -> None:
