@@ -142,7 +142,7 @@ class CatalogTables:
 
     @functools.cached_property
     def partition_keys(self) -> pa.Array:
-        return _keys(self.partitions)
+        return keys_of(self.partitions)
 
     @functools.cached_property
     def segment_partitions(self) -> np.ndarray:
@@ -219,8 +219,9 @@ def _merged(since: CatalogTables, now: CatalogTables, fresh: pa.Table) -> tuple[
     return segments, rows_in
 
 
-def _keys(table: pa.Table) -> pa.Array:
-    """One string per row's (topic, partition): topic names never hold the separator."""
+def keys_of(table: pa.Table) -> pa.Array:
+    """One string per row's (topic, partition), to match rows of two tables by
+    partition: topic names never hold the separator."""
     # cast: an empty table read through ``sqlite3`` has columns of type null
     topic, partition = (pc.cast(table[name], pa.string()) for name in ("topic", "partition"))
     joined = pc.binary_join_element_wise(topic, partition, "\x1f")
@@ -236,7 +237,7 @@ def _rows_in(segments: pa.Table, partition_keys: pa.Array) -> np.ndarray:
     topic, partition = segments["topic"], segments["partition"].to_numpy()
     changed = pc.not_equal(topic[1:], topic[:-1]).to_numpy(zero_copy_only=False) | (partition[1:] != partition[:-1])
     starts = np.flatnonzero(np.concatenate([[True], changed]))
-    found = pc.index_in(_keys(segments.take(pa.array(starts))), value_set=partition_keys)
+    found = pc.index_in(keys_of(segments.take(pa.array(starts))), value_set=partition_keys)
     return np.repeat(pc.fill_null(found, -1).to_numpy(), np.diff(np.append(starts, rows)))
 
 

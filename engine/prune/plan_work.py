@@ -13,6 +13,7 @@ from collections.abc import Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.catalog.bulk_reads import keys_of
 from engine.prune.work import (
     ExpiredGroup,
     GroupMove,
@@ -22,11 +23,6 @@ from engine.prune.work import (
     Skip,
     TopicWork,
 )
-
-
-def _key(table: pa.Table) -> pa.ChunkedArray:
-    """One string per (topic, partition): topic names never hold the separator."""
-    return pc.binary_join_element_wise(table["topic"], pc.cast(table["partition"], pa.string()), "\x1f")
 
 
 def _positive(table: pa.Table, column: str) -> pa.ChunkedArray:
@@ -73,7 +69,7 @@ def work_from_plan(plan: Mapping[str, pa.Table]) -> list[TopicWork]:
     partitions = plan["partitions"]
     touched = pa.concat_arrays(
         [
-            _key(deleted).combine_chunks(),
+            keys_of(deleted),
             pa.array([f"{r['topic']}\x1f{r['partition']}" for r in moved_rows], pa.string()),
         ]
     )
@@ -82,7 +78,7 @@ def work_from_plan(plan: Mapping[str, pa.Table]) -> list[TopicWork]:
             pc.not_equal(partitions["new_log_start_offset"], partitions["log_start_offset"]),
             pc.fill_null(partitions["roll"], False),
         ),
-        pc.is_in(_key(partitions), value_set=touched),
+        pc.is_in(keys_of(partitions), value_set=touched),
     )
     partition_rows = partitions.filter(wanted).sort_by([("topic", "ascending"), ("partition", "ascending")]).to_pylist()
 
