@@ -33,6 +33,12 @@ def default_data_dir() -> Path:
 class DataDir:
     root: Path
 
+    def __post_init__(self) -> None:
+        # Absolute from the start: Spark is given file URIs under it, which cannot be
+        # relative, and the shared service and its clients, started from different
+        # working directories, must name the same files.
+        object.__setattr__(self, "root", self.root.absolute())
+
     @property
     def catalog_path(self) -> Path:
         return self.root / "catalog.db"

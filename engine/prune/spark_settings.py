@@ -72,6 +72,7 @@ def write_log4j2_config(log_dir: Path) -> Path:
 
 def java_log_options(log_dir: Path) -> str:
     """``-D`` options that point a Spark JVM's log4j2 at ``log_dir/spark.log``."""
+    log_dir = log_dir.absolute()  # a file URI cannot be relative
     config = write_log4j2_config(log_dir)
     # Quoted because Spark splits extraJavaOptions on whitespace and the data
     # directory may contain spaces.

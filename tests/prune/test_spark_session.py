@@ -67,8 +67,10 @@ result_path.write_text(json.dumps(result))
 
 def run_child(tmp_path: Path, remote: str = "") -> tuple[subprocess.CompletedProcess[bytes], dict[str, Any], Path]:
     result_path, log_dir = tmp_path / "result.json", tmp_path / "data" / "logs"
+    # The log directory is given relative to the child's working directory, as an
+    # operator's `--data-dir data` gives it: Spark must still get absolute file URIs.
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(result_path), str(log_dir), remote],
+        [sys.executable, "-c", CHILD, str(result_path), "data/logs", remote],
         check=False, capture_output=True, cwd=tmp_path, timeout=300,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
