@@ -23,15 +23,18 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import socket
 import sys
 import threading
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
@@ -265,10 +268,15 @@ class SparkEngine:
                 spark.sparkContext.addJobTag(tag)
             try:
                 self._raise_if_cancelled(plan, tag)
-                result = job(spark)
+                with self._cancelled_by_ctrl_c(tag):
+                    result = job(spark)
             except PlanCancelled:
                 raise
             except Exception as exc:
+                if _interrupted(exc):
+                    # Ctrl-C while pyspark read a result: the error of its cleanup
+                    # (the JVM's write to a reader that left) replaced the interrupt.
+                    raise KeyboardInterrupt from None
                 self._raise_if_cancelled(plan, tag)
                 if not _from_spark(exc):
                     raise
@@ -310,6 +318,29 @@ class SparkEngine:
                 target=self._keep_cancelling, args=(spark, tag, plan), name="ebb-spark-cancel", daemon=True
             )
             plan.canceller.start()
+
+    @contextmanager
+    def _cancelled_by_ctrl_c(self, tag: str) -> Iterator[None]:
+        """On the main thread, where Python's own Ctrl-C handler is in place (a
+        one-shot command): Ctrl-C also cancels the Spark jobs of ``tag``. Without it,
+        pyspark waits for the running job to end before the interrupt is raised,
+        and a shared server runs it on for no one."""
+        if threading.current_thread() is not threading.main_thread() or (
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        ):
+            yield
+            return
+
+        def on_ctrl_c(signum: int, frame: FrameType | None) -> None:
+            # From a thread: the main thread may hold the lock cancel() takes.
+            threading.Thread(target=self.cancel, args=(tag,), name="ebb-spark-interrupt", daemon=True).start()
+            signal.default_int_handler(signum, frame)
+
+        signal.signal(signal.SIGINT, on_ctrl_c)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def note(self, message: str) -> None:
         """Append a line to the log file, never the terminal."""
@@ -561,6 +592,16 @@ def _from_spark(exc: BaseException) -> bool:
     return isinstance(exc, ConnectionError) or any(
         cls.__module__.split(".")[0] in _SPARK_MODULES for cls in type(exc).__mro__
     )
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while a KeyboardInterrupt was being handled."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__context__
+    return False
 
 
 def classify_failure(exc: BaseException) -> tuple[str, str]:

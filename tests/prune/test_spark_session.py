@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -262,6 +264,37 @@ def test_cancel_from_another_thread_raises_plan_cancelled_and_the_session_surviv
     follow_up.start()
     follow_up.join(READY_TIMEOUT)
     assert after.get("count") == 10, "the session did not answer after the cancel: the job still runs"
+
+
+def test_ctrl_c_during_a_plan_cancels_its_spark_job_and_is_an_interrupt(spark_engine: SparkEngine) -> None:
+    """A one-shot command's Ctrl-C: pyspark, reading the result, would wait for the job
+    to end and then report the JVM's error (``Spark failed: ... getResult``) in place of
+    the interrupt."""
+    main, running, jobs = threading.main_thread().ident, threading.Event(), []
+
+    def interrupt_once_the_job_runs(spark: Any) -> None:
+        tracker = spark.sparkContext.statusTracker()
+        while running.is_set() and not jobs:
+            jobs.extend(tracker.getActiveJobsIds())
+            time.sleep(0.05)
+        if running.is_set():
+            signal.pthread_kill(main, signal.SIGINT)
+
+    def job(spark: Any) -> Any:
+        running.set()
+        threading.Thread(target=interrupt_once_the_job_runs, args=(spark,), daemon=True).start()
+        # Tens of seconds of work uncancelled; its result is read as a plan's is.
+        return spark.range(0, 30_000_000_000, 1, 2).selectExpr("sum(id % 7) AS s").toArrow()
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            spark_engine.run(job, "ctrl-c")
+    finally:
+        running.clear()
+    tracker = spark_engine.session().sparkContext.statusTracker()
+    assert [tracker.getJobInfo(job).status for job in jobs] == ["FAILED"]  # cancelled, not run to its end
+    assert tracker.getActiveJobsIds() == []
+    assert spark_engine.run(lambda spark: spark.range(3).count(), "after-ctrl-c") == 3
 
 
 def test_cancel_of_an_unknown_tag_does_nothing(spark_engine: SparkEngine) -> None:
