@@ -131,9 +131,14 @@ def render(result: Forecast, changes: dict[str, str | None]) -> str:
     span = result.instants[-1] - result.now
     step = result.instants[1] - result.now if len(result.instants) > 1 else 0
     what_if = ", ".join(f"{k}={v if v is not None else '(default)'}" for k, v in changes.items())
+    when = (
+        f"from {instant(result.now)} over {describe_duration(span)}, every {describe_duration(step)} "
+        f"({len(result.instants)} instants)"
+        if len(result.instants) > 1
+        else f"at {instant(result.now)} only (a horizon shorter than the step)"
+    )
     out = [
-        f"forecast from {instant(result.now)} over {describe_duration(span)}, every {describe_duration(step)} "
-        f"({len(result.instants)} instants)" + (f"; what-if: {what_if}" if what_if else ""),
+        f"forecast {when}" + (f"; what-if: {what_if}" if what_if else ""),
         f"ingest rates observed over the last {describe_duration(result.window_ms)} (--rate overrides them)",
     ]
     if result.disk_budget is not None:

@@ -148,3 +148,12 @@ def test_no_topics_is_one_error_line(ebb) -> None:
     result = ebb("forecast", "--json")
     assert result.code == 2 and result.out == ""
     assert result.err.splitlines() == ["ebb: error: no topics to forecast; create one with `ebb topic create NAME`"]
+
+
+def test_a_horizon_shorter_than_the_step_is_said_as_one_instant() -> None:
+    from console.cli.forecast import render
+    from engine.forecast.forecast import Forecast
+
+    now = 1_700_000_000_000
+    header = render(Forecast(now, [now], 3_600_000, [], None, None), {}).splitlines()[0]
+    assert header == "forecast at 2023-11-14T22:13:20.000Z only (a horizon shorter than the step)"
