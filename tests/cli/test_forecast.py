@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from console.cli.forecast import render
 from engine.broker import Broker
+from engine.forecast.forecast import Forecast
 from engine.prune.pruner import Pruner
 from engine.prune.session import SparkEngine
 from engine.store.batch import NewRecord
@@ -151,9 +153,6 @@ def test_no_topics_is_one_error_line(ebb) -> None:
 
 
 def test_a_horizon_shorter_than_the_step_is_said_as_one_instant() -> None:
-    from console.cli.forecast import render
-    from engine.forecast.forecast import Forecast
-
     now = 1_700_000_000_000
     header = render(Forecast(now, [now], 3_600_000, [], None, None), {}).splitlines()[0]
     assert header == "forecast at 2023-11-14T22:13:20.000Z only (a horizon shorter than the step)"
