@@ -9,6 +9,7 @@ starts.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -122,9 +123,17 @@ def _run(
         return forecast(
             pruner.planner, broker.catalog, StoreRecordTimes(broker.data), request,
             defaults=broker.config.policy_defaults, topics=names, overrides=overrides,
+            progress=_show_progress if sys.stderr.isatty() else None,
         )  # fmt: skip
     finally:
+        if sys.stderr.isatty():
+            print("\r\033[K", end="", file=sys.stderr, flush=True)  # the progress line goes
         pruner.spark.stop()
+
+
+def _show_progress(done: int, batches: int) -> None:
+    """A large catalog's forecast takes minutes: one line on the terminal, rewritten."""
+    print(f"\rforecast: {done} of {batches} Spark jobs done", end="", file=sys.stderr, flush=True)
 
 
 def render(result: Forecast, changes: dict[str, str | None]) -> str:

@@ -10,7 +10,7 @@ backlog quota, or the topics together hold more than the disk budget.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -169,12 +169,15 @@ def forecast(
     defaults: Mapping[str, str],
     topics: Sequence[str] | None = None,
     overrides: Mapping[str, Mapping[str, str]] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Forecast:
     """Forecast ``topics`` (all if None) of ``catalog``; ``overrides`` as in
     :func:`~engine.prune.snapshot.build_snapshot` (a what-if over time).
 
     Every instant of a topic is planned in one Spark job; the topics are planned in
-    batches of at most :data:`MAX_VIRTUAL_ROWS` virtual segments (:func:`batches`)."""
+    batches of at most :data:`MAX_VIRTUAL_ROWS` virtual segments (:func:`batches`).
+    ``progress(done, batches)`` is called after each batch: a large catalog's
+    forecast takes minutes (README, "The capacity forecast")."""
     now = request.instants[0]
 
     def real_time_cut(topic: str, partition: int, log_start: int, theta: int) -> int | None:
@@ -186,7 +189,8 @@ def forecast(
     if overrides is not None:
         variants.append(Variant.of(catalog, records, request, defaults, topics, "saved:", None))
     results: list[list[Forecast]] = []
-    for batch in batches(variants[0], request.instants, len(variants)):
+    topic_batches = batches(variants[0], request.instants, len(variants))
+    for done, batch in enumerate(topic_batches, 1):
         parts = []
         for variant in variants:
             snapshot, rates = variant.only(batch)
@@ -206,6 +210,8 @@ def forecast(
                 for extension, snapshot, rates in parts
             ]
         )
+        if progress is not None:
+            progress(done, len(topic_batches))
     result, *saved = (_merged([r[v] for r in results], request) for v in range(len(variants)))
     return replace(result, saved=saved[0].topics) if saved else result
 

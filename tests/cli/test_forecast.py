@@ -6,12 +6,15 @@ at those instants with the policy changed, and bad input is one error line."""
 
 from __future__ import annotations
 
+import io
 import json
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 
 from console.cli.forecast import render
+from console.cli.main import main
 from engine.broker import Broker
 from engine.forecast.forecast import Forecast
 from engine.prune.pruner import Pruner
@@ -156,3 +159,24 @@ def test_a_horizon_shorter_than_the_step_is_said_as_one_instant() -> None:
     now = 1_700_000_000_000
     header = render(Forecast(now, [now], 3_600_000, [], None, None), {}).splitlines()[0]
     assert header == "forecast at 2023-11-14T22:13:20.000Z only (a horizon shorter than the step)"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_at_a_terminal_progress_is_one_line_rewritten_then_cleared(
+    steady: int, shared_spark: SparkEngine, data_dir: Path
+) -> None:
+    out, err = io.StringIO(), _Terminal()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(["--data-dir", str(data_dir), "forecast", "--now", str(NOW), "--horizon", "1h"])
+    assert code == 0
+    assert err.getvalue() == "\rforecast: 1 of 1 Spark jobs done\r\033[K"
+    assert out.getvalue().startswith("forecast from ") and "\r" not in out.getvalue()
+
+
+def test_progress_stays_off_the_output_of_a_pipe(steady: int, shared_spark: SparkEngine, ebb) -> None:
+    result = ebb("forecast", "--now", str(NOW), "--horizon", "1h")
+    assert result.code == 0 and result.err == ""

@@ -77,10 +77,12 @@ def test_forecast_agrees_with_the_reference_model(
         catalog = Catalog.open(Path(tmp) / "catalog.db")
         try:
             loaded = load_into_catalog(generated, catalog)
+            progress: list[tuple[int, int]] = []
             with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", 1 if batched else forecasting.MAX_VIRTUAL_ROWS):
                 got = forecast(
                     Planner(spark_engine, Path(tmp) / "scratch"), catalog, FakeRecordTimes(generated),
                     Request(instants, window, rate, stalled, budget), defaults=generated.defaults,
+                    progress=lambda done, of: progress.append((done, of)),
                 )  # fmt: skip
         finally:
             catalog.close()
@@ -88,6 +90,8 @@ def test_forecast_agrees_with_the_reference_model(
 
     assert got.instants == instants
     assert [t.topic for t in got.topics] == sorted(expected)
+    jobs = len(expected) if batched else 1  # a batch per topic: MAX_VIRTUAL_ROWS of 1
+    assert progress == [(done, jobs) for done in range(1, jobs + 1)]
     for topic in got.topics:
         for partition, used in topic.rates.items():
             want = rates[(topic.topic, partition)]
