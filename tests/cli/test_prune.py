@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from console.model.journal import cycle_took
+from console.model.journal import cycle_took, reason_text
 from engine.broker import Broker
 from engine.journal.journal import Journal
 from engine.journal.rows import ACTION_FIELDS, CYCLE_FIELDS
@@ -288,6 +288,22 @@ def test_log_filters_and_exports(ebb, data_dir: Path, events) -> None:
     assert text[0].split()[:5] == ["TIME", "CYCLE", "TRIGGER", "ACTOR", "ACTION"] and len(text) == 4
     changes = json.loads(ebb("log", "--policy-changes", "--json", "--topic", TOPIC).out)
     assert {c["field"] for c in changes} == {"segment_size", "retention_time"}
+
+
+def test_log_gives_each_reason_as_the_journal_view_does(ebb, data_dir: Path, events) -> None:
+    """One formatter (console/model/journal.py reason_text): a moved log start says
+    where it went and what moved it, a group's move names the group."""
+    ebb("truncate", TOPIC, "--partition", "0", "--before-offset", "100")
+    ebb("group", "move", TOPIC, "sub", "--partition", "1", "--to-offset", "40")
+    header, moved = ebb("log", "--action", "move_log_start").out.splitlines()
+    assert "  cycle's cut to 100  " in moved
+    lines = ebb("log", "--limit", "0").out.splitlines()[1:]
+    with Broker(data_dir) as broker:
+        actions = Journal(broker.catalog).actions(limit=None)
+    assert len(lines) == len(actions)
+    for line, action in zip(lines, actions, strict=True):
+        assert f"  {reason_text(action) or '-'}  " in line, line
+    assert any("  group sub  " in line for line in lines)
 
 
 def test_log_of_a_new_data_directory_is_empty(ebb) -> None:
