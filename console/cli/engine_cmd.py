@@ -18,12 +18,16 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from console import format
 from console.cli.metrics import serve_metrics
 from console.cli.parser import command, positive_int
 from console.cli.prune import add_spark_flags
 from console.cli.render import emit_json, instant, size
+from console.model.journal import cycle_took
 from engine.broker import Broker
-from engine.errors import InvalidInput, SparkUnavailable
+from engine.errors import EbbError, InvalidInput, SparkUnavailable
+from engine.journal.journal import Journal
+from engine.journal.rows import Cycle
 from engine.policy.units import InvalidValue, describe_duration, parse_duration
 
 if TYPE_CHECKING:
@@ -61,15 +65,30 @@ def _interval(text: str | None) -> int | None:
     return interval
 
 
-def report_json(result: CycleResult, number: int) -> dict[str, Any]:
-    """One scheduled cycle, the ``number``-th of this engine, as ``--json`` prints it."""
+def journaled(broker: Broker, result: CycleResult) -> Cycle | None:
+    """The journal's row of ``result``'s cycle: its times are the ones the console and
+    ``ebb log --cycles`` show. None for a cycle the journal does not hold (a cancelled
+    plan, a failure the journal could not record) or cannot give back (damaged)."""
+    if result.cycle_id is None:
+        return None
+    try:
+        return Journal(broker.catalog).cycle(result.cycle_id)
+    except EbbError:
+        return None
+
+
+def report_json(result: CycleResult, number: int, cycle: Cycle | None) -> dict[str, Any]:
+    """One scheduled cycle, the ``number``-th of this engine, as ``--json`` prints it;
+    its times are the journal's ``cycle`` (the scheduler's span without one)."""
     return {
         "cycle_id": result.cycle_id,
         "number": number,
         "status": result.status,
         "started": result.started,
         "finished": result.finished,
-        "duration_ms": result.duration_ms,
+        "duration_ms": result.duration_ms if cycle is None else cycle.duration_ms,
+        "plan_ms": None if cycle is None else cycle.plan_ms,
+        "apply_ms": None if cycle is None else cycle.apply_ms,
         "planned": result.planned,
         "applied": result.applied,
         "bytes_freed": result.bytes_freed,
@@ -79,20 +98,21 @@ def report_json(result: CycleResult, number: int) -> dict[str, Any]:
     }
 
 
-def report_line(result: CycleResult) -> str:
-    """One line per cycle, for the terminal and for logs."""
+def report_line(result: CycleResult, cycle: Cycle | None) -> str:
+    """One line per cycle, for the terminal and for logs; how long it took is the
+    journal's ``cycle`` in the console's words (the scheduler's span without one)."""
     head = f"{instant(result.started)} cycle {result.cycle_id if result.cycle_id is not None else '-'} {result.status}"
-    seconds = f"{result.duration_ms / 1000:.1f} s"
+    took = format.elapsed(result.duration_ms) if cycle is None else cycle_took(cycle)
     if result.status in ("failed", "cancelled"):
         # the scheduler's own result: the cycle stopped before the executor ran
-        return f"{head} after {seconds}: {result.error}"
+        return f"{head} after {took}: {result.error}"
     if result.status == "paused":
         body = f"{result.planned} segment(s) planned, none deleted (engine paused)"
     else:
         body = f"deleted {result.applied} of {result.planned} segment(s), {size(result.bytes_freed)} freed"
     notes = [f"not applied to {where}: {why}" for where, why in result.skipped.items()]
     notes += [f"{topic} failed: {error}" for topic, error in result.failed.items()]
-    return f"{head} in {seconds}: {body}" + "".join(f"; {n}" for n in notes)
+    return f"{head} in {took}: {body}" + "".join(f"; {n}" for n in notes)
 
 
 def run_engine(broker: Broker, args: argparse.Namespace) -> int:
@@ -107,10 +127,11 @@ def run_engine(broker: Broker, args: argparse.Namespace) -> int:
     errors: list[BaseException] = []
 
     def on_cycle(result: CycleResult) -> None:
+        cycle = journaled(broker, result)
         if args.json:
-            emit_json(report_json(result, scheduler.cycles_run))
+            emit_json(report_json(result, scheduler.cycles_run, cycle))
         else:
-            print(report_line(result), flush=True)
+            print(report_line(result, cycle), flush=True)
         if broker.catalog.damage is not None:
             # Every later cycle would fail the same way: stop, and say what to do.
             errors.append(broker.catalog.damage)

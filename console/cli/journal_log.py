@@ -15,7 +15,7 @@ from typing import Any, get_args
 
 from console.cli.parser import command, non_negative_int, positive_int
 from console.cli.render import instant, size, table
-from console.model.journal import cycle_time
+from console.model.journal import cycle_time, reason_text
 from engine.broker import Broker
 from engine.errors import InvalidInput
 from engine.journal.export import write_csv, write_json
@@ -167,7 +167,7 @@ def _action_table(rows: Sequence[Action]) -> str:
                 _offsets(r),
                 r.messages,
                 None if r.bytes is None else size(r.bytes),
-                r.reason,
+                reason_text(r) or None,
                 r.status,
                 _details(r),
             )

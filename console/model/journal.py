@@ -88,6 +88,24 @@ def cycle_took(cycle: Cycle) -> str:
     )
 
 
+def reason_text(action: Action) -> str:
+    """An action's reason, the same in the Journal view and ``ebb log``: the plan's
+    reason code; for a group's move or expiry (which have none) the group's name,
+    which the operator looks for first; for a moved log start, where it went and what
+    moved it (``cycle's cut to 1,200``, ``REPAIR to 1,200``)."""
+    if action.action == "move_log_start" and action.end_offset is not None:
+        to = format.count(action.end_offset)
+        # The executor records no code (its cycle's cut moved it); a repair records
+        # its own, and why in the details.
+        if action.reason:
+            return f"{action.reason} to {to}"
+        return f"cycle's cut to {to}" if action.cycle is not None else f"moved to {to}"
+    if action.reason:
+        return action.reason
+    group = (action.details or {}).get("group")
+    return "" if group is None else f"group {group}"
+
+
 def policy_value(value: str | None) -> str:
     """A policy field's value in a change; None (unset) is the default."""
     return "(default)" if value is None else value

@@ -46,6 +46,7 @@ from console.model.journal import (
     export_actions,
     load_journal,
     policy_value,
+    reason_text,
 )
 from console.screens.base import LiveScreen
 from console.widgets.cells import Palette, state
@@ -138,15 +139,6 @@ def where_text(action: Action) -> str:
     """``orders/0``, ``orders``, or empty for an action on no topic (a pause)."""
     topic = action.topic or ""
     return topic if action.partition is None else f"{topic}/{action.partition}"
-
-
-def reason_text(action: Action) -> str:
-    """The Reason column: the plan's reason code or, for a group's move or expiry
-    (which have none), the group's name, which the operator looks for first."""
-    if action.reason:
-        return action.reason
-    group = (action.details or {}).get("group")
-    return "" if group is None else f"group {group}"
 
 
 def action_row(action: Action, palette: Palette) -> LiveRow:

@@ -35,6 +35,10 @@ BAR_WIDTH = 0.6
 UNIT_SPAN = 120
 #: a horizontal line above this many times the largest value is not drawn
 OFF_CHART = 4
+#: labelled ticks on the x axis, ends included (plotext's own number)
+X_TICKS = 5
+#: decimals an x tick's label may need at most
+MAX_DECIMALS = 3
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,24 @@ def time_unit(span_ms: int) -> tuple[str, int]:
 def relative(times: Sequence[int], now: int, unit_ms: int) -> tuple[float, ...]:
     """Instants as a chart's x values: units from ``now`` (negative in the past)."""
     return tuple(round((t - now) / unit_ms, 3) for t in times)
+
+
+def x_ticks(low: float, high: float) -> list[float]:
+    """:data:`X_TICKS` evenly spaced values from ``low`` to ``high``."""
+    step = (high - low) / (X_TICKS - 1)
+    return [low + i * step for i in range(X_TICKS)]
+
+
+def tick_labels(ticks: Sequence[float]) -> list[str]:
+    """Evenly spaced ``ticks`` with the fewest decimals that put every label within a
+    tenth of a step of its tick; a tick that rounds to zero reads ``0``, never ``-0``
+    (plotext labelled a tick at -0.0075 h ``-0.0``, which reads as a time before now)."""
+    step = abs(ticks[1] - ticks[0]) if len(ticks) > 1 else 0.0
+    decimals = next(
+        (d for d in range(MAX_DECIMALS) if all(abs(round(t, d) - t) <= step / 10 for t in ticks)), MAX_DECIMALS
+    )
+    # "z": a negative value that rounds to zero loses its sign (Python 3.11, PEP 682)
+    return [f"{t:z.{decimals}f}" for t in ticks]
 
 
 def series_roles(variables: dict[str, str]) -> tuple[str, ...]:
@@ -183,7 +205,10 @@ class Chart(PlotextPlot):
         xs = [x for s in spec.series for x in s.xs] + [m.value for m in marks if m.vertical]
         low, high = min(xs), max([*xs, 0.0])
         # One instant (the first cycle's sample, at now) spans nothing: plotext divides by the span.
-        plt.xlim(low if high > low else high - 1, high)
+        low = low if high > low else high - 1
+        plt.xlim(low, high)
+        ticks = x_ticks(low, high)
+        plt.xticks(ticks, tick_labels(ticks))
         self.refresh()
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from console.model.journal import cycle_took, reason_text
 from engine.broker import Broker
 from engine.journal.journal import Journal
 from engine.journal.rows import ACTION_FIELDS, CYCLE_FIELDS
@@ -129,6 +130,22 @@ def test_engine_runs_n_cycles_with_one_json_line_each(ebb, data_dir: Path, event
     assert [c.id for c in journaled] == [line["cycle_id"] for line in reversed(lines)]
     assert all(c.plan_ms and c.apply_ms is not None for c in journaled)
     assert all(c.duration_ms == c.plan_ms + c.apply_ms for c in journaled if c.plan_ms is not None)
+    # and each line says the journal's times, as `ebb log --cycles` and the console do
+    times = [(line["duration_ms"], line["plan_ms"], line["apply_ms"]) for line in reversed(lines)]
+    assert times == [(c.duration_ms, c.plan_ms, c.apply_ms) for c in journaled]
+
+
+def test_engine_line_gives_the_journals_times(ebb, data_dir: Path, events, shared_spark) -> None:
+    """One figure per cycle everywhere: the line says what the journal (and so the
+    console's Took and `ebb log --cycles`) says, not the scheduler's own clock."""
+    ran = ebb("engine", "--cycles", "2", "--prune-interval", "10ms")
+    assert ran.code == 0 and ran.err == "", ran.err
+    banner, *lines = ran.out.splitlines()
+    with Broker(data_dir) as broker:
+        journaled = list(reversed(Journal(broker.catalog).cycles()))
+    assert len(lines) == len(journaled) == 2
+    for line, cycle in zip(lines, journaled):
+        assert f" cycle {cycle.id} done in {cycle_took(cycle)}: deleted " in line, line
 
 
 def test_engine_refuses_a_bad_interval_before_starting_spark(
@@ -271,6 +288,22 @@ def test_log_filters_and_exports(ebb, data_dir: Path, events) -> None:
     assert text[0].split()[:5] == ["TIME", "CYCLE", "TRIGGER", "ACTOR", "ACTION"] and len(text) == 4
     changes = json.loads(ebb("log", "--policy-changes", "--json", "--topic", TOPIC).out)
     assert {c["field"] for c in changes} == {"segment_size", "retention_time"}
+
+
+def test_log_gives_each_reason_as_the_journal_view_does(ebb, data_dir: Path, events) -> None:
+    """One formatter (console/model/journal.py reason_text): a moved log start says
+    where it went and what moved it, a group's move names the group."""
+    ebb("truncate", TOPIC, "--partition", "0", "--before-offset", "100")
+    ebb("group", "move", TOPIC, "sub", "--partition", "1", "--to-offset", "40")
+    header, moved = ebb("log", "--action", "move_log_start").out.splitlines()
+    assert "  cycle's cut to 100  " in moved
+    lines = ebb("log", "--limit", "0").out.splitlines()[1:]
+    with Broker(data_dir) as broker:
+        actions = Journal(broker.catalog).actions(limit=None)
+    assert len(lines) == len(actions)
+    for line, action in zip(lines, actions, strict=True):
+        assert f"  {reason_text(action) or '-'}  " in line, line
+    assert any("  group sub  " in line for line in lines)
 
 
 def test_log_of_a_new_data_directory_is_empty(ebb) -> None:

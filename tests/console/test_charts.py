@@ -20,7 +20,18 @@ from console.modals.what_if_pane import WhatIfPane
 from console.model.capacity import week_ahead
 from console.model.history import load_history
 from console.screens.forecast import ForecastScreen
-from console.widgets.charts import Chart, ChartSpec, Mark, Series, chart_legend, series_roles, size_unit, time_unit
+from console.widgets.charts import (
+    Chart,
+    ChartSpec,
+    Mark,
+    Series,
+    chart_legend,
+    series_roles,
+    size_unit,
+    tick_labels,
+    time_unit,
+    x_ticks,
+)
 from console.widgets.engine_panel import EnginePanel
 from console.widgets.forecast_chart import forecast_chart
 from engine.broker import Broker
@@ -313,6 +324,33 @@ async def test_a_line_far_above_the_data_leaves_the_y_axis_to_the_data() -> None
         chart.show(ChartSpec("bytes", "h", series, (Mark(60 << 10, "error", label="cap"),)))
         await pilot.pause()
         assert "(KiB)" in chart.render().plain and _top_tick(chart) >= 60
+
+
+def test_tick_labels_never_read_minus_zero() -> None:
+    assert tick_labels([-2.0, -1e-12, 2.0]) == ["-2", "0", "2"]
+    assert tick_labels([-0.0, 0.5, 1.0]) == ["0.0", "0.5", "1.0"]
+    assert tick_labels([-0.1, -1e-17, 0.1]) == ["-0.1", "0.0", "0.1"]
+    # as many decimals as keep each label within a tenth of a step of its tick
+    assert tick_labels([-1.0, -0.75, -0.5, -0.25, 0.0]) == ["-1.00", "-0.75", "-0.50", "-0.25", "0.00"]
+    assert tick_labels(x_ticks(-60.0, 0.0)) == ["-60", "-45", "-30", "-15", "0"]
+
+
+def _x_ticks(chart: Chart) -> list[str]:
+    """The labels under the x axis (the line after the axis's corner)."""
+    lines = chart.render().plain.splitlines()
+    (axis,) = [i for i, line in enumerate(lines) if "└" in line]
+    return lines[axis + 1].split()
+
+
+async def test_the_x_axis_never_labels_zero_negative() -> None:
+    """A past that starts a little over a day ago (-24.01 h) puts plotext's second
+    tick at -0.0075 h, which it labelled ``-0.0``."""
+    app = OneChart()
+    async with app.run_test(size=(60, 12)) as pilot:
+        chart = app.query_one(Chart)
+        chart.show(ChartSpec("bytes", "hours (0 = now)", (Series("past", (-24.01, 0.0, 72.0), (1, 2, 3)),)))
+        await pilot.pause()
+        assert _x_ticks(chart) == ["-24", "0", "24", "48", "72"]
 
 
 async def test_without_spark_the_what_if_says_so_and_charts_nothing(make_console) -> None:

@@ -6,14 +6,16 @@ status; a group's move or expiry names the group in the Reason column."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from textual.widgets import Static
 
-from console.model.journal import POLICY_CHANGE
-from console.screens.journal import ACTION_COLUMNS, POLICY_COLUMNS
+from console.model.journal import POLICY_CHANGE, reason_text
+from console.screens.journal import ACTION_COLUMNS, POLICY_COLUMNS, action_detail
 from console.widgets.live_table import LiveTable
 from engine.broker import Broker
+from engine.journal.rows import Action
 from engine.prune.operations import expire_group, move_group, pause, purge, resume, set_hold, truncate
 from tests.support.console_fixtures import NOW, TERMINAL, settle
 
@@ -81,3 +83,17 @@ async def test_every_kind_fits_at_120_columns(make_console, console_data: Path) 
         assert actions.border_title == "Actions"
         reasons = {r["action"]: r["reason"] for r in _cells(actions)}
         assert (reasons["manual_move"], reasons["group_expired"]) == ("group billing", "group ledger")
+        # a moved log start has no plan's code: where it went, and what moved it
+        assert reasons["move_log_start"] == "cycle's cut to 50"
+
+
+def test_a_moved_log_start_says_where_to_and_why() -> None:
+    """The executor's (its cycle's cut) records no reason; a repair's records REPAIR,
+    its why in the details (the detail line); a row of neither says where it went."""
+    moved = Action(1, 7, NOW, NOW, "schedule", "engine", "move_log_start", "orders", 0, None, 1000, 12_500,
+                   11_500, None, None, None, "applied")  # fmt: skip
+    repaired = replace(moved, cycle=None, trigger="manual", reason="REPAIR", details={"why": "lost offsets in front"})
+    assert reason_text(moved) == "cycle's cut to 12,500"
+    assert reason_text(repaired) == "REPAIR to 12,500"
+    assert reason_text(replace(moved, cycle=None)) == "moved to 12,500"
+    assert "lost offsets in front" in action_detail(repaired)
