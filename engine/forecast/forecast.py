@@ -335,7 +335,9 @@ def summarize(
         [("size_bytes", "sum"), ("size_bytes", "count")]
     )
     by_reason: dict[str, list[dict[str, Any]]] = {}
-    for r in deleted.to_pylist():
+    # In partition order: a breach names the first partition that breaches, the
+    # same one every run (a group-by's rows come in any order).
+    for r in sorted(deleted.to_pylist(), key=lambda r: (r["partition"], r["reason"])):
         by_reason.setdefault(r["topic"], []).append(r)
     partitions = snapshot.tables["partitions"]
     row_of = {

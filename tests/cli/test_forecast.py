@@ -180,3 +180,20 @@ def test_at_a_terminal_progress_is_one_line_rewritten_then_cleared(
 def test_progress_stays_off_the_output_of_a_pipe(steady: int, shared_spark: SparkEngine, ebb) -> None:
     result = ebb("forecast", "--now", str(NOW), "--horizon", "1h")
     assert result.code == 0 and result.err == ""
+
+
+def test_a_cap_breach_names_the_first_partition_that_breaches(data_dir: Path, shared_spark: SparkEngine, ebb) -> None:
+    """Partitions alike, so all breach at once: the breach names partition 0, every run
+    (the deleted segments' totals come from a group-by, in any order)."""
+    data_dir.mkdir(parents=True)
+    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    partitions = 6
+    with Broker(data_dir, clock=lambda: NOW) as broker:
+        broker.create_topic("twins", partitions, {"segment_size": str(SEGMENT), "max_partition_size": str(CAP)})
+        for k in range(RECORDS):
+            for partition in reversed(range(partitions)):
+                record = NewRecord(b"v" * 100, timestamp=NOW - (RECORDS - k) * MINUTE)
+                broker.produce("twins", [record], partition=partition)
+    for _ in range(3):
+        (breach,) = _forecast(ebb, "--horizon", "4h", "--step", "1h")["topics"][0]["breaches"]
+        assert (breach["kind"], breach["partition"]) == ("max_partition_size", 0)
