@@ -203,7 +203,9 @@ def forecast(
             name: pa.concat_tables([extension.snapshot.tables[name] for extension, _, _ in parts])
             for name in parts[0][0].snapshot.tables
         }
-        plan = planner.plan(Snapshot(now, joined, parts[0][1].rejected))
+        # Deleted segments only: the kept ones' rows would be collected and split for
+        # nothing (a quarter of the forecast's time at 100K segments).
+        plan = planner.plan(Snapshot(now, joined, parts[0][1].rejected), every_segment=False)
         results.append(
             [
                 summarize(extension, plan.tables, snapshot, rates, request.window_ms)
