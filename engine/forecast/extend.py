@@ -8,7 +8,10 @@ moved on by then (below), and its record-level time cuts are those of ``t``.
 Planning that snapshot once plans every instant: the plan of a virtual topic is the
 plan of the topic at ``t`` on the catalog extended by then, as if no cycle ran in
 between. For the rules that only ever delete more as time passes and data arrives
-(all but ``max_deletes_per_cycle``), that is also what cycles run until ``t`` leave.
+(all but ``max_deletes_per_cycle``), that is also what cycles run until ``t`` leave,
+but for one case (README, "The capacity forecast"): a cap that deletes a segment time
+retention keeps (its records newer than a later segment's) lets a second cycle delete
+more than one plan does.
 
 The planner plans every partition at the snapshot's instant: each virtual topic's
 timestamps (segments, commits) are shifted back by ``t - now``, so that it is

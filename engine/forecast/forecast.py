@@ -10,9 +10,11 @@ backlog quota, or the topics together hold more than the disk budget.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,6 +30,9 @@ from engine.prune.snapshot import Snapshot, build_snapshot
 
 #: more instants than this is a typo (a step of 1s over a week), not a forecast
 MAX_INSTANTS = 5000
+
+_Item = TypeVar("_Item")
+_Result = TypeVar("_Result")
 
 #: the cap each reason code means a breach of
 _CAP_OF_REASON = {"DELETE_MAX_SIZE": "max_partition_size", "DELETE_MAX_TIME": "max_time"}
@@ -188,9 +193,10 @@ def forecast(
     variants = [Variant.of(catalog, records, request, defaults, topics, "", overrides)]
     if overrides is not None:
         variants.append(Variant.of(catalog, records, request, defaults, topics, "saved:", None))
-    results: list[list[Forecast]] = []
-    topic_batches = batches(variants[0], request.instants, len(variants))
-    for done, batch in enumerate(topic_batches, 1):
+    Parts = list[tuple[Extension, Snapshot, list[Rate]]]
+
+    def virtual(batch: list[str]) -> Parts:
+        """Each variant's virtual snapshot of ``batch``."""
         parts = []
         for variant in variants:
             snapshot, rates = variant.only(batch)
@@ -199,6 +205,13 @@ def forecast(
                 window_ms=request.window_ms, stalled=request.stalled, real_time_cut=real_time_cut,
             )  # fmt: skip
             parts.append((extension, snapshot, rates))
+        return parts
+
+    results: list[list[Forecast]] = []
+    topic_batches = batches(variants[0], request.instants, len(variants))
+    # The next batch's virtual snapshot is built (numpy, in this process) while Spark
+    # plans this one (in the JVM); the plans stay on the calling thread (Ctrl-C).
+    for done, parts in enumerate(_one_ahead(virtual, topic_batches), 1):
         joined = {
             name: pa.concat_tables([extension.snapshot.tables[name] for extension, _, _ in parts])
             for name in parts[0][0].snapshot.tables
@@ -216,6 +229,19 @@ def forecast(
             progress(done, len(topic_batches))
     result, *saved = (_merged([r[v] for r in results], request) for v in range(len(variants)))
     return replace(result, saved=saved[0].topics) if saved else result
+
+
+def _one_ahead(work: Callable[[_Item], _Result], items: Sequence[_Item]) -> Iterator[_Result]:
+    """``work`` of each of ``items`` in order, each computed in a thread while the
+    caller still uses the one before."""
+    with ThreadPoolExecutor(1, thread_name_prefix="ebb-forecast") as pool:
+        pending: deque[Future[_Result]] = deque()
+        for item in items:
+            pending.append(pool.submit(work, item))
+            if len(pending) == 2:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 #: virtual segment rows (segments x instants) one Spark job plans at most: the
