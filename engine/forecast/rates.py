@@ -8,8 +8,9 @@ the reference model of the tests.
 
 Observed: the partition's segments from the oldest non-empty one that reaches into
 the window (its newest record is at most ``window`` old) to the end; the rate is
-their records over the time from that segment's first record to now, and a record
-is their bytes over their records. With no such segment the partition has no
+their records over the time from that segment's first record to now (to their last
+record while the ingest is steady, :func:`steady_span`), and a record is their bytes
+over their records. With no such segment the partition has no
 ingest.
 """
 
@@ -67,6 +68,17 @@ def partition_rows(table: pa.Table, partitions: pa.Table) -> np.ndarray:
     return pc.index_in(keys(table), value_set=keys(partitions)).fill_null(-1).to_numpy()
 
 
+def steady_span(records: int, first: int, last: int, now: int) -> tuple[int, int]:
+    """``records`` from ``first`` to ``last`` as a rate (count, per ms). N records span
+    N - 1 gaps: while the time since the last one is within a mean gap the ingest is
+    steady and the rate is the gaps' (over the time since the first record it would
+    overstate a steady rate by up to 1/(N - 1)); once the partition has been quiet for
+    longer than that, the quiet time counts."""
+    if records > 1 and last > first and (now - last) * (records - 1) <= last - first:
+        return records - 1, last - first
+    return records, now - first
+
+
 def observed_rates(segments: pa.Table, partitions: pa.Table, now: int, window_ms: int) -> list[Rate]:
     """The observed rate of each row of ``partitions`` (a snapshot's, with its
     ``segments`` in (topic, partition, offset) order)."""
@@ -88,7 +100,9 @@ def observed_rates(segments: pa.Table, partitions: pa.Table, now: int, window_ms
         k = lo + start[0]
         records = int(next_[hi - 1] - base[k])
         record_bytes = max(1, int(size[k:hi].sum()) // max(records, 1))
-        rates.append(_reduced(records, now - int(first[k]), record_bytes, "observed", int(first[k])))
+        since, last = int(first[k]), int(newest[k:hi].max())
+        count, per_ms = steady_span(records, since, last, now)
+        rates.append(_reduced(count, per_ms, record_bytes, "observed", since))
     return rates
 
 

@@ -197,3 +197,25 @@ def test_a_cap_breach_names_the_first_partition_that_breaches(data_dir: Path, sh
     for _ in range(3):
         (breach,) = _forecast(ebb, "--horizon", "4h", "--step", "1h")["topics"][0]["breaches"]
         assert (breach["kind"], breach["partition"]) == ("max_partition_size", 0)
+
+
+def test_a_steady_ingest_whose_last_record_is_now_is_forecast_at_its_rate(
+    data_dir: Path, shared_spark: SparkEngine, ebb
+) -> None:
+    """A record a minute, the last one at NOW: N records span N - 1 minutes, so records
+    over the time since the first one overstated the rate by 1/(N - 1) (1.4% here) and
+    a cap five days out was breached two hours early."""
+    data_dir.mkdir(parents=True)
+    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    days = 5 * 24 * 60
+    with Broker(data_dir, clock=lambda: NOW) as broker:
+        broker.create_topic("steady", 1, {"segment_size": str(SEGMENT), "max_partition_size": "1 GiB"})
+        for k in range(RECORDS):
+            broker.produce("steady", [NewRecord(b"v" * 100, timestamp=NOW - (RECORDS - 1 - k) * MINUTE)], partition=0)
+        record = broker.describe("steady").partitions[0].size_bytes // RECORDS
+        broker.alter_topic("steady", {"max_partition_size": str((RECORDS + days) * record)})
+    out = _forecast(ebb, "--horizon", "7d", "--step", "1h")
+    (rate,) = out["topics"][0]["rates"]
+    assert rate["records_per_second"] == pytest.approx(1 / 60)
+    (breach,) = out["topics"][0]["breaches"]
+    assert abs(breach["at"] - (NOW + (days + 1) * MINUTE)) <= 60 * MINUTE

@@ -33,13 +33,19 @@ class RefRate:
 
 def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
     """From the oldest non-empty segment whose newest record is at most ``window``
-    old, to the end: its records over the time since its first record."""
+    old, to the end: its records over the time since its first record, or, while the
+    time since their last record is at most their mean gap (a steady ingest), their
+    gaps (records - 1) over the time from their first record to their last."""
     for k, segment in enumerate(partition.segments):
         if not segment.empty and segment.max_ts >= now - window:
             records = partition.next_offset - segment.base
             size = sum(s.size for s in partition.segments[k:])
-            elapsed = now - segment.first_ts
             record_bytes = max(1, size // records)
+            last = max(s.max_ts for s in partition.segments[k:] if not s.empty)
+            span = last - segment.first_ts
+            if records > 1 and span > 0 and (now - last) * (records - 1) <= span:
+                return RefRate(records - 1, span, record_bytes)
+            elapsed = now - segment.first_ts
             return RefRate(records if elapsed > 0 else 0, max(elapsed, 1), record_bytes)
     return RefRate(0, 1, DEFAULT_RECORD_BYTES)
 
