@@ -4,8 +4,9 @@ Spark job (engine/forecast/extend.py), summed per topic and instant.
 At each instant a topic has its bytes and segments on disk after that instant's
 cycle, each partition's log start, and the bytes deleted since now by reason. A
 breach is the first instant at which a cap deletes (``max_partition_size`` or
-``max_time``: retention no longer keeps the partition under it), a group is over a
-backlog quota, or the topics together hold more than the disk budget.
+``max_time``: retention no longer keeps the partition under it) or a partition holds
+more than ``max_partition_size`` after the cycle (a hold), a group is over a backlog
+quota, or the topics together hold more than the disk budget.
 """
 
 from __future__ import annotations
@@ -409,6 +410,13 @@ def summarize(
                 if cap is not None and cap not in seen:
                     seen.add(cap)
                     breaches.append(Breach(cap, at, policies[topic][cap], partition=r["partition"]))
+            # A hold (or max_deletes_per_cycle) stops the cap deleting, not the
+            # partition growing past it.
+            size_cap = policies[topic]["max_partition_size"]
+            past = [p.partition for p in parts if size_cap is not None and p.bytes > size_cap]
+            if past and "max_partition_size" not in seen:
+                seen.add("max_partition_size")
+                breaches.append(Breach("max_partition_size", at, size_cap, partition=past[0]))
             quota = sorted(over.get(name, []))
             if quota and "backlog_quota" not in seen:
                 seen.add("backlog_quota")

@@ -219,3 +219,22 @@ def test_a_steady_ingest_whose_last_record_is_now_is_forecast_at_its_rate(
     assert rate["records_per_second"] == pytest.approx(1 / 60)
     (breach,) = out["topics"][0]["breaches"]
     assert abs(breach["at"] - (NOW + (days + 1) * MINUTE)) <= 60 * MINUTE
+
+
+def test_a_held_topic_breaches_its_cap_when_its_bytes_pass_it(data_dir: Path, shared_spark: SparkEngine, ebb) -> None:
+    """Under a hold the cap deletes nothing, so a breach read from the cap's deletions
+    never came, while the partition grew past the cap."""
+    data_dir.mkdir(parents=True)
+    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    with Broker(data_dir, clock=lambda: NOW) as broker:
+        broker.create_topic("held", 1, {"segment_size": str(SEGMENT), "max_partition_size": str(CAP), "hold": "on"})
+        for k in range(RECORDS):
+            broker.produce("held", [NewRecord(b"v" * 100, timestamp=NOW - (RECORDS - k) * MINUTE)], partition=0)
+        record = broker.describe("held").partitions[0].size_bytes // RECORDS
+    out = _forecast(ebb, "--horizon", "4h", "--step", "10m")
+    (topic,) = out["topics"]
+    assert all(point["bytes_deleted"] == 0 for point in topic["points"])
+    (breach,) = topic["breaches"]
+    by_hand = NOW + ((CAP // record + 1) - RECORDS) * MINUTE
+    assert (breach["kind"], breach["limit"]) == ("max_partition_size", CAP)
+    assert abs(breach["at"] - by_hand) <= 10 * MINUTE
