@@ -85,7 +85,7 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
         snapshot, rates = base.only(topic_batches[0])
         extend_s, extension = timed(
             extend, snapshot, instants, rates, base.segment_sizes, window_ms=request.window_ms, stalled=frozenset(),
-            real_time_cut=lambda *a: time_cut(catalog, records, *a),
+            prune_interval_ms=request.prune_interval_ms, real_time_cut=lambda *a: time_cut(catalog, records, *a),
         )  # fmt: skip
         virtual = extension.snapshot.tables["segments"].num_rows
         vplan_s, plan = timed(planner.plan, extension.snapshot, every_segment=False)  # as the forecast plans

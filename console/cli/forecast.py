@@ -98,6 +98,7 @@ def run_forecast(broker: Broker, args: argparse.Namespace) -> int:
             if args.disk_budget is None
             else _finite("--disk-budget", args.disk_budget, parse_size, "size")
         ),
+        prune_interval_ms=broker.config.prune_interval_ms,
     )
     result = _run(broker, args, request, names, overrides)
     if args.json:

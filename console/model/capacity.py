@@ -15,8 +15,11 @@ HOUR = 3_600_000
 HORIZON_MS, STEP_MS, WINDOW_MS = 7 * 24 * HOUR, HOUR, HOUR
 
 
-def week_ahead(now: int, disk_budget: int | None = None) -> Request:
-    return Request(instants(now, HORIZON_MS, STEP_MS), WINDOW_MS, disk_budget=disk_budget)
+def week_ahead(now: int, disk_budget: int | None, prune_interval_ms: int) -> Request:
+    """``disk_budget`` and ``prune_interval_ms``: the config's, as ``ebb forecast`` reads them."""
+    return Request(
+        instants(now, HORIZON_MS, STEP_MS), WINDOW_MS, disk_budget=disk_budget, prune_interval_ms=prune_interval_ms
+    )
 
 
 def size_cap(policy: EffectivePolicy, partitions: int) -> int | None:

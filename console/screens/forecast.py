@@ -27,6 +27,7 @@ from console.widgets.charts import Chart, ChartLegend
 from console.widgets.forecast_chart import forecast_chart
 from console.widgets.live_table import Column, LiveRow, LiveTable
 from engine.catalog.stats import partition_stats
+from engine.config import DEFAULT_CONFIG
 from engine.forecast.forecast import Forecast, TopicForecast
 
 COLUMNS = (Column("topic", "Topic"), Column("partitions", "Partitions"), Column("bytes", "On disk"))
@@ -38,6 +39,7 @@ class TopicsData:
     #: per topic: its size cap (console.model.capacity.size_cap; None: infinite)
     caps: dict[str, int | None]
     disk_budget: int | None
+    prune_interval_ms: int
 
 
 class ForecastScreen(LiveScreen[TopicsData]):
@@ -58,6 +60,7 @@ class ForecastScreen(LiveScreen[TopicsData]):
         super().__init__()
         self._caps: dict[str, int | None] = {}
         self._budget: int | None = None
+        self._prune_interval_ms = DEFAULT_CONFIG.prune_interval_ms
         #: the topic whose forecast is on screen, and the forecast
         self.shown: TopicForecast | None = None
 
@@ -76,7 +79,7 @@ class ForecastScreen(LiveScreen[TopicsData]):
             with broker.catalog.read():
                 stats = partition_stats(broker.catalog)
                 policies = {t.name: broker.policy(t.name) for t in broker.catalog.topics()}
-            budget = broker.config.disk_budget
+            budget, interval = broker.config.disk_budget, broker.config.prune_interval_ms
         sizes: dict[str, tuple[int, int]] = {}
         for s in stats:
             count, total = sizes.get(s.topic, (0, 0))
@@ -86,11 +89,11 @@ class ForecastScreen(LiveScreen[TopicsData]):
             for name, (count, total) in sorted(sizes.items())
         )
         caps = {name: size_cap(policy, sizes[name][0]) for name, policy in policies.items() if name in sizes}
-        return TopicsData(rows, caps, budget)
+        return TopicsData(rows, caps, budget, interval)
 
     def show(self, data: TopicsData) -> None:
         self.query_one("#forecast-topics", LiveTable).show(data.rows)
-        self._caps, self._budget = data.caps, data.disk_budget
+        self._caps, self._budget, self._prune_interval_ms = data.caps, data.disk_budget, data.prune_interval_ms
 
     def action_forecast(self) -> None:
         topic = self.query_one("#forecast-topics", LiveTable).selected_key
@@ -106,7 +109,7 @@ class ForecastScreen(LiveScreen[TopicsData]):
     def _forecast(self, topic: str) -> None:
         host = self.ebb.host
         now = host.clock()
-        request = week_ahead(now, self._budget)
+        request = week_ahead(now, self._budget, self._prune_interval_ms)
         try:
             with host.reading() as broker, broker.catalog.read():
                 past = load_history(broker.catalog, (), now, topic=topic, since=now - HORIZON_MS)

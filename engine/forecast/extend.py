@@ -7,11 +7,12 @@ new segments of ``segment_size``, the last one active. Its groups' positions hav
 moved on by then (below), and its record-level time cuts are those of ``t``.
 Planning that snapshot once plans every instant: the plan of a virtual topic is the
 plan of the topic at ``t`` on the catalog extended by then, as if no cycle ran in
-between. For the rules that only ever delete more as time passes and data arrives
-(all but ``max_deletes_per_cycle``), that is also what cycles run until ``t`` leave,
-but for one case (README, "The capacity forecast"): a cap that deletes a segment time
-retention keeps (its records newer than a later segment's) lets a second cycle delete
-more than one plan does.
+between. Every rule only ever deletes more as time passes and data arrives, so that
+is also what the cycles run until ``t`` leave, but for two cases (README, "The
+capacity forecast"): ``max_deletes_per_cycle``, which the plan at ``t`` applies once
+per cycle run by then (at most what those cycles delete); and a cap that deletes a
+segment time retention keeps (its records newer than a later segment's), after which
+a second cycle deletes more than one plan does.
 
 The planner plans every partition at the snapshot's instant: each virtual topic's
 timestamps (segments, commits) are shifted back by ``t - now``, so that it is
@@ -128,11 +129,13 @@ def extend(
     window_ms: int,
     stalled: Collection[str],
     real_time_cut: RealTimeCut,
+    prune_interval_ms: int,
     label: str = "",
 ) -> Extension:
     """The virtual snapshot of ``snapshot`` at each of ``instants`` (>= its ``now``);
-    ``rates`` per row of its partitions; ``segment_sizes`` per topic; ``label``
-    tells its virtual topics from those of another extension planned with them."""
+    ``rates`` per row of its partitions; ``segment_sizes`` per topic; cycles run every
+    ``prune_interval_ms``; ``label`` tells its virtual topics from those of another
+    extension planned with them."""
     now = snapshot.now
     topic_names = snapshot.tables["topics"]["topic"].to_pylist()
     segments = snapshot.tables["segments"]
@@ -145,7 +148,7 @@ def extend(
         elapsed = at - now
         arrived = (elapsed * parts.records) // parts.per_ms
         renamed = _renamer(snapshot, names[i * len(topic_names) : (i + 1) * len(topic_names)])
-        pieces["topics"].append(renamed(snapshot.tables["topics"]))
+        pieces["topics"].append(renamed(_topics_at(snapshot.tables["topics"], elapsed, prune_interval_ms)))
         partitions = snapshot.tables["partitions"]
         pieces["partitions"].append(
             renamed(partitions.set_column(3, "next_offset", pa.array(parts.next_offset + arrived)))
@@ -157,6 +160,16 @@ def extend(
         pieces["time_cuts"].append(renamed(_time_cuts_at(snapshot, parts, arrived, at, now, real_time_cut)))
     virtual = {name: pa.concat_tables(parts_).cast(tables.SNAPSHOT_TABLES[name]) for name, parts_ in pieces.items()}
     return Extension(Snapshot(now, virtual, snapshot.rejected), list(instants), topic_names, names, on_disk)
+
+
+def _topics_at(topics: pa.Table, elapsed: int, prune_interval_ms: int) -> pa.Table:
+    """The topics with ``max_deletes_per_cycle`` once per cycle run by ``elapsed``
+    after now (one now, one a prune interval after): the plan at an instant stands for
+    the cycles until then, and a cycle's limit applied once would hold the whole
+    horizon to one cycle's deletions."""
+    cycles = 1 + elapsed // prune_interval_ms
+    field = topics.schema.get_field_index("max_deletes_per_cycle")
+    return topics.set_column(field, "max_deletes_per_cycle", pc.multiply(topics["max_deletes_per_cycle"], cycles))
 
 
 def _totals(segments: pa.Table, partitions: pa.Table) -> tuple[np.ndarray, np.ndarray]:

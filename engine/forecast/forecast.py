@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.catalog.catalog import Catalog
+from engine.config import DEFAULT_CONFIG
 from engine.errors import InvalidInput, InvalidPolicy
 from engine.forecast.extend import Extension, extend
 from engine.forecast.rates import Rate, given_rate, observed_rates
@@ -147,13 +148,16 @@ class Forecast:
 class Request:
     """What to forecast: ``instants`` (the first is now), the rate window, an
     ingest rate that replaces the observed ones (bytes/s per partition), groups
-    assumed stopped, and the disk budget (bytes, over all topics forecast)."""
+    assumed stopped, the disk budget (bytes, over all topics forecast), and how often
+    cycles run (``max_deletes_per_cycle`` is a cycle's limit: by an instant, as many
+    cycles have run as prune intervals have passed, and one now)."""
 
     instants: list[int]
     window_ms: int
     rate: int | None = None
     stalled: frozenset[str] = frozenset()
     disk_budget: int | None = None
+    prune_interval_ms: int = DEFAULT_CONFIG.prune_interval_ms
 
 
 def instants(now: int, horizon_ms: int, step_ms: int) -> list[int]:
@@ -204,6 +208,7 @@ def forecast(
             extension = extend(
                 snapshot, request.instants, rates, variant.segment_sizes, label=variant.label,
                 window_ms=request.window_ms, stalled=request.stalled, real_time_cut=real_time_cut,
+                prune_interval_ms=request.prune_interval_ms,
             )  # fmt: skip
             parts.append((extension, snapshot, rates))
         return parts

@@ -238,3 +238,22 @@ def test_a_held_topic_breaches_its_cap_when_its_bytes_pass_it(data_dir: Path, sh
     by_hand = NOW + ((CAP // record + 1) - RECORDS) * MINUTE
     assert (breach["kind"], breach["limit"]) == ("max_partition_size", CAP)
     assert abs(breach["at"] - by_hand) <= 10 * MINUTE
+
+
+def test_a_deletion_limit_is_a_cycles_and_cycles_run_every_prune_interval(
+    data_dir: Path, shared_spark: SparkEngine, ebb
+) -> None:
+    """``max_deletes_per_cycle 1`` and a cycle a minute (the default prune_interval):
+    an hour's cycles keep up with a record a minute, so an hour of records stays, as
+    with no limit; applied once per instant, the limit let the topic grow without end."""
+    data_dir.mkdir(parents=True)
+    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\nprune_interval = "1m"\n')
+    with Broker(data_dir, clock=lambda: NOW) as broker:
+        policy = {"segment_size": str(SEGMENT), "retention_time": "1h", "max_deletes_per_cycle": "1"}
+        broker.create_topic("limited", 1, policy)
+        for k in range(RECORDS):
+            broker.produce("limited", [NewRecord(b"v" * 100, timestamp=NOW - (RECORDS - k - 1) * MINUTE)], partition=0)
+        record = broker.describe("limited").partitions[0].size_bytes // RECORDS
+    (topic,) = _forecast(ebb, "--horizon", "6h", "--step", "1h")["topics"]
+    for point in topic["points"][1:]:  # from the first instant after now: an hour of cycles
+        assert abs(point["bytes"] - 60 * record) <= SEGMENT + 60 * record // 10, point

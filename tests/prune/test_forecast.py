@@ -53,6 +53,7 @@ def _as_model(point: Point) -> dict:
     stall=st.booleans(),
     batched=st.booleans(),
     budget=st.one_of(st.none(), st.integers(0, 50_000)),
+    interval=st.integers(1, 200),
 )
 def test_forecast_agrees_with_the_reference_model(
     spark_engine: SparkEngine,
@@ -64,6 +65,7 @@ def test_forecast_agrees_with_the_reference_model(
     stall: bool,
     batched: bool,
     budget: int | None,
+    interval: int,
 ) -> None:
     """``batched``: each topic planned in a Spark job of its own, as a large catalog's
     are (forecast.batches)."""
@@ -81,12 +83,12 @@ def test_forecast_agrees_with_the_reference_model(
             with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", 1 if batched else forecasting.MAX_VIRTUAL_ROWS):
                 got = forecast(
                     Planner(spark_engine, Path(tmp) / "scratch"), catalog, FakeRecordTimes(generated),
-                    Request(instants, window, rate, stalled, budget), defaults=generated.defaults,
+                    Request(instants, window, rate, stalled, budget, interval), defaults=generated.defaults,
                     progress=lambda done, of: progress.append((done, of)),
                 )  # fmt: skip
         finally:
             catalog.close()
-    expected = reference.forecast(loaded, instants, window, given=rate, stalled=stalled)
+    expected = reference.forecast(loaded, instants, window, prune_interval=interval, given=rate, stalled=stalled)
 
     assert got.instants == instants
     assert [t.topic for t in got.topics] == sorted(expected)
@@ -109,12 +111,14 @@ def test_forecast_agrees_with_the_reference_model(
     window=st.one_of(st.integers(0, 400), st.just(10_000)),
     step=st.integers(1, 80),
     rate=st.one_of(st.none(), st.integers(0, 20_000)),
+    interval=st.integers(1, 200),
 )
 def test_the_extended_snapshot_is_the_models_catalog_at_each_instant(
-    generated: RefCatalog, window: int, step: int, rate: int | None
+    generated: RefCatalog, window: int, step: int, rate: int | None, interval: int
 ) -> None:
     """Without Spark: the virtual topics hold the model's extended partitions (their
-    timestamps shifted back by the instant's distance from now), positions and time cuts."""
+    timestamps shifted back by the instant's distance from now), positions and time
+    cuts, and a deletion limit for the cycles run by then."""
     now = generated.now
     instants = [now, now + step, now + 3 * step]
     rates = reference.rates(generated, window, rate)
@@ -129,7 +133,7 @@ def test_the_extended_snapshot_is_the_models_catalog_at_each_instant(
             extension = extend(
                 snapshot, instants, rates_for(snapshot, request),
                 {t.name: t.policy.segment_size for t in generated.topics},
-                window_ms=window, stalled=frozenset(),
+                window_ms=window, stalled=frozenset(), prune_interval_ms=interval,
                 real_time_cut=lambda *args: time_cut(catalog, records, *args),
             )  # fmt: skip
         finally:
@@ -137,9 +141,11 @@ def test_the_extended_snapshot_is_the_models_catalog_at_each_instant(
     tables_ = {name: table.to_pylist() for name, table in extension.snapshot.tables.items()}
     for i, at in enumerate(instants):
         shift = at - now
-        future = reference.extended(loaded, at, rates, window, frozenset())
+        future = reference.extended(loaded, at, rates, window, frozenset(), interval)
         for topic in future.topics:
             name = virtual_name(i, topic.name)
+            (limit,) = [t["max_deletes_per_cycle"] for t in tables_["topics"] if t["topic"] == name]
+            assert limit == topic.policy.max_deletes_per_cycle
             segments = [
                 (s["partition"], s["base_offset"], s["next_offset"], s["size_bytes"], s["sealed"],
                  None if s["first_timestamp"] is None else s["first_timestamp"] + shift,

@@ -102,10 +102,17 @@ def extended_group(group: Group, arrived: dict[int, int], at: int, reading: bool
 
 
 def extended(
-    catalog: RefCatalog, at: int, rates_: dict[tuple[str, int], RefRate], window: int, stalled: frozenset[str]
+    catalog: RefCatalog,
+    at: int,
+    rates_: dict[tuple[str, int], RefRate],
+    window: int,
+    stalled: frozenset[str],
+    prune_interval: int,
 ) -> RefCatalog:
-    """``catalog`` as it will be at ``at``."""
+    """``catalog`` as it will be at ``at``, its ``max_deletes_per_cycle`` once per cycle
+    run by then (one now, one every ``prune_interval``)."""
     now = catalog.now
+    cycles = 1 + (at - now) // prune_interval
     topics = []
     for topic in catalog.topics:
         arrived = {p.index: rates_[(topic.name, p.index)].arrived(at - now) for p in topic.partitions}
@@ -117,7 +124,9 @@ def extended(
             extended_group(g, arrived, at, model.last_commit(g) >= now - window and g.name not in stalled)
             for g in topic.groups
         )
-        topics.append(replace(topic, partitions=partitions, groups=groups))
+        budget = topic.policy.max_deletes_per_cycle
+        policy = replace(topic.policy, max_deletes_per_cycle=None if budget is None else budget * cycles)
+        topics.append(replace(topic, partitions=partitions, groups=groups, policy=policy))
     return replace(catalog, topics=tuple(topics), now=at)
 
 
@@ -126,6 +135,7 @@ def forecast(
     instants: list[int],
     window: int,
     *,
+    prune_interval: int,
     given: int | None = None,
     stalled: frozenset[str] = frozenset(),
 ) -> dict[str, list[dict]]:
@@ -135,7 +145,7 @@ def forecast(
     rates_ = rates(catalog, window, given)
     out: dict[str, list[dict]] = {t.name: [] for t in catalog.topics}
     for at in instants:
-        rows = model.plan(extended(catalog, at, rates_, window, stalled), at)
+        rows = model.plan(extended(catalog, at, rates_, window, stalled, prune_interval), at)
         for topic in catalog.topics:
             segments = [r for r in rows["segments"] if r["topic"] == topic.name]
             kept = [r for r in segments if r["decision"] == "keep"]
