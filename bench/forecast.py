@@ -17,9 +17,10 @@ virtual snapshot's segment count against today's. The virtual snapshot holds eve
 segment once per instant, plus the synthetic ones that arrived by then (about
 240x today's segments here), so the forecast plans its topics in batches of at
 most ``MAX_VIRTUAL_ROWS`` virtual segments, one Spark job each, and its time grows
-with segments x instants: at 1M segments and 168 instants that is 63 jobs. Run it smaller for a quick figure, e.g.
-``python -m bench.forecast --partitions 1000`` from the repository root. The load
-average is printed before and after: other processes skew every number.
+with segments x instants: at 1M segments and 168 instants that is 63 jobs. Run it
+smaller for a quick figure, e.g. ``python -m bench.forecast --partitions 1000``
+from the repository root. The load average is printed before and after: other
+processes skew every number.
 """
 
 from __future__ import annotations

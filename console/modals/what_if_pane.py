@@ -190,8 +190,7 @@ class WhatIfPane(Horizontal):
             # The caps and the disk budget are drawn as lines, as in the Forecast view.
             with host.reading() as broker:
                 caps, config = what_if_caps(broker, topic, overrides), broker.config
-            request = week_ahead(host.clock(), config.disk_budget, config.prune_interval_ms)
-            result = host.forecast(request, [topic], overrides={topic: overrides})
+            result = host.forecast(week_ahead(host.clock(), config), [topic], overrides={topic: overrides})
         except Exception as error:  # noqa: BLE001 - shown in the pane, never a crash
             self.post_message(self.ForecastFailed(describe_error(error)))
             return

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from engine.broker import Broker
+from engine.config import Config
 from engine.forecast.forecast import Request, instants
 from engine.policy.effective import EffectivePolicy
 
@@ -15,10 +16,13 @@ HOUR = 3_600_000
 HORIZON_MS, STEP_MS, WINDOW_MS = 7 * 24 * HOUR, HOUR, HOUR
 
 
-def week_ahead(now: int, disk_budget: int | None, prune_interval_ms: int) -> Request:
-    """``disk_budget`` and ``prune_interval_ms``: the config's, as ``ebb forecast`` reads them."""
+def week_ahead(now: int, config: Config) -> Request:
+    """With the disk budget and prune interval of ``config``, as ``ebb forecast`` reads them."""
     return Request(
-        instants(now, HORIZON_MS, STEP_MS), WINDOW_MS, disk_budget=disk_budget, prune_interval_ms=prune_interval_ms
+        instants(now, HORIZON_MS, STEP_MS),
+        WINDOW_MS,
+        disk_budget=config.disk_budget,
+        prune_interval_ms=config.prune_interval_ms,
     )
 
 

@@ -27,7 +27,7 @@ from console.widgets.charts import Chart, ChartLegend
 from console.widgets.forecast_chart import forecast_chart
 from console.widgets.live_table import Column, LiveRow, LiveTable
 from engine.catalog.stats import partition_stats
-from engine.config import DEFAULT_CONFIG
+from engine.config import DEFAULT_CONFIG, Config
 from engine.forecast.forecast import Forecast, TopicForecast
 
 COLUMNS = (Column("topic", "Topic"), Column("partitions", "Partitions"), Column("bytes", "On disk"))
@@ -38,8 +38,8 @@ class TopicsData:
     rows: tuple[LiveRow, ...]
     #: per topic: its size cap (console.model.capacity.size_cap; None: infinite)
     caps: dict[str, int | None]
-    disk_budget: int | None
-    prune_interval_ms: int
+    #: the data directory's (its disk budget and prune interval shape the forecast)
+    config: Config
 
 
 class ForecastScreen(LiveScreen[TopicsData]):
@@ -59,8 +59,7 @@ class ForecastScreen(LiveScreen[TopicsData]):
     def __init__(self) -> None:
         super().__init__()
         self._caps: dict[str, int | None] = {}
-        self._budget: int | None = None
-        self._prune_interval_ms = DEFAULT_CONFIG.prune_interval_ms
+        self._config = DEFAULT_CONFIG
         #: the topic whose forecast is on screen, and the forecast
         self.shown: TopicForecast | None = None
 
@@ -79,7 +78,7 @@ class ForecastScreen(LiveScreen[TopicsData]):
             with broker.catalog.read():
                 stats = partition_stats(broker.catalog)
                 policies = {t.name: broker.policy(t.name) for t in broker.catalog.topics()}
-            budget, interval = broker.config.disk_budget, broker.config.prune_interval_ms
+            config = broker.config
         sizes: dict[str, tuple[int, int]] = {}
         for s in stats:
             count, total = sizes.get(s.topic, (0, 0))
@@ -89,11 +88,11 @@ class ForecastScreen(LiveScreen[TopicsData]):
             for name, (count, total) in sorted(sizes.items())
         )
         caps = {name: size_cap(policy, sizes[name][0]) for name, policy in policies.items() if name in sizes}
-        return TopicsData(rows, caps, budget, interval)
+        return TopicsData(rows, caps, config)
 
     def show(self, data: TopicsData) -> None:
         self.query_one("#forecast-topics", LiveTable).show(data.rows)
-        self._caps, self._budget, self._prune_interval_ms = data.caps, data.disk_budget, data.prune_interval_ms
+        self._caps, self._config = data.caps, data.config
 
     def action_forecast(self) -> None:
         topic = self.query_one("#forecast-topics", LiveTable).selected_key
@@ -109,7 +108,7 @@ class ForecastScreen(LiveScreen[TopicsData]):
     def _forecast(self, topic: str) -> None:
         host = self.ebb.host
         now = host.clock()
-        request = week_ahead(now, self._budget, self._prune_interval_ms)
+        request = week_ahead(now, self._config)
         try:
             with host.reading() as broker, broker.catalog.read():
                 past = load_history(broker.catalog, (), now, topic=topic, since=now - HORIZON_MS)

@@ -401,7 +401,9 @@ def summarize(
 
     result = []
     for t, topic in enumerate(extension.topics):
-        points, breaches, seen = [], [], set()
+        points: list[Point] = []
+        #: kind -> the topic's first breach of that kind
+        first: dict[str, Breach] = {}
         for i, at in enumerate(extension.instants):
             name = names[i * width + t]
             parts = [
@@ -412,20 +414,19 @@ def summarize(
             for r in by_reason.get(name, []):
                 reasons[r["reason"]] = reasons.get(r["reason"], 0) + r["size_bytes_sum"]
                 cap = _CAP_OF_REASON.get(r["reason"])
-                if cap is not None and cap not in seen:
-                    seen.add(cap)
-                    breaches.append(Breach(cap, at, policies[topic][cap], partition=r["partition"]))
+                if cap is not None:
+                    first.setdefault(cap, Breach(cap, at, policies[topic][cap], partition=r["partition"]))
             # A hold (or max_deletes_per_cycle) stops the cap deleting, not the
             # partition growing past it.
             size_cap = policies[topic]["max_partition_size"]
             past = [p.partition for p in parts if size_cap is not None and p.bytes > size_cap]
-            if past and "max_partition_size" not in seen:
-                seen.add("max_partition_size")
-                breaches.append(Breach("max_partition_size", at, size_cap, partition=past[0]))
+            if past:
+                first.setdefault("max_partition_size", Breach("max_partition_size", at, size_cap, partition=past[0]))
             quota = sorted(over.get(name, []))
-            if quota and "backlog_quota" not in seen:
-                seen.add("backlog_quota")
-                breaches.append(Breach("backlog_quota", at, None, partition=quota[0][1], group=quota[0][0]))
+            if quota:
+                first.setdefault(
+                    "backlog_quota", Breach("backlog_quota", at, None, partition=quota[0][1], group=quota[0][0])
+                )
             rows = by_reason.get(name, [])
             points.append(
                 Point(
@@ -440,5 +441,7 @@ def summarize(
                     quota,
                 )
             )
-        result.append(TopicForecast(topic, topic_rates.get(topic, {}), points, sorted(breaches, key=lambda b: b.at)))
+        result.append(
+            TopicForecast(topic, topic_rates.get(topic, {}), points, sorted(first.values(), key=lambda b: b.at))
+        )
     return Forecast(extension.instants[0], extension.instants, window_ms, result, None, None)

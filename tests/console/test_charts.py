@@ -266,7 +266,7 @@ async def test_the_what_if_charts_the_week_with_both_policies(make_console, spar
         shown = pane.query_one("#what-if-forecast").display
         # the same forecast, asked directly: the chart shows its figures
         direct = app.host.forecast(
-            week_ahead(NOW, None, DEFAULT_CONFIG.prune_interval_ms),
+            week_ahead(NOW, DEFAULT_CONFIG),
             ["orders"],
             overrides={"orders": {**ORDERS, "max_partition_size": "4KiB"}},
         )
@@ -289,7 +289,7 @@ async def test_the_what_if_charts_the_week_with_both_policies(make_console, spar
 def test_the_forecast_chart_draws_caps_and_budget_and_names_those_above_it() -> None:
     """One chart for the Forecast view and the what-if: a cap line per policy when the
     edited one differs, the disk budget, each named with its value in the legend."""
-    request = week_ahead(NOW, 30 << 10, DEFAULT_CONFIG.prune_interval_ms)
+    request = week_ahead(NOW, dataclasses.replace(DEFAULT_CONFIG, disk_budget=30 << 10))
     what_if = dataclasses.replace(fake_forecast(request, ["orders"], overrides={"x": "y"}), disk_budget=30 << 10)
     spec = forecast_chart(what_if, cap=16 << 10, saved_cap=1 << 30)
     lines = {m.label: (m.value, m.role, spec.on_chart(m)) for m in spec.marks if not m.vertical}
