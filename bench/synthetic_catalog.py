@@ -47,6 +47,7 @@ import numpy as np
 
 from engine.catalog.catalog import Catalog
 from engine.policy.fields import FIELDS, exact_text
+from engine.prune.record_times import FirstRecord
 
 NOW = 1_700_000_000_000
 HOUR = 3_600_000
@@ -228,7 +229,7 @@ class LinearRecordTimes:
 
     def first_at_or_after(
         self, topic: str, partition: int, segment_base: int, start_offset: int, theta: int
-    ) -> int | None:
+    ) -> FirstRecord | None:
         self.calls += 1
         p = self.partition_of.get((topic, partition))
         if p is None:
@@ -241,12 +242,11 @@ class LinearRecordTimes:
         i = max(0, start_offset - segment_base)
         if i >= n:
             return None
-        if first + i * step >= theta:
-            return segment_base + i
-        if step == 0:
-            return None
-        i = max(i, -((first - theta) // step))  # ceil((theta - first) / step)
-        return segment_base + i if i < n else None
+        if first + i * step < theta:
+            if step == 0:
+                return None
+            i = max(i, -((first - theta) // step))  # ceil((theta - first) / step)
+        return FirstRecord(segment_base + i, first + i * step) if i < n else None
 
 
 # -- generation ----------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from engine.forecast.extend import Extension, extend
 from engine.forecast.rates import Rate, given_rate, observed_rates
 from engine.policy.effective import EffectivePolicy, resolve
 from engine.prune.planner import Planner
-from engine.prune.record_times import RecordTimes, time_cut
+from engine.prune.record_times import FirstRecord, RecordTimes, first_record, time_cut
 from engine.prune.snapshot import Snapshot, build_snapshot
 
 #: more instants than this is a typo (a step of 1s over a week), not a forecast
@@ -284,7 +284,7 @@ class Variant:
             name: _segment_size(resolve((overrides or {}).get(name, catalog.overrides(name)), defaults))
             for name in names
         }
-        return cls(label, snapshot, rates_for(snapshot, request), sizes)
+        return cls(label, snapshot, rates_for(snapshot, request, catalog, records), sizes)
 
     def only(self, topics: Sequence[str]) -> tuple[Snapshot, list[Rate]]:
         """The snapshot of ``topics`` alone, and the rates of its partitions."""
@@ -342,10 +342,14 @@ def _segment_size(policy: EffectivePolicy) -> int:
     return size
 
 
-def rates_for(snapshot: Snapshot, request: Request) -> list[Rate]:
+def rates_for(snapshot: Snapshot, request: Request, catalog: Catalog, records: RecordTimes) -> list[Rate]:
     """The rate of each partition of ``snapshot``: observed, or ``request.rate``."""
     tables_ = snapshot.tables
-    observed = observed_rates(tables_["segments"], tables_["partitions"], snapshot.now, request.window_ms)
+
+    def first(topic: str, partition: int, log_start: int, theta: int) -> FirstRecord | None:
+        return first_record(catalog, records, topic, partition, log_start, theta)
+
+    observed = observed_rates(tables_["segments"], tables_["partitions"], snapshot.now, request.window_ms, first)
     if request.rate is None:
         return observed
     return [given_rate(request.rate, rate) for rate in observed]

@@ -6,22 +6,29 @@ A rate is a fraction, ``records`` per ``per_ms`` milliseconds, with records of
 integer arithmetic: the same records at the same instants on every machine and in
 the reference model of the tests.
 
-Observed: the partition's segments from the oldest non-empty one that reaches into
-the window (its newest record is at most ``window`` old) to the end; the rate is
-their records over the time from that segment's first record to now (to their last
-record while the ingest is steady, :func:`steady_span`), and a record is their bytes
-over their records. With no such segment the partition has no
+Observed: the partition's records from the first one in the window (at most
+``window`` old, at or after the log start) to the end; the rate is their records
+over the time from that first record to now (to their last record while the ingest
+is steady, :func:`steady_span`), and a record's bytes are the bytes over the records
+of the segments that hold them. A burst before the window does not count, even in
+the segment that reaches into it. With no record in the window the partition has no
 ingest.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from engine.prune.record_times import FirstRecord
+
+#: the first record of a partition (topic, partition, log start) at or after a time
+FirstRecordOf = Callable[[str, int, int, int], FirstRecord | None]
 
 #: a record's bytes when a rate is given (``--rate``) for a partition with no records
 DEFAULT_RECORD_BYTES = 1024
@@ -79,10 +86,16 @@ def steady_span(records: int, first: int, last: int, now: int) -> tuple[int, int
     return records, now - first
 
 
-def observed_rates(segments: pa.Table, partitions: pa.Table, now: int, window_ms: int) -> list[Rate]:
+def observed_rates(
+    segments: pa.Table, partitions: pa.Table, now: int, window_ms: int, first_record: FirstRecordOf
+) -> list[Rate]:
     """The observed rate of each row of ``partitions`` (a snapshot's, with its
-    ``segments`` in (topic, partition, offset) order)."""
+    ``segments`` in (topic, partition, offset) order); ``first_record`` finds where
+    the window begins inside a segment that began before it."""
     row = partition_rows(segments, partitions)
+    names = partitions["topic"].to_pylist()
+    numbers = partitions["partition"].to_pylist()
+    log_starts = partitions["log_start_offset"].to_pylist()
     base = segments["base_offset"].to_numpy()
     next_ = segments["next_offset"].to_numpy()
     size = segments["size_bytes"].to_numpy()
@@ -98,10 +111,14 @@ def observed_rates(segments: pa.Table, partitions: pa.Table, now: int, window_ms
             rates.append(NO_INGEST)
             continue
         k = lo + start[0]
-        records = int(next_[hi - 1] - base[k])
-        record_bytes = max(1, int(size[k:hi].sum()) // max(records, 1))
-        since, last = int(first[k]), int(newest[k:hi].max())
-        count, per_ms = steady_span(records, since, last, now)
+        record_bytes = max(1, int(size[k:hi].sum()) // max(int(next_[hi - 1] - base[k]), 1))
+        since, offset = int(first[k]), int(base[k])
+        if since < now - window_ms:  # the segment began before the window
+            found = first_record(names[p], numbers[p], log_starts[p], now - window_ms)
+            if found is not None:
+                offset, since = found
+        records = int(next_[hi - 1] - offset)
+        count, per_ms = steady_span(records, since, int(newest[k:hi].max()), now)
         rates.append(_reduced(count, per_ms, record_bytes, "observed", since))
     return rates
 

@@ -6,11 +6,18 @@ cuts a plan needs, a manual truncate or group move for its own; no Arrow here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from engine.catalog.catalog import Catalog
 from engine.datadir import DataDir
 from engine.store.segment import Segment, SegmentMissing
+
+
+class FirstRecord(NamedTuple):
+    """A record found by its timestamp: where it is and when it was written."""
+
+    offset: int
+    timestamp: int
 
 
 class RecordTimes(Protocol):
@@ -18,9 +25,9 @@ class RecordTimes(Protocol):
 
     def first_at_or_after(
         self, topic: str, partition: int, segment_base: int, start_offset: int, theta: int
-    ) -> int | None:
-        """The first offset >= ``start_offset`` in the segment at ``segment_base``
-        whose record timestamp is >= ``theta``, or None."""
+    ) -> FirstRecord | None:
+        """The first record at or after ``start_offset`` in the segment at
+        ``segment_base`` whose timestamp is >= ``theta``, or None."""
 
 
 @dataclass(frozen=True)
@@ -31,20 +38,30 @@ class StoreRecordTimes:
 
     def first_at_or_after(
         self, topic: str, partition: int, segment_base: int, start_offset: int, theta: int
-    ) -> int | None:
+    ) -> FirstRecord | None:
         directory = self.data.partition_dir(topic, partition)
         try:
             # Sealed: nothing past the valid data is cut, and nothing is repaired here.
             segment = Segment.open(directory, segment_base, sealed=True, repair=False)
         except SegmentMissing:
             return None  # pruned since the snapshot was read: the next segment decides
-        return segment.first_at_or_after(start_offset, theta)
+        found = segment.first_at_or_after(start_offset, theta)
+        return None if found is None else FirstRecord(found.offset, found.timestamp)
 
 
 def time_cut(
     catalog: Catalog, records: RecordTimes, topic: str, partition: int, log_start: int, theta: int
 ) -> int | None:
-    """The first offset >= the log start whose timestamp is >= θ; None if none is.
+    """The first offset >= the log start whose timestamp is >= θ; None if none is."""
+    found = first_record(catalog, records, topic, partition, log_start, theta)
+    return None if found is None else found.offset
+
+
+def first_record(
+    catalog: Catalog, records: RecordTimes, topic: str, partition: int, log_start: int, theta: int
+) -> FirstRecord | None:
+    """The first record at or after the log start whose timestamp is >= θ; None if
+    none is.
 
     Every record of a segment whose max timestamp is below θ is below θ, so only
     segments at or above θ are candidates, oldest first; the first one usually holds

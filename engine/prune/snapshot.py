@@ -182,7 +182,7 @@ def _time_cuts(
             for base in candidates.of(topic, partition, log_start, theta):
                 found = records.first_at_or_after(topic, partition, base, max(base, log_start), theta)
                 if found is not None:
-                    cuts[i] = found
+                    cuts[i] = found.offset
                     break
                 # its newer records lie below the log start: the next candidate decides
     return pa.table(

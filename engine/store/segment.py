@@ -234,8 +234,8 @@ class Segment:
                 return record.offset
         return None
 
-    def first_at_or_after(self, offset: int, timestamp: int) -> int | None:
-        """First offset >= ``offset`` in this segment whose record timestamp is >=
+    def first_at_or_after(self, offset: int, timestamp: int) -> Record | None:
+        """First record at or after ``offset`` in this segment whose timestamp is >=
         ``timestamp`` (a record-level time cut). Batch headers carry their max
         timestamp, so batches wholly older are skipped without being decoded; the time
         index skips the batches before the first one that can hold such a record."""
@@ -255,7 +255,7 @@ class Segment:
                         raise CorruptBatch(self.log_path, position, "checksum mismatch")
                     for record in decode_records(data, replace(header, position=0)):
                         if record.offset >= offset and record.timestamp >= timestamp:
-                            return record.offset
+                            return record
                 position += header.size
         return None
 

@@ -221,6 +221,24 @@ def test_a_steady_ingest_whose_last_record_is_now_is_forecast_at_its_rate(
     assert abs(breach["at"] - (NOW + (days + 1) * MINUTE)) <= 60 * MINUTE
 
 
+def test_a_burst_before_the_window_does_not_count_in_the_rate(data_dir: Path, shared_spark: SparkEngine, ebb) -> None:
+    """A burst five hours ago, then a record a minute, all in one segment: the rate is
+    the window's (the last hour's), not the segment's since its first record, which
+    read the burst as ingest and breached the cap days early."""
+    data_dir.mkdir(parents=True)
+    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    with Broker(data_dir, clock=lambda: NOW) as broker:
+        broker.create_topic("bursty", 1, {"segment_size": "1 MiB"})
+        burst = [NewRecord(b"v" * 100, timestamp=NOW - 300 * MINUTE) for _ in range(2000)]
+        broker.produce("bursty", burst, partition=0)
+        for k in range(RECORDS):
+            broker.produce("bursty", [NewRecord(b"v" * 100, timestamp=NOW - (RECORDS - 1 - k) * MINUTE)], partition=0)
+        assert len(broker.describe("bursty").partitions[0].segments) == 1
+    (rate,) = _forecast(ebb, "--horizon", "1h", "--step", "1h")["topics"][0]["rates"]
+    assert rate["since"] == NOW - 60 * MINUTE
+    assert rate["records_per_second"] == pytest.approx(1 / 60)
+
+
 def test_a_held_topic_breaches_its_cap_when_its_bytes_pass_it(data_dir: Path, shared_spark: SparkEngine, ebb) -> None:
     """Under a hold the cap deletes nothing, so a breach read from the cap's deletions
     never came, while the partition grew past the cap."""

@@ -131,7 +131,7 @@ def test_the_extended_snapshot_is_the_models_catalog_at_each_instant(
             snapshot = build_snapshot(catalog, records, defaults=generated.defaults, now=now)
             request = Request(instants, window, rate)
             extension = extend(
-                snapshot, instants, rates_for(snapshot, request),
+                snapshot, instants, rates_for(snapshot, request, catalog, records),
                 {t.name: t.policy.segment_size for t in generated.topics},
                 window_ms=window, stalled=frozenset(), prune_interval_ms=interval,
                 real_time_cut=lambda *args: time_cut(catalog, records, *args),

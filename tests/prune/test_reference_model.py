@@ -97,8 +97,8 @@ def test_time_cut_is_the_first_unexpired_record_from_the_log_start() -> None:
 def test_fake_record_times_answers_inside_one_segment() -> None:
     catalog = RefCatalog((Topic("t", Policy(), (part(seg(5, [10, 30, 20, 40]), active(9)),)),), NOW)
     times = FakeRecordTimes(catalog)
-    assert times.first_at_or_after("t", 0, 5, 5, 25) == 6
-    assert times.first_at_or_after("t", 0, 5, 7, 25) == 8
+    assert times.first_at_or_after("t", 0, 5, 5, 25) == (6, 30)
+    assert times.first_at_or_after("t", 0, 5, 7, 25) == (8, 40)
     assert times.first_at_or_after("t", 0, 5, 0, 41) is None
     assert times.first_at_or_after("t", 0, 9, 9, 0) is None  # empty active segment
 

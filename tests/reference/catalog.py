@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 
 from engine.catalog.catalog import Catalog
 from engine.policy.fields import exact_text
+from engine.prune.record_times import FirstRecord
 from engine.store.segment import SegmentInfo
 
 # -- the in-memory catalog ----------------------------------------------------------
@@ -134,16 +135,16 @@ class FakeRecordTimes:
 
     def first_at_or_after(
         self, topic: str, partition: int, segment_base: int, start_offset: int, theta: int
-    ) -> int | None:
-        """The first offset >= ``start_offset`` in that segment whose record timestamp
-        is >= ``theta``, or None."""
+    ) -> FirstRecord | None:
+        """The first record at or after ``start_offset`` in that segment whose
+        timestamp is >= ``theta``, or None."""
         self.calls.append((topic, partition, segment_base, start_offset, theta))
         segment = self.segments.get((topic, partition, segment_base))
         if segment is None:
             return None
         for offset, ts in segment.records():
             if offset >= start_offset and ts >= theta:
-                return offset
+                return FirstRecord(offset, ts)
         return None
 
 

@@ -32,20 +32,33 @@ class RefRate:
 
 
 def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
-    """From the oldest non-empty segment whose newest record is at most ``window``
-    old, to the end: its records over the time since its first record, or, while the
-    time since their last record is at most their mean gap (a steady ingest), their
-    gaps (records - 1) over the time from their first record to their last."""
+    """From the first record in the window (at most ``window`` old, at or after the
+    log start; from the first record of its segment if that segment began in the
+    window) to the end: their records over the time since the first of them, or,
+    while the time since their last record is at most their mean gap (a steady
+    ingest), their gaps (records - 1) over the time from their first record to their
+    last. A record's bytes: the bytes of the segments from the oldest one that
+    reaches into the window over their records."""
     for k, segment in enumerate(partition.segments):
         if not segment.empty and segment.max_ts >= now - window:
-            records = partition.next_offset - segment.base
             size = sum(s.size for s in partition.segments[k:])
-            record_bytes = max(1, size // records)
+            record_bytes = max(1, size // (partition.next_offset - segment.base))
+            first, first_ts = segment.base, segment.first_ts
+            if first_ts < now - window:
+                later = [
+                    (offset, ts)
+                    for s in partition.segments[k:]
+                    for offset, ts in s.records()
+                    if offset >= partition.log_start and ts >= now - window
+                ]
+                if later:
+                    first, first_ts = later[0]
+            records = partition.next_offset - first
             last = max(s.max_ts for s in partition.segments[k:] if not s.empty)
-            span = last - segment.first_ts
+            span = last - first_ts
             if records > 1 and span > 0 and (now - last) * (records - 1) <= span:
                 return RefRate(records - 1, span, record_bytes)
-            elapsed = now - segment.first_ts
+            elapsed = now - first_ts
             return RefRate(records if elapsed > 0 else 0, max(elapsed, 1), record_bytes)
     return RefRate(0, 1, DEFAULT_RECORD_BYTES)
 
