@@ -173,7 +173,10 @@ def _render_topic(topic: TopicForecast, saved: TopicForecast | None) -> list[str
     versus = f" (with its saved policy: {_peak(saved)})" if saved is not None else ""
     out = [f"topic {topic.topic}: {_peak(topic)}{versus}"]
     for partition, rate in sorted(topic.rates.items()):
-        since = f"observed since {instant(rate.since)}" if rate.since is not None else rate.source
+        since = {
+            "observed": f"observed since {instant(rate.since or 0)}",
+            "none": "none: no record in the window, a longer --window may see one",
+        }.get(rate.source, rate.source)
         out.append(
             f"  partition {partition}: {size(round(rate.bytes_per_second))}/s, "
             f"{rate.records_per_second:.3g} records/s ({since})"

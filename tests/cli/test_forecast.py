@@ -239,6 +239,18 @@ def test_a_burst_before_the_window_does_not_count_in_the_rate(data_dir: Path, sh
     assert rate["records_per_second"] == pytest.approx(1 / 60)
 
 
+def test_a_partition_quiet_for_longer_than_the_window_says_how_to_see_its_rate(
+    steady: int, shared_spark: SparkEngine, ebb
+) -> None:
+    """Three hours after the last record a 1h window sees no ingest: the output says
+    so and what to do, where it said only "none"."""
+    quiet = ebb("forecast", "capped", "--now", str(NOW + 180 * MINUTE), "--horizon", "1h")
+    assert quiet.code == 0, quiet.err
+    assert "(none: no record in the window, a longer --window may see one)" in quiet.out
+    seen = _forecast(ebb, "capped", "--now", str(NOW + 180 * MINUTE), "--horizon", "1h", "--window", "4h")
+    assert seen["topics"][0]["rates"][0]["source"] == "observed"
+
+
 def test_a_held_topic_breaches_its_cap_when_its_bytes_pass_it(data_dir: Path, shared_spark: SparkEngine, ebb) -> None:
     """Under a hold the cap deletes nothing, so a breach read from the cap's deletions
     never came, while the partition grew past the cap."""
