@@ -4,9 +4,10 @@ Spark job (engine/forecast/extend.py), summed per topic and instant.
 At each instant a topic has its bytes and segments on disk after that instant's
 cycle, each partition's log start, and the bytes deleted since now by reason. A
 breach is the first instant at which a cap deletes (``max_partition_size`` or
-``max_time``: retention no longer keeps the partition under it) or a partition holds
-more than ``max_partition_size`` after the cycle (a hold), a group is over a backlog
-quota, or the topics together hold more than the disk budget.
+``max_time``: retention no longer keeps the partition under it) or a partition keeps
+more than a cap after the cycle (a hold: bytes over ``max_partition_size``, data older
+than ``max_time``), a group is over a backlog quota, or the topics together hold more
+than the disk budget.
 """
 
 from __future__ import annotations
@@ -321,6 +322,40 @@ def batches(variant: Variant, instants: Sequence[int], variants: int) -> list[li
     return result
 
 
+def _past_max_time(virtual: Snapshot, partitions: pa.Table) -> set[tuple[str, int]]:
+    """The (virtual topic, partition)s that keep data older than ``max_time`` after
+    the cycle: the cap deletes it unless a hold or ``max_deletes_per_cycle`` stops it,
+    so only those topics are looked at. Segment granularity: a sealed segment past
+    the log start whose newest record is older; message granularity: records below
+    the ``max_time`` time cut."""
+    topics = virtual.tables["topics"]
+    stopped = pc.and_(
+        pc.is_valid(topics["max_time"]), pc.or_(topics["hold"], pc.is_valid(topics["max_deletes_per_cycle"]))
+    )
+    policies = topics.filter(stopped).select(["topic", "max_time", "granularity"])
+    if policies.num_rows == 0:
+        return set()
+    starts = partitions.select(["topic", "partition", "new_log_start_offset"]).join(policies, "topic")
+    segments = virtual.tables["segments"]
+    segments = segments.filter(pc.is_in(segments["topic"], value_set=policies["topic"]))
+    segments = segments.join(starts, ["topic", "partition"], join_type="inner")
+    older = pc.and_(
+        pc.and_(segments["sealed"], pc.greater(segments["next_offset"], segments["new_log_start_offset"])),
+        pc.less(segments["max_timestamp"], pc.subtract(virtual.now, segments["max_time"])),
+    )
+    by_segment = segments.filter(pc.and_(older, pc.equal(segments["granularity"], "segment")))
+    cuts = virtual.tables["time_cuts"]
+    cuts = cuts.filter(pc.equal(cuts["kind"], "max_time")).join(starts, ["topic", "partition"], join_type="inner")
+    by_record = cuts.filter(
+        pc.and_(pc.equal(cuts["granularity"], "message"), pc.greater(cuts["offset"], cuts["new_log_start_offset"]))
+    )
+    return {
+        (topic, partition)
+        for table in (by_segment, by_record)
+        for topic, partition in zip(table["topic"].to_pylist(), table["partition"].to_pylist())
+    }
+
+
 def _merged(parts: Sequence[Forecast], request: Request) -> Forecast:
     """One forecast of the topics of ``parts`` (batches of one request), with the
     disk budget's breach over all of them."""
@@ -393,6 +428,7 @@ def summarize(
         total_bytes, total_segments = extension.on_disk[i]
         row = row_of[(extension.topics[t], partition)]
         held[(name, partition)] = (int(total_bytes[row]) - freed, int(total_segments[row]) - gone)
+    past_max_time = _past_max_time(extension.snapshot, plan["partitions"])
     over: dict[str, list[tuple[str, int]]] = {}
     groups = plan["groups"]
     for r in groups.filter(groups["over_quota"]).select(["topic", "group", "partition"]).to_pylist():
@@ -426,6 +462,9 @@ def summarize(
             past = [p.partition for p in parts if size_cap is not None and p.bytes > size_cap]
             if past:
                 first.setdefault("max_partition_size", Breach("max_partition_size", at, size_cap, partition=past[0]))
+            aged = [p.partition for p in parts if (name, p.partition) in past_max_time]
+            if aged:
+                first.setdefault("max_time", Breach("max_time", at, policies[topic]["max_time"], partition=aged[0]))
             quota = sorted(over.get(name, []))
             if quota:
                 first.setdefault(

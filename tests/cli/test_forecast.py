@@ -270,6 +270,30 @@ def test_a_held_topic_breaches_its_cap_when_its_bytes_pass_it(data_dir: Path, sh
     assert abs(breach["at"] - by_hand) <= 10 * MINUTE
 
 
+@pytest.mark.parametrize("granularity", ["segment", "message"])
+def test_a_held_topic_breaches_max_time_when_its_oldest_data_passes_it(
+    data_dir: Path, shared_spark: SparkEngine, ebb, granularity: str
+) -> None:
+    """Under a hold max_time deletes nothing, so a breach read from its deletions never
+    came, while the data on disk grew older than max_time."""
+    data_dir.mkdir(parents=True)
+    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    policy = {"segment_size": str(SEGMENT), "retention_time": "1h", "max_time": "3h", "hold": "on"}
+    policy["granularity"] = granularity
+    with Broker(data_dir, clock=lambda: NOW) as broker:
+        broker.create_topic("held", 1, policy)
+        for k in range(RECORDS):
+            broker.produce("held", [NewRecord(b"v" * 100, timestamp=NOW - (RECORDS - k) * MINUTE)], partition=0)
+        oldest = broker.describe("held").partitions[0].segments[0]
+    (topic,) = _forecast(ebb, "--horizon", "4h", "--step", "10m")["topics"]
+    assert all(point["bytes_deleted"] == 0 for point in topic["points"])
+    (breach,) = topic["breaches"]
+    # a sealed segment is past max_time once its newest record is; a record, at once
+    newest = oldest.max_timestamp if granularity == "segment" else oldest.first_timestamp
+    assert (breach["kind"], breach["limit"], breach["partition"]) == ("max_time", 3 * 60 * MINUTE, 0)
+    assert 0 < breach["at"] - (newest + 3 * 60 * MINUTE) <= 10 * MINUTE
+
+
 def test_a_deletion_limit_is_a_cycles_and_cycles_run_every_prune_interval(
     data_dir: Path, shared_spark: SparkEngine, ebb
 ) -> None:
