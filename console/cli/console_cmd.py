@@ -45,7 +45,9 @@ def run_console(broker: Broker, args: argparse.Namespace) -> int:
         raise InvalidInput(f"unknown theme {theme!r}; choose one of {', '.join(theme_names())}")
     config = broker.config
     root, config_path = broker.data.root, broker.config_path
-    metrics = serve_metrics(broker, None, lambda: host.engine_status().session)
+    # Served from here on: a scrape before the host is built finds no Spark session.
+    host: ConsoleHost | None = None
+    metrics = serve_metrics(broker, None, lambda: host.engine_status().session if host is not None else "off")
     # The CLI's broker is done: the console opens its own, one per thread of work.
     broker.close()
     host = ConsoleHost(

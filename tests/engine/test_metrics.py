@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from console.cli.main import main
 from console.cli.metrics import serve_metrics
 from engine.broker import Broker
 from engine.journal.journal import Journal
@@ -160,3 +161,39 @@ def test_the_configured_address_is_served_until_stopped(events: None, data_dir: 
     assert samples[("ebbtide_spark_session_state", frozenset({"state": "off"}.items()))] == 1
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_a_scrape_while_the_console_starts_is_answered(
+    events: None, data_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The console serves ``[engine] metrics`` from its start: a scrape that arrives
+    before its host is built is answered (no Spark session yet), not a 500 with a
+    traceback on the operator's terminal."""
+    port = _free_port()
+    (data_dir / "ebb.toml").write_text(f'[engine]\nmetrics = "127.0.0.1:{port}"\n')
+    scrapes: list[dict[tuple[str, frozenset], float]] = []
+
+    class ScrapedWhileBuilt:
+        """The console's host, scraped while it is being built; no UI is run."""
+
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            scrapes.append(_samples(port))
+
+        def close(self) -> None:
+            pass
+
+    class NoUI:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            pass
+
+        def run(self) -> None:
+            pass
+
+    monkeypatch.setattr("console.host.ConsoleHost", ScrapedWhileBuilt)
+    monkeypatch.setattr("console.app.EbbApp", NoUI)
+    assert main(["--data-dir", str(data_dir)]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    (samples,) = scrapes
+    assert samples[("ebbtide_spark_session_state", frozenset({"state": "off"}.items()))] == 1
+    key = ("ebbtide_partition_log_end_offset", frozenset({"topic": "events", "partition": "0"}.items()))
+    assert samples[key] == 65
