@@ -1,5 +1,7 @@
-"""Shell completion for ``ebb`` (argcomplete): commands, flags, and the topic and
-group names of the data directory being completed for.
+"""Shell completion for ``ebb`` (argcomplete): commands, flags, the topic and group
+names of the data directory being completed for, and the values of flags that take
+one of a known few (``log --action``, ``--status``, the policy's choice fields), which
+are not argparse choices: the engine refuses a wrong one with its own message.
 
 ``ebb completion bash|zsh|fish`` prints the script to source; or register it once
 with ``eval "$(register-python-argcomplete ebb)"``. The shell runs ``ebb`` with
@@ -47,7 +49,12 @@ def autocomplete(parser: argparse.ArgumentParser) -> None:
         return
     import argcomplete
 
+    values = _known_values()
     for parent, action in _actions(parser):
+        if action.dest in values:
+            # a mapping of value -> description (none here)
+            completer = argcomplete.completers.ChoicesCompleter(dict.fromkeys(values[action.dest], ""))
+            action.completer = completer  # type: ignore[attr-defined]
         if action.dest not in _TOPIC_DESTS | _GROUP_DESTS | {"name"}:
             continue
         if parent.prog.split()[-1] in _CREATING:
@@ -56,6 +63,21 @@ def autocomplete(parser: argparse.ArgumentParser) -> None:
         else:
             action.completer = _names(_groups if action.dest in _GROUP_DESTS else _topics)  # type: ignore[attr-defined]
     argcomplete.autocomplete(parser)
+
+
+def _known_values() -> dict[str, list[str]]:
+    """Argument destination -> the values it takes, where they are a known few."""
+    from typing import get_args
+
+    from engine.journal.journal import ACTION_KINDS
+    from engine.journal.rows import ActionStatus, CycleStatus
+    from engine.policy.fields import FIELDS
+
+    return {
+        "action": sorted(ACTION_KINDS),
+        "status": sorted({*get_args(CycleStatus), *get_args(ActionStatus)}),
+        **{f"policy_{name}": list(field.choices) for name, field in FIELDS.items() if field.choices},
+    }
 
 
 def _actions(parser: argparse.ArgumentParser) -> Iterator[tuple[argparse.ArgumentParser, argparse.Action]]:

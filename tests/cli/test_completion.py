@@ -68,6 +68,19 @@ def test_topic_and_group_names_from_the_data_directory(data: Path, tmp_path: Pat
     assert new == set()
 
 
+def test_values_of_a_known_few_are_completed_not_file_names(tmp_path: Path) -> None:
+    """``log --action`` and ``--status`` and the policy's choice fields took any text,
+    so the shell offered the files of the current directory."""
+    actions, _ = _complete("ebb log --action delete_s", tmp_path)
+    assert actions == {"delete_segment"}
+    statuses, _ = _complete("ebb log --status rol", tmp_path)
+    assert statuses == {"rolled_back"}
+    granularity, _ = _complete("ebb topic alter orders --granularity ", tmp_path)
+    assert granularity == {"segment", "message"}
+    policies, _ = _complete("ebb forecast --backlog-policy ", tmp_path)
+    assert policies == {"producer_request_hold", "producer_exception", "consumer_backlog_eviction"}
+
+
 def test_no_data_directory_or_a_broken_one_completes_nothing_quietly(tmp_path: Path) -> None:
     missing = tmp_path / "missing"
     names, err = _complete(f"ebb --data-dir {missing} topic describe ", tmp_path)
