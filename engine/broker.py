@@ -27,7 +27,7 @@ from engine.config import Config, load_config
 from engine.datadir import DataDir
 from engine.errors import DataQuarantined, InvalidInput, NotFound, QuotaExceeded, StoreError
 from engine.journal.schema import ensure_journal_schema
-from engine.journal.state import EngineState
+from engine.journal.state import EngineState, QuotaState
 from engine.names import check_group_name, check_topic_name
 from engine.policy.effective import EffectivePolicy, merge_overrides, resolve
 from engine.store.batch import NewRecord, Record, record_size
@@ -69,6 +69,8 @@ class TopicDescription:
     policy: EffectivePolicy
     partitions: list[PartitionView]
     groups: list[GroupRow]
+    #: the last cycle's backlog-quota verdict (SPEC §4)
+    quota: QuotaState
 
     def to_json(self) -> dict:
         """The ``topic describe --json`` contract of SPEC §7."""
@@ -104,6 +106,7 @@ class TopicDescription:
                 }
                 for g in self.groups
             ],
+            "quota": {"exceeded": self.quota.exceeded, "since": self.quota.since},
         }
 
 
@@ -230,6 +233,7 @@ class Broker:
             self.policy(name),
             [PartitionView(row, self.catalog.segments(name, row.partition)) for row in self.catalog.partitions(name)],
             self.catalog.groups(name),
+            self._engine_state().quota_state(name),
         )
 
     # -- appending --------------------------------------------------------------------

@@ -100,7 +100,10 @@ def run_describe(broker: Broker, args: argparse.Namespace) -> int:
 
 
 def render_description(d: TopicDescription) -> str:
-    out = [f"topic {d.name}: {len(d.partitions)} partition(s)", "", "policy:"]
+    quota = "exceeded" if d.quota.exceeded else "not exceeded"
+    if d.quota.since is not None:
+        quota += f" since {instant(d.quota.since)}"
+    out = [f"topic {d.name}: {len(d.partitions)} partition(s); backlog quota {quota}", "", "policy:"]
     out.append(
         table(
             ("FIELD", "VALUE", "NORMALIZED", "SOURCE"),

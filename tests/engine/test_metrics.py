@@ -21,6 +21,7 @@ from console.cli.main import main
 from console.cli.metrics import serve_metrics
 from engine.broker import Broker
 from engine.journal.journal import Journal
+from engine.journal.state import EngineState
 from engine.store.batch import NewRecord
 from tests.support.cli import REPO, ebb_command
 
@@ -124,7 +125,7 @@ def test_a_scrape_agrees_with_describe_and_the_journal(events: None, data_dir: P
     assert value("ebbtide_cycle_duration_seconds_sum", phase="cycle") == cycles[0].duration_ms / 1000
     assert value("ebbtide_topic_hold", topic="events") == 0
     assert value("ebbtide_engine_paused") == 0
-    assert value("ebbtide_topic_quota_exceeded", topic="events") == 0
+    assert value("ebbtide_topic_quota_exceeded", topic="events") == described["quota"]["exceeded"] == 0
     assert value("ebbtide_spark_session_state", state="ready") == 1
     assert value("ebbtide_catalog_readable") == 1
 
@@ -161,6 +162,26 @@ def test_the_configured_address_is_served_until_stopped(events: None, data_dir: 
     assert samples[("ebbtide_spark_session_state", frozenset({"state": "off"}.items()))] == 1
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_the_quota_verdict_is_described_as_it_is_scraped(events: None, data_dir: Path, ebb) -> None:
+    """``describe --json`` carries the quota verdict the gauge shows (it was only in the
+    journal, whose last row for a name can be a deleted topic's)."""
+    port = _free_port()
+    (data_dir / "ebb.toml").write_text(f'[engine]\nmetrics = "127.0.0.1:{port}"\n')
+    with Broker(data_dir) as broker:
+        EngineState(broker.catalog).set_quota_state("events", True, 1_700_000_000_000)
+        server = serve_metrics(broker, None, lambda: "off")
+        assert server is not None
+        try:
+            samples = _samples(port)
+        finally:
+            server.stop()
+    described = json.loads(ebb("topic", "describe", "events", "--json").out)
+    assert described["quota"] == {"exceeded": True, "since": 1_700_000_000_000}
+    assert samples[("ebbtide_topic_quota_exceeded", frozenset({"topic": "events"}.items()))] == 1
+    text = ebb("topic", "describe", "events").out.splitlines()[0]
+    assert text == "topic events: 2 partition(s); backlog quota exceeded since 2023-11-14T22:13:20.000Z"
 
 
 def test_a_scrape_while_the_console_starts_is_answered(
