@@ -8,6 +8,7 @@ from console.cli.parser import command, positive_int
 from console.cli.policy_flags import add_policy_flags, policy_changes
 from console.cli.render import emit_json, instant, size, table
 from engine.broker import Broker, TopicDescription
+from engine.errors import InvalidPolicy
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -65,17 +66,24 @@ def run_alter(broker: Broker, args: argparse.Namespace) -> int:
 
 
 def run_list(broker: Broker, args: argparse.Namespace) -> int:
+    """Every topic, even one whose effective policy is invalid (a config default
+    changed under its overrides): that one's retention is null and its error said,
+    and the others are still listed."""
     rows = []
     for topic in broker.catalog.topics():
-        described = broker.describe(topic.name)
-        segments = sum(len(p.segments) for p in described.partitions)
-        total = sum(p.size_bytes for p in described.partitions)
-        rows.append((topic.name, topic.partitions, segments, total, described.policy.entry("retention_time").text))
+        segments = [broker.catalog.segments(topic.name, row.partition) for row in broker.catalog.partitions(topic.name)]
+        try:
+            retention, error = broker.policy(topic.name).entry("retention_time").text, None
+        except InvalidPolicy as invalid:
+            retention, error = None, str(invalid)
+        count, total = sum(map(len, segments)), sum(s.size_bytes for listed in segments for s in listed)
+        rows.append((topic.name, topic.partitions, count, total, retention, error))
     if args.json:
         emit_json(
             [
                 {"name": n, "partitions": p, "segments": s, "size_bytes": b, "retention_time": r}
-                for n, p, s, b, r in rows
+                | ({} if e is None else {"policy_error": e})
+                for n, p, s, b, r, e in rows
             ]
         )
     elif not rows:
@@ -84,7 +92,7 @@ def run_list(broker: Broker, args: argparse.Namespace) -> int:
         print(
             table(
                 ("TOPIC", "PARTITIONS", "SEGMENTS", "SIZE", "RETENTION"),
-                [(n, p, s, size(b), r) for n, p, s, b, r in rows],
+                [(n, p, s, size(b), r if e is None else f"({e})") for n, p, s, b, r, e in rows],
             )
         )
     return 0

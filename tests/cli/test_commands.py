@@ -134,6 +134,21 @@ def test_alter_journals_changes_and_reset_returns_to_default(ebb, broker) -> Non
     ]
 
 
+def test_a_topic_with_an_invalid_effective_policy_does_not_hide_the_others(ebb, data_dir: Path) -> None:
+    """A config default changed under a topic's overrides (retention_time above its
+    max_time) made ``topic list`` one error for the whole data directory."""
+    assert ebb("topic", "create", "capped", "--max-time", "30d").code == 0
+    ebb("topic", "create", "plain")
+    ebb("produce", "plain", "--count", "3")
+    (data_dir / "ebb.toml").write_text('[policy]\nretention_time = "60d"\n')
+    listed = {t["name"]: t for t in json.loads(ebb("topic", "list", "--json").out)}
+    assert listed["plain"]["retention_time"] == "60d" and listed["plain"]["size_bytes"] > 0
+    assert listed["capped"]["retention_time"] is None
+    assert listed["capped"]["policy_error"] == "invalid policy: retention_time (60d) must be <= max_time (30d)"
+    text = ebb("topic", "list")
+    assert text.code == 0 and "(invalid policy: retention_time (60d) must be <= max_time (30d))" in text.out
+
+
 def test_topic_list_and_delete(ebb, data_dir: Path) -> None:
     ebb("topic", "create", "a")
     ebb("topic", "create", "b", "--partitions", "2")
