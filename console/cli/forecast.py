@@ -173,10 +173,12 @@ def _render_topic(topic: TopicForecast, saved: TopicForecast | None) -> list[str
     versus = f" (with its saved policy: {_peak(saved)})" if saved is not None else ""
     out = [f"topic {topic.topic}: {_peak(topic)}{versus}"]
     for partition, rate in sorted(topic.rates.items()):
-        since = {
-            "observed": f"observed since {instant(rate.since or 0)}",
-            "none": "none: no record in the window, a longer --window may see one",
-        }.get(rate.source, rate.source)
+        if rate.source == "observed":
+            since = f"observed since {instant(rate.since)}"
+        elif rate.source == "none":
+            since = "none: no record in the window, a longer --window may see one"
+        else:
+            since = rate.source  # given (--rate)
         out.append(
             f"  partition {partition}: {size(round(rate.bytes_per_second))}/s, "
             f"{rate.records_per_second:.3g} records/s ({since})"
