@@ -162,7 +162,8 @@ class Request:
 
 
 def instants(now: int, horizon_ms: int, step_ms: int) -> list[int]:
-    """``now``, ``now + step``, ... up to ``now + horizon`` (included)."""
+    """``now``, ``now + step``, ... up to ``now + horizon`` (included when it is a whole
+    number of steps away; otherwise the last whole step before it is the last)."""
     if step_ms <= 0 or horizon_ms < 0:
         raise InvalidInput("the step must be above 0 and the horizon at least 0")
     count = horizon_ms // step_ms + 1

@@ -10,9 +10,10 @@ Observed: the partition's records from the first one in the window (at most
 ``window`` old, at or after the log start) to the end; the rate is their records
 over the time from that first record to now (to their last record while the ingest
 is steady, :func:`steady_span`), and a record's bytes are the bytes over the records
-of the segments that hold them. A burst before the window does not count, even in
-the segment that reaches into it. With no record in the window the partition has no
-ingest.
+of the segments that hold them, in whole bytes (the records counted a little faster
+where that rounds down, :func:`_in_whole_records`, so that the bytes per second are
+the observed ones). A burst before the window does not count, even in the segment
+that reaches into it. With no record in the window the partition has no ingest.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import pyarrow as pa
@@ -111,7 +113,7 @@ def observed_rates(
             rates.append(NO_INGEST)
             continue
         k = lo + start[0]
-        record_bytes = max(1, int(size[k:hi].sum()) // max(int(next_[hi - 1] - base[k]), 1))
+        held_bytes, held_records = int(size[k:hi].sum()), max(int(next_[hi - 1] - base[k]), 1)
         since, offset = int(first[k]), int(base[k])
         if since < now - window_ms:  # the segment began before the window
             found = first_record(names[p], numbers[p], log_starts[p], now - window_ms)
@@ -119,8 +121,23 @@ def observed_rates(
                 offset, since = found
         records = int(next_[hi - 1] - offset)
         count, per_ms = steady_span(records, since, int(newest[k:hi].max()), now)
-        rates.append(_reduced(count, per_ms, record_bytes, "observed", since))
+        rates.append(_in_whole_records(count, per_ms, held_bytes, held_records, since))
     return rates
+
+
+def _in_whole_records(count: int, per_ms: int, held_bytes: int, held_records: int, since: int) -> Rate:
+    """``count`` records per ``per_ms`` ms as synthetic records of whole bytes: a
+    record's bytes are ``held_bytes / held_records``, a fraction when batch headers
+    are shared by several records, and rounding it down alone would make the bytes
+    per second low (2% for 20.4-byte records, hours over a week). Then the records
+    are counted a little faster instead, so that the bytes per second are the
+    observed ones; the fraction keeps its denominator at most ``per_ms``, as large as
+    an integral size gives."""
+    record_bytes = max(1, held_bytes // held_records)
+    if held_bytes % held_records == 0 or count <= 0 or per_ms <= 0:
+        return _reduced(count, per_ms, record_bytes, "observed", since)
+    rate = Fraction(count * held_bytes, per_ms * held_records * record_bytes).limit_denominator(per_ms)
+    return _reduced(rate.numerator, rate.denominator, record_bytes, "observed", since)
 
 
 def given_rate(bytes_per_second: int, observed: Rate) -> Rate:

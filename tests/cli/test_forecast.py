@@ -251,6 +251,30 @@ def test_a_partition_quiet_for_longer_than_the_window_says_how_to_see_its_rate(
     assert seen["topics"][0]["rates"][0]["source"] == "observed"
 
 
+def test_records_sharing_batch_headers_are_forecast_at_their_bytes_per_second(
+    data_dir: Path, shared_spark: SparkEngine, ebb
+) -> None:
+    """Batches of three small records: a record's bytes are a fraction (the batch
+    header is shared), and rounding it down made the bytes per second low, the
+    forecast's bytes hours behind within a week."""
+    data_dir.mkdir(parents=True)
+    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    batches = 120
+    with Broker(data_dir, clock=lambda: NOW) as broker:
+        broker.create_topic("batched", 1, {"segment_size": "1 MiB", "max_partition_size": "1 GiB"})
+        for b in range(batches):  # a batch every 36 s, a record every 12 s, the last one now
+            at = NOW - (batches - 1 - b) * 36_000
+            broker.produce("batched", [NewRecord(b"v" * 4, timestamp=at - 24_000 + 12_000 * i) for i in range(3)], 0)
+        held = broker.describe("batched").partitions[0].size_bytes
+    assert held % batches == 0 and (held // batches) % 3 != 0, "three records share a batch header"
+    bytes_per_second = held / batches / 36
+    (topic,) = _forecast(ebb, "--horizon", "7d", "--step", "1d")["topics"]
+    (rate,) = topic["rates"]
+    assert rate["bytes_per_second"] == pytest.approx(bytes_per_second, rel=1e-4)
+    week = topic["points"][-1]
+    assert abs(week["bytes"] - (held + 7 * 86_400 * bytes_per_second)) <= held // batches
+
+
 def test_a_held_topic_breaches_its_cap_when_its_bytes_pass_it(data_dir: Path, shared_spark: SparkEngine, ebb) -> None:
     """Under a hold the cap deletes nothing, so a breach read from the cap's deletions
     never came, while the partition grew past the cap."""

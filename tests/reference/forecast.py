@@ -9,6 +9,7 @@ time cuts are found by scanning records (the model's own ``time_cut``).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from fractions import Fraction
 
 from . import model
 from .catalog import Group, Partition, Position, RefCatalog, Segment
@@ -38,11 +39,13 @@ def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
     while the time since their last record is at most their mean gap (a steady
     ingest), their gaps (records - 1) over the time from their first record to their
     last. A record's bytes: the bytes of the segments from the oldest one that
-    reaches into the window over their records."""
+    reaches into the window over their records, rounded down, with the rate scaled up
+    to keep the bytes per second when that rounds."""
     for k, segment in enumerate(partition.segments):
         if not segment.empty and segment.max_ts >= now - window:
             size = sum(s.size for s in partition.segments[k:])
-            record_bytes = max(1, size // (partition.next_offset - segment.base))
+            held = partition.next_offset - segment.base
+            record_bytes = max(1, size // held)
             first, first_ts = segment.base, segment.first_ts
             if first_ts < now - window:
                 later = [
@@ -57,9 +60,15 @@ def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
             last = max(s.max_ts for s in partition.segments[k:] if not s.empty)
             span = last - first_ts
             if records > 1 and span > 0 and (now - last) * (records - 1) <= span:
-                return RefRate(records - 1, span, record_bytes)
-            elapsed = now - first_ts
-            return RefRate(records if elapsed > 0 else 0, max(elapsed, 1), record_bytes)
+                count, per_ms = records - 1, span
+            else:
+                elapsed = now - first_ts
+                count, per_ms = (records if elapsed > 0 else 0), max(elapsed, 1)
+            if size % held == 0:
+                return RefRate(count, per_ms, record_bytes)
+            # whole synthetic records, more of them, at the observed bytes per second
+            exact = Fraction(count * size, per_ms * held * record_bytes).limit_denominator(per_ms)
+            return RefRate(exact.numerator, exact.denominator, record_bytes)
     return RefRate(0, 1, DEFAULT_RECORD_BYTES)
 
 
