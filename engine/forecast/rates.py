@@ -8,8 +8,9 @@ the reference model of the tests.
 
 Observed: the partition's records from the first one in the window (at most
 ``window`` old, at or after the log start) to the end; the rate is their records
-over the time from that first record to now (to their last record while the ingest
-is steady, :func:`steady_span`), and a record's bytes are the bytes over the records
+over the time from that first record to now (those after the first record's
+timestamp over the time to their last record while the ingest is steady,
+:func:`steady_span`), and a record's bytes are the bytes over the records
 of the segments that hold them, in whole bytes (the records counted a little faster
 where that rounds down, :func:`_in_whole_records`, so that the bytes per second are
 the observed ones). A burst before the window does not count, even in the segment
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import numpy as np
@@ -38,7 +39,8 @@ DEFAULT_RECORD_BYTES = 1024
 
 @dataclass(frozen=True)
 class Rate:
-    """``records`` per ``per_ms`` ms (0 records: no ingest), each ``record_bytes`` bytes."""
+    """``records`` synthetic records per ``per_ms`` ms (0 records: no ingest), each
+    ``record_bytes`` bytes."""
 
     records: int
     per_ms: int
@@ -47,14 +49,18 @@ class Rate:
     #: "given" (``--rate``) or "none" (no data in the window)
     source: str
     since: int | None = None
+    #: records written per synthetic record: below 1 where the observed record's
+    #: bytes are a fraction, rounded down to ``record_bytes`` (:func:`_in_whole_records`)
+    records_per_synthetic: float = 1.0
 
     @property
     def records_per_second(self) -> float:
-        return self.records * 1000 / self.per_ms
+        """Records as written (not synthetic ones)."""
+        return self.records * 1000 / self.per_ms * self.records_per_synthetic
 
     @property
     def bytes_per_second(self) -> float:
-        return self.records_per_second * self.record_bytes
+        return self.records * 1000 / self.per_ms * self.record_bytes
 
 
 NO_INGEST = Rate(0, 1, DEFAULT_RECORD_BYTES, "none")
@@ -77,14 +83,17 @@ def partition_rows(table: pa.Table, partitions: pa.Table) -> np.ndarray:
     return pc.index_in(keys(table), value_set=keys(partitions)).fill_null(-1).to_numpy()
 
 
-def steady_span(records: int, first: int, last: int, now: int) -> tuple[int, int]:
-    """``records`` from ``first`` to ``last`` as a rate (count, per ms). N records span
-    N - 1 gaps: while the time since the last one is within a mean gap the ingest is
-    steady and the rate is the gaps' (over the time since the first record it would
-    overstate a steady rate by up to 1/(N - 1)); once the partition has been quiet for
-    longer than that, the quiet time counts."""
-    if records > 1 and last > first and (now - last) * (records - 1) <= last - first:
-        return records - 1, last - first
+def steady_span(records: int, at_first: int, first: int, last: int, now: int) -> tuple[int, int]:
+    """``records`` from ``first`` to ``last``, the first ``at_first`` of them at
+    ``first`` (a batch whose records share its timestamp), as a rate (count, per ms).
+    The records after those span the time to the last one: while the time since the
+    last is within a mean gap between batches (a steady ingest), the rate is theirs
+    over that span (over the time since the first record it would overstate a steady
+    rate: by 1/(N - 1) for N records a gap apart, by a batch in N for N batches); once
+    the partition has been quiet for longer than that, the quiet time counts."""
+    after = records - at_first
+    if after > 0 and last > first and (now - last) * after <= (last - first) * at_first:
+        return after, last - first
     return records, now - first
 
 
@@ -120,7 +129,9 @@ def observed_rates(
             if found is not None:
                 offset, since = found
         records = int(next_[hi - 1] - offset)
-        count, per_ms = steady_span(records, since, int(newest[k:hi].max()), now)
+        later = first_record(names[p], numbers[p], max(offset, log_starts[p]), since + 1)
+        at_first = records if later is None else later.offset - offset
+        count, per_ms = steady_span(records, at_first, since, int(newest[k:hi].max()), now)
         rates.append(_in_whole_records(count, per_ms, held_bytes, held_records, since))
     return rates
 
@@ -137,7 +148,8 @@ def _in_whole_records(count: int, per_ms: int, held_bytes: int, held_records: in
     if held_bytes % held_records == 0 or count <= 0 or per_ms <= 0:
         return _reduced(count, per_ms, record_bytes, "observed", since)
     rate = Fraction(count * held_bytes, per_ms * held_records * record_bytes).limit_denominator(per_ms)
-    return _reduced(rate.numerator, rate.denominator, record_bytes, "observed", since)
+    synthetic = _reduced(rate.numerator, rate.denominator, record_bytes, "observed", since)
+    return replace(synthetic, records_per_synthetic=held_records * record_bytes / held_bytes)
 
 
 def given_rate(bytes_per_second: int, observed: Rate) -> Rate:

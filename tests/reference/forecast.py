@@ -36,9 +36,9 @@ def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
     """From the first record in the window (at most ``window`` old, at or after the
     log start; from the first record of its segment if that segment began in the
     window) to the end: their records over the time since the first of them, or,
-    while the time since their last record is at most their mean gap (a steady
-    ingest), their gaps (records - 1) over the time from their first record to their
-    last. A record's bytes: the bytes of the segments from the oldest one that
+    while the time since their last record is at most their mean gap between
+    batches (a steady ingest), the records after those stamped like the first over
+    the time from their first record to their last. A record's bytes: the bytes of the segments from the oldest one that
     reaches into the window over their records, rounded down, with the rate scaled up
     to keep the bytes per second when that rounds."""
     for k, segment in enumerate(partition.segments):
@@ -57,10 +57,18 @@ def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
                 if later:
                     first, first_ts = later[0]
             records = partition.next_offset - first
+            later = [
+                offset
+                for s in partition.segments[k:]
+                for offset, ts in s.records()
+                if offset >= max(first, partition.log_start) and ts > first_ts
+            ]
+            at_first = later[0] - first if later else records  # the records stamped like the first
             last = max(s.max_ts for s in partition.segments[k:] if not s.empty)
             span = last - first_ts
-            if records > 1 and span > 0 and (now - last) * (records - 1) <= span:
-                count, per_ms = records - 1, span
+            after = records - at_first
+            if after > 0 and span > 0 and (now - last) * after <= span * at_first:
+                count, per_ms = after, span
             else:
                 elapsed = now - first_ts
                 count, per_ms = (records if elapsed > 0 else 0), max(elapsed, 1)
