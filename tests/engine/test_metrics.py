@@ -67,6 +67,17 @@ def _samples(port: int) -> dict[tuple[str, frozenset], float]:
     }
 
 
+def _served_once(broker: Broker, port: int) -> dict[tuple[str, frozenset], float]:
+    """One scrape of ``[engine] metrics`` (on ``port``) as this process serves them
+    for ``broker``, the way the console does (no Spark session), then stopped."""
+    server = serve_metrics(broker, None, lambda: "off")
+    assert server is not None
+    try:
+        return _samples(port)
+    finally:
+        server.stop()
+
+
 def _first_cycle(proc: subprocess.Popen[bytes]) -> dict:
     """The engine's first line (``--json``: its first cycle), within START_TIMEOUT."""
     assert proc.stdout is not None
@@ -150,12 +161,7 @@ def test_the_configured_address_is_served_until_stopped(events: None, data_dir: 
     port = _free_port()
     (data_dir / "ebb.toml").write_text(f'[engine]\nmetrics = "127.0.0.1:{port}"\n')
     with Broker(data_dir) as broker:
-        server = serve_metrics(broker, None, lambda: "off")
-        assert server is not None
-        try:
-            samples = _samples(port)
-        finally:
-            server.stop()
+        samples = _served_once(broker, port)
         for p in broker.describe("events").partitions:
             key = ("ebbtide_partition_bytes", frozenset({"topic": "events", "partition": str(p.row.partition)}.items()))
             assert samples[key] == p.size_bytes
@@ -171,12 +177,7 @@ def test_the_quota_verdict_is_described_as_it_is_scraped(events: None, data_dir:
     (data_dir / "ebb.toml").write_text(f'[engine]\nmetrics = "127.0.0.1:{port}"\n')
     with Broker(data_dir) as broker:
         EngineState(broker.catalog).set_quota_state("events", True, 1_700_000_000_000)
-        server = serve_metrics(broker, None, lambda: "off")
-        assert server is not None
-        try:
-            samples = _samples(port)
-        finally:
-            server.stop()
+        samples = _served_once(broker, port)
     described = json.loads(ebb("topic", "describe", "events", "--json").out)
     assert described["quota"] == {"exceeded": True, "since": 1_700_000_000_000}
     assert samples[("ebbtide_topic_quota_exceeded", frozenset({"topic": "events"}.items()))] == 1
