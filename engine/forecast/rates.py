@@ -30,7 +30,8 @@ import pyarrow.compute as pc
 
 from engine.prune.record_times import FirstRecord
 
-#: the first record of a partition (topic, partition, log start) at or after a time
+#: (topic, partition, offset, θ) -> the partition's first record at or after that
+#: offset (and its log start) whose timestamp is >= θ
 FirstRecordOf = Callable[[str, int, int, int], FirstRecord | None]
 
 #: a record's bytes when a rate is given (``--rate``) for a partition with no records
@@ -101,8 +102,9 @@ def observed_rates(
     segments: pa.Table, partitions: pa.Table, now: int, window_ms: int, first_record: FirstRecordOf
 ) -> list[Rate]:
     """The observed rate of each row of ``partitions`` (a snapshot's, with its
-    ``segments`` in (topic, partition, offset) order); ``first_record`` finds where
-    the window begins inside a segment that began before it."""
+    ``segments`` in (topic, partition, offset) order); ``first_record`` finds records
+    by their timestamps inside segments: where the window begins, and where the
+    records stamped like the first one end."""
     row = partition_rows(segments, partitions)
     names = partitions["topic"].to_pylist()
     numbers = partitions["partition"].to_pylist()
