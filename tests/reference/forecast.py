@@ -38,9 +38,10 @@ def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
     window) to the end: their records over the time since the first of them, or,
     while the time since their last record is at most their mean gap between
     batches (a steady ingest), the records after those stamped like the first over
-    the time from their first record to their last. A record's bytes: the bytes of the segments from the oldest one that
-    reaches into the window over their records, rounded down, with the rate scaled up
-    to keep the bytes per second when that rounds."""
+    the time from their first record to their last. A record's bytes: the bytes of
+    the segments from the oldest one that reaches into the window over their records,
+    rounded down, with the rate scaled up to keep the bytes per second when that
+    rounds."""
     for k, segment in enumerate(partition.segments):
         if not segment.empty and segment.max_ts >= now - window:
             size = sum(s.size for s in partition.segments[k:])
