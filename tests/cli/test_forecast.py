@@ -28,13 +28,19 @@ SEGMENT = 2000
 CAP = 20_000
 
 
+def _new_data_dir(data_dir: Path, engine: str = "") -> None:
+    """An empty data directory whose writes are not fsynced, with more ``[engine]``
+    settings if given."""
+    data_dir.mkdir(parents=True)
+    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n' + engine)
+
+
 @pytest.fixture
 def steady(data_dir: Path) -> int:
     """Topics ``capped`` (retention_time 4h, max_partition_size CAP) and ``timed``
     (retention_time 1h, backlog_size 6000 and a subscriber that keeps up), each with
     a record a minute until NOW; returns a record's bytes on disk."""
-    data_dir.mkdir(parents=True)
-    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    _new_data_dir(data_dir)
     with Broker(data_dir, clock=lambda: NOW) as broker:
         broker.create_topic(
             "capped", 1, {"segment_size": str(SEGMENT), "retention_time": "4h", "max_partition_size": str(CAP)}
@@ -185,8 +191,7 @@ def test_progress_stays_off_the_output_of_a_pipe(steady: int, shared_spark: Spar
 def test_a_cap_breach_names_the_first_partition_that_breaches(data_dir: Path, shared_spark: SparkEngine, ebb) -> None:
     """Partitions alike, so all breach at once: the breach names partition 0, every run
     (the deleted segments' totals come from a group-by, in any order)."""
-    data_dir.mkdir(parents=True)
-    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    _new_data_dir(data_dir)
     partitions = 6
     with Broker(data_dir, clock=lambda: NOW) as broker:
         broker.create_topic("twins", partitions, {"segment_size": str(SEGMENT), "max_partition_size": str(CAP)})
@@ -205,8 +210,7 @@ def test_a_steady_ingest_whose_last_record_is_now_is_forecast_at_its_rate(
     """A record a minute, the last one at NOW: N records span N - 1 minutes, so records
     over the time since the first one overstated the rate by 1/(N - 1) (1.4% here) and
     a cap five days out was breached two hours early."""
-    data_dir.mkdir(parents=True)
-    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    _new_data_dir(data_dir)
     days = 5 * 24 * 60
     with Broker(data_dir, clock=lambda: NOW) as broker:
         broker.create_topic("steady", 1, {"segment_size": str(SEGMENT), "max_partition_size": "1 GiB"})
@@ -225,8 +229,7 @@ def test_a_burst_before_the_window_does_not_count_in_the_rate(data_dir: Path, sh
     """A burst five hours ago, then a record a minute, all in one segment: the rate is
     the window's (the last hour's), not the segment's since its first record, which
     read the burst as ingest and breached the cap days early."""
-    data_dir.mkdir(parents=True)
-    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    _new_data_dir(data_dir)
     with Broker(data_dir, clock=lambda: NOW) as broker:
         broker.create_topic("bursty", 1, {"segment_size": "1 MiB"})
         burst = [NewRecord(b"v" * 100, timestamp=NOW - 300 * MINUTE) for _ in range(2000)]
@@ -257,8 +260,7 @@ def test_records_sharing_batch_headers_are_forecast_at_their_bytes_per_second(
     """Batches of three small records: a record's bytes are a fraction (the batch
     header is shared), and rounding it down made the bytes per second low, the
     forecast's bytes hours behind within a week."""
-    data_dir.mkdir(parents=True)
-    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    _new_data_dir(data_dir)
     batches = 120
     with Broker(data_dir, clock=lambda: NOW) as broker:
         broker.create_topic("batched", 1, {"segment_size": "1 MiB", "max_partition_size": "1 GiB"})
@@ -281,8 +283,7 @@ def test_batches_whose_records_share_a_timestamp_are_forecast_at_their_rate(
     """A batch of 50 records every five minutes, each batch's records stamped alike,
     the last one now: the 13 batches of the window span 12 gaps, and counting the
     records less one over them read the rate 8% fast."""
-    data_dir.mkdir(parents=True)
-    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    _new_data_dir(data_dir)
     with Broker(data_dir, clock=lambda: NOW) as broker:
         broker.create_topic("batches", 1, {"segment_size": "1 MiB"})
         for b in range(24):
@@ -295,8 +296,7 @@ def test_batches_whose_records_share_a_timestamp_are_forecast_at_their_rate(
 def test_a_held_topic_breaches_its_cap_when_its_bytes_pass_it(data_dir: Path, shared_spark: SparkEngine, ebb) -> None:
     """Under a hold the cap deletes nothing, so a breach read from the cap's deletions
     never came, while the partition grew past the cap."""
-    data_dir.mkdir(parents=True)
-    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    _new_data_dir(data_dir)
     with Broker(data_dir, clock=lambda: NOW) as broker:
         broker.create_topic("held", 1, {"segment_size": str(SEGMENT), "max_partition_size": str(CAP), "hold": "on"})
         for k in range(RECORDS):
@@ -317,8 +317,7 @@ def test_a_held_topic_breaches_max_time_when_its_oldest_data_passes_it(
 ) -> None:
     """Under a hold max_time deletes nothing, so a breach read from its deletions never
     came, while the data on disk grew older than max_time."""
-    data_dir.mkdir(parents=True)
-    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    _new_data_dir(data_dir)
     policy = {"segment_size": str(SEGMENT), "retention_time": "1h", "max_time": "3h", "hold": "on"}
     policy["granularity"] = granularity
     with Broker(data_dir, clock=lambda: NOW) as broker:
@@ -341,8 +340,7 @@ def test_a_deletion_limit_is_a_cycles_and_cycles_run_every_prune_interval(
     """``max_deletes_per_cycle 1`` and a cycle a minute (the default prune_interval):
     an hour's cycles keep up with a record a minute, so an hour of records stays, as
     with no limit; applied once per instant, the limit let the topic grow without end."""
-    data_dir.mkdir(parents=True)
-    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\nprune_interval = "1m"\n')
+    _new_data_dir(data_dir, 'prune_interval = "1m"\n')
     with Broker(data_dir, clock=lambda: NOW) as broker:
         policy = {"segment_size": str(SEGMENT), "retention_time": "1h", "max_deletes_per_cycle": "1"}
         broker.create_topic("limited", 1, policy)
