@@ -21,15 +21,17 @@ and the time cuts, which are offsets, are found before the shift.
 
 Synthetic record ``j`` (from 0) of a partition has timestamp
 ``now + ceil((j + 1) * per_ms / records)``: by ``t``, ``(t - now) * records //
-per_ms`` records have arrived. A group that committed within the rate window keeps
-its lag (it reads as fast as records arrive) and commits at ``t``; one that did
-not, or is named stalled, stays where it is.
+per_ms`` records have arrived. A segment takes records up to ``segment_size`` and,
+with a ``segment_roll``, those stamped less than that after its first one (the
+store's rule). A group that committed within the rate window keeps its lag (it
+reads as fast as records arrive) and commits at ``t``; one that did not, or is
+named stalled, stays where it is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -78,7 +80,8 @@ class _Partitions:
     records: np.ndarray
     per_ms: np.ndarray
     record_bytes: np.ndarray
-    capacity: np.ndarray  # records in a new segment
+    capacity: np.ndarray  # records a new segment takes by size
+    roll: np.ndarray  # segment_roll in ms; -1: none
     active: np.ndarray  # the row in segments of the partition's active segment; -1: none
     room: np.ndarray  # records the active segment still takes
     newest: np.ndarray  # the newest record timestamp among its segments (int64 min: none)
@@ -88,6 +91,20 @@ class _Partitions:
         num, den = self.records[rows], self.per_ms[rows]
         return now - ((-(records + 1) * den) // np.maximum(num, 1))
 
+    def stamped_before(self, rows: np.ndarray, instant: np.ndarray, now: int) -> np.ndarray:
+        """How many synthetic records of partition ``rows`` are stamped before
+        ``instant``: those ``j`` with ``ceil((j + 1) * per_ms / records) <= instant -
+        now - 1``."""
+        return np.maximum(0, (instant - now - 1) * self.records[rows] // self.per_ms[rows])
+
+    def segment_records(self, rows: np.ndarray, start: np.ndarray, now: int) -> np.ndarray:
+        """The records a segment whose first record is synthetic record ``start`` of
+        partition ``rows`` takes: up to its capacity, and with a roll the records
+        stamped within ``segment_roll`` of its first one; at least that one."""
+        roll = self.roll[rows]
+        by_time = self.stamped_before(rows, self.timestamp(rows, start, now) + np.maximum(roll, 0), now) - start
+        return np.maximum(1, np.where(roll < 0, self.capacity[rows], np.minimum(self.capacity[rows], by_time)))
+
 
 def _partitions(
     snapshot: Snapshot, segment_rows: np.ndarray, rates: Sequence[Rate], segment_sizes: Mapping[str, int]
@@ -95,29 +112,43 @@ def _partitions(
     partitions, segments = snapshot.tables["partitions"], snapshot.tables["segments"]
     count = partitions.num_rows
     record_bytes = np.array([r.record_bytes for r in rates], dtype=np.int64)
-    segment_size = np.array([segment_sizes[t] for t in partitions["topic"].to_pylist()], dtype=np.int64)
+    names = partitions["topic"].to_pylist()
+    segment_size = np.array([segment_sizes[t] for t in names], dtype=np.int64)
+    topics = snapshot.tables["topics"]
+    roll_of = dict(zip(topics["topic"].to_pylist(), topics["segment_roll"].to_pylist()))
+    roll = np.array([-1 if roll_of[t] is None else roll_of[t] for t in names], dtype=np.int64)
     # The active segment is the partition's last one, when it is not sealed.
     sealed = np.append(segments["sealed"].to_numpy(zero_copy_only=False), True)
     last = np.searchsorted(segment_rows, np.arange(count), side="right") - 1
     own = (last >= 0) & (np.append(segment_rows, -1)[last] == np.arange(count))
     active = np.where(own & ~sealed[last], last, -1)
     used = np.append(segments["size_bytes"].to_numpy(), 0)[active]
+    first = np.append(segments["first_timestamp"].fill_null(snapshot.now).to_numpy(), 0)[active]
     capacity = np.maximum(1, segment_size // record_bytes)
     newest = np.full(count, np.iinfo(np.int64).min)
     np.maximum.at(newest, segment_rows, segments["max_timestamp"].fill_null(np.iinfo(np.int64).min).to_numpy())
-    return _Partitions(
+    parts = _Partitions(
         next_offset=partitions["next_offset"].to_numpy(),
         records=np.array([r.records for r in rates], dtype=np.int64),
         per_ms=np.array([r.per_ms for r in rates], dtype=np.int64),
         record_bytes=record_bytes,
         capacity=capacity,
+        roll=roll,
         active=active,
-        # An empty active segment takes a record of any size, as a new one does.
         newest=newest,
-        room=np.where(
-            active < 0, 0, np.where(used == 0, capacity, np.maximum(0, (segment_size - used) // record_bytes))
-        ),
+        room=np.zeros(count, dtype=np.int64),
     )
+    rows = np.arange(count)
+    # An empty active segment takes records as a new one does; a used one, what
+    # fits in its bytes and (with a roll) what is stamped before it rolls.
+    fits = np.maximum(0, (segment_size - used) // record_bytes)
+    rolls = np.where(
+        roll < 0, fits, np.minimum(fits, parts.stamped_before(rows, first + np.maximum(roll, 0), snapshot.now))
+    )
+    room = np.where(
+        active < 0, 0, np.where(used == 0, parts.segment_records(rows, np.zeros(count, np.int64), snapshot.now), rolls)
+    )
+    return replace(parts, room=room)
 
 
 def extend(
@@ -144,6 +175,7 @@ def extend(
     names = [virtual_name(i, topic, label) for i in range(len(instants)) for topic in topic_names]
     pieces: dict[str, list[pa.Table]] = {name: [] for name in tables.SNAPSHOT_TABLES}
     on_disk: list[tuple[np.ndarray, np.ndarray]] = []
+    starts = _starts(parts, (max(instants) - now) * parts.records // parts.per_ms, now)
     for i, at in enumerate(instants):
         elapsed = at - now
         arrived = (elapsed * parts.records) // parts.per_ms
@@ -153,7 +185,7 @@ def extend(
         pieces["partitions"].append(
             renamed(partitions.set_column(3, "next_offset", pa.array(parts.next_offset + arrived)))
         )
-        segments_at = _segments_at(snapshot, segment_rows, parts, arrived, now, elapsed)
+        segments_at = _segments_at(snapshot, segment_rows, parts, starts, arrived, now, elapsed)
         pieces["segments"].append(renamed(segments_at))
         on_disk.append(_totals(segments_at, snapshot.tables["partitions"]))
         pieces["positions"].append(renamed(_positions_at(snapshot, arrived, at, now, window_ms, stalled)))
@@ -195,8 +227,49 @@ def _renamer(snapshot: Snapshot, names: list[str]) -> Callable[[pa.Table], pa.Ta
     return renamed
 
 
+@dataclass(frozen=True)
+class _Starts:
+    """The synthetic segments up to the horizon, in (partition, offset) order: of
+    partition row ``of``, synthetic records ``[start, end)`` once that many arrived."""
+
+    of: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+
+def _starts(parts: _Partitions, arrived: np.ndarray, now: int) -> _Starts:
+    """The synthetic segments once ``arrived`` records have been appended after the
+    active segment's ``room``. Without a roll every one takes ``capacity`` records;
+    with one a segment's records depend on its first one's timestamp, so they are
+    laid one after another (a step per segment, over every rolling partition)."""
+    fixed = np.flatnonzero(parts.roll < 0)
+    count = np.maximum(0, -(-(arrived[fixed] - parts.room[fixed]) // parts.capacity[fixed]))
+    rows = np.repeat(fixed, count)
+    k = np.arange(len(rows)) - np.repeat(np.cumsum(count) - count, count)  # the segment's index in its partition
+    first = parts.room[rows] + k * parts.capacity[rows]
+    of, start, end = [rows], [first], [first + parts.capacity[rows]]
+    rows = np.flatnonzero(parts.roll >= 0)
+    at = parts.room[rows]
+    while (left := at < arrived[rows]).any():
+        rows, at = rows[left], at[left]
+        after = at + parts.segment_records(rows, at, now)
+        of.append(rows)
+        start.append(at)
+        end.append(after)
+        at = after
+    of_, start_, end_ = np.concatenate(of), np.concatenate(start), np.concatenate(end)
+    order = np.lexsort((start_, of_))
+    return _Starts(of_[order], start_[order], end_[order])
+
+
 def _segments_at(
-    snapshot: Snapshot, segment_rows: np.ndarray, parts: _Partitions, arrived: np.ndarray, now: int, elapsed: int
+    snapshot: Snapshot,
+    segment_rows: np.ndarray,
+    parts: _Partitions,
+    starts: _Starts,
+    arrived: np.ndarray,
+    now: int,
+    elapsed: int,
 ) -> pa.Table:
     """The segments of every partition once ``arrived`` records have been appended,
     timestamps shifted back by ``elapsed``; in (partition, offset) order."""
@@ -225,19 +298,18 @@ def _segments_at(
     rolled = np.flatnonzero(parts.active >= 0)
     sealed[parts.active[rolled]] = rest[rolled] > 0
 
-    # New segments of ``capacity`` records each, the last one active.
-    count = -(-rest // parts.capacity)
-    of = np.repeat(np.arange(len(count)), count)
-    k = np.arange(len(of)) - np.repeat(np.cumsum(count) - count, count)
-    lo = fill[of] + k * parts.capacity[of]
-    hi = np.minimum(lo + parts.capacity[of], arrived[of])
+    # The new segments that have a record by now, the last one active.
+    here = starts.start < arrived[starts.of]
+    of = starts.of[here]
+    lo = starts.start[here]
+    hi = np.minimum(starts.end[here], arrived[of])
     new = {
         "base_offset": parts.next_offset[of] + lo,
         "next_offset": parts.next_offset[of] + hi,
         "size_bytes": (hi - lo) * parts.record_bytes[of],
         "first_timestamp": parts.timestamp(of, lo, now),
         "max_timestamp": parts.timestamp(of, hi - 1, now),
-        "sealed": k < count[of] - 1,
+        "sealed": starts.end[here] < arrived[of],
     }
     row = np.concatenate([segment_rows, of])
     order = np.lexsort((np.concatenate([base, new["base_offset"]]), row))

@@ -350,3 +350,45 @@ def test_a_deletion_limit_is_a_cycles_and_cycles_run_every_prune_interval(
     (topic,) = _forecast(ebb, "--horizon", "6h", "--step", "1h")["topics"]
     for point in topic["points"][1:]:  # from the first instant after now: an hour of cycles
         assert abs(point["bytes"] - 60 * record) <= SEGMENT + 60 * record // 10, point
+
+
+def test_segments_roll_after_segment_roll_as_the_store_rolls_them(
+    data_dir: Path, shared_spark: SparkEngine, ebb
+) -> None:
+    """A record a minute and ``segment_roll 10m`` under a large ``segment_size``: the
+    store holds segments of ten records, which an hour's retention deletes as they age.
+    Filled up to ``segment_size``, the forecast's one segment was never sealed, so
+    retention kept it until it passed the cap: a breach that never comes."""
+    _new_data_dir(data_dir)
+    roll = {"segment_size": str(CAP), "segment_roll": "10m", "retention_time": "1h", "max_partition_size": str(CAP)}
+    with Broker(data_dir, clock=lambda: NOW) as broker:
+        broker.create_topic("rolled", 1, roll)
+        broker.create_topic("unrolled", 1, {**roll, "segment_roll": "none"})
+        for topic in ("rolled", "unrolled"):
+            for k in range(RECORDS):
+                broker.produce(topic, [NewRecord(b"v" * 100, timestamp=NOW - (RECORDS - k) * MINUTE)], partition=0)
+        stored = broker.describe("rolled").partitions[0]
+        record = stored.size_bytes // RECORDS
+    assert {s.next_offset - s.base_offset for s in stored.segments} == {10}, "the store rolls every ten records"
+    topics = {t["topic"]: t for t in _forecast(ebb, "--horizon", "6h", "--step", "30m")["topics"]}
+    rolled = topics["rolled"]
+    assert rolled["breaches"] == []
+    for point in rolled["points"]:
+        # the sealed segments of the last hour and the active one: 60 to 70 records
+        assert 60 * record <= point["bytes"] <= 70 * record, point
+        assert 6 <= point["segments"] <= 7, point
+        assert set(point["deleted_by_reason"]) <= {"DELETE_TIME"}
+    # the same topic without the roll fills one segment up to the cap, which decides
+    (breach,) = topics["unrolled"]["breaches"]
+    assert breach["kind"] == "max_partition_size"
+    # A what-if of the roll: the next record rolls today's one segment (its first record
+    # is two hours old), so the partition passes the cap once it and the new records
+    # exceed it (the cap deletes it then, as a cycle would); from 90 minutes, when no
+    # record of today's is left, the unrolled topic is forecast as the rolled one.
+    what_if = _forecast(ebb, "unrolled", "--horizon", "6h", "--step", "30m", "--segment-roll", "10m")
+    (breach,) = what_if["topics"][0]["breaches"]
+    past_cap = NOW + (CAP - RECORDS * record) // record * MINUTE + MINUTE
+    assert breach["kind"] == "max_partition_size" and 0 <= breach["at"] - past_cap < 30 * MINUTE
+    assert [(p["bytes"], p["segments"]) for p in what_if["topics"][0]["points"][3:]] == [
+        (p["bytes"], p["segments"]) for p in rolled["points"][3:]
+    ]

@@ -98,17 +98,28 @@ def rates(catalog: RefCatalog, window: int, given: int | None = None) -> dict[tu
     return out
 
 
-def extended_partition(partition: Partition, rate: RefRate, segment_size: int, now: int, at: int) -> Partition:
+def extended_partition(
+    partition: Partition, rate: RefRate, segment_size: int, segment_roll: int | None, now: int, at: int
+) -> Partition:
     """``partition`` with the records that arrive by ``at`` appended: a record goes
-    into the active segment if that is empty or the record fits in
-    ``segment_size``; otherwise the active segment is sealed and a new one begins."""
+    into the active segment if that is empty, or if the record fits in
+    ``segment_size`` and is stamped less than ``segment_roll`` after the segment's
+    first record; otherwise the active segment is sealed and a new one begins."""
     segments = [
         {"base": s.base, "next": s.next, "size": s.size, "sealed": s.sealed, "timestamps": list(s.timestamps)}
         for s in partition.segments
     ]
     for j in range(rate.arrived(at - now)):
+        timestamp = rate.timestamp(now, j)
         active = None if segments[-1]["sealed"] else segments[-1]
-        if active is None or (active["size"] and active["size"] + rate.record_bytes > segment_size):
+        full = active is not None and active["size"] and active["size"] + rate.record_bytes > segment_size
+        rolls = (
+            active is not None
+            and segment_roll is not None
+            and active["timestamps"]
+            and timestamp - active["timestamps"][0] >= segment_roll
+        )
+        if active is None or full or rolls:
             if active is not None:
                 active["sealed"] = True
             start = segments[-1]["next"]
@@ -116,7 +127,7 @@ def extended_partition(partition: Partition, rate: RefRate, segment_size: int, n
             segments.append(active)
         active["next"] += 1
         active["size"] += rate.record_bytes
-        active["timestamps"].append(rate.timestamp(now, j))
+        active["timestamps"].append(timestamp)
     return replace(
         partition,
         segments=tuple(Segment(s["base"], s["next"], s["size"], s["sealed"], tuple(s["timestamps"])) for s in segments),
@@ -148,7 +159,9 @@ def extended(
     for topic in catalog.topics:
         arrived = {p.index: rates_[(topic.name, p.index)].arrived(at - now) for p in topic.partitions}
         partitions = tuple(
-            extended_partition(p, rates_[(topic.name, p.index)], topic.policy.segment_size, now, at)
+            extended_partition(
+                p, rates_[(topic.name, p.index)], topic.policy.segment_size, topic.policy.segment_roll, now, at
+            )
             for p in topic.partitions
         )
         groups = tuple(
