@@ -145,7 +145,7 @@ def render(result: Forecast, changes: dict[str, str | None]) -> str:
         f"from {instant(result.now)} over {describe_duration(span)}, every {describe_duration(step)} "
         f"({len(result.instants)} instants)"
         if len(result.instants) > 1
-        else f"at {instant(result.now)} only (a horizon shorter than the step)"
+        else f"at {instant(result.now)} only (a horizon of 0)"
     )
     out = [
         f"forecast {when}" + (f"; what-if: {what_if}" if what_if else ""),

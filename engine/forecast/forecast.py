@@ -162,14 +162,16 @@ class Request:
 
 
 def instants(now: int, horizon_ms: int, step_ms: int) -> list[int]:
-    """``now``, ``now + step``, ... up to ``now + horizon`` (included when it is a whole
-    number of steps away; otherwise the last whole step before it is the last)."""
+    """``now``, ``now + step``, ... and ``now + horizon`` last (a shorter last step
+    where the horizon is not a whole number of steps away: a breach between the last
+    whole step and the horizon is within the horizon asked for)."""
     if step_ms <= 0 or horizon_ms < 0:
         raise InvalidInput("the step must be above 0 and the horizon at least 0")
-    count = horizon_ms // step_ms + 1
+    whole = horizon_ms // step_ms + 1
+    count = whole + (horizon_ms % step_ms > 0)
     if count > MAX_INSTANTS:
         raise InvalidInput(f"{count} instants: at most {MAX_INSTANTS} (a longer --step or a shorter --horizon)")
-    return [now + i * step_ms for i in range(count)]
+    return [now + i * step_ms for i in range(whole)] + [now + horizon_ms] * (count - whole)
 
 
 def forecast(

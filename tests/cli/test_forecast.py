@@ -16,7 +16,7 @@ import pytest
 from console.cli.forecast import render
 from console.cli.main import main
 from engine.broker import Broker
-from engine.forecast.forecast import Forecast
+from engine.forecast.forecast import Forecast, instants
 from engine.prune.pruner import Pruner
 from engine.prune.session import SparkEngine
 from engine.store.batch import NewRecord
@@ -161,10 +161,24 @@ def test_no_topics_is_one_error_line(ebb) -> None:
     assert result.err.splitlines() == ["ebb: error: no topics to forecast; create one with `ebb topic create NAME`"]
 
 
-def test_a_horizon_shorter_than_the_step_is_said_as_one_instant() -> None:
+def test_a_horizon_of_zero_is_said_as_one_instant() -> None:
     now = 1_700_000_000_000
     header = render(Forecast(now, [now], 3_600_000, [], None, None), {}).splitlines()[0]
-    assert header == "forecast at 2023-11-14T22:13:20.000Z only (a horizon shorter than the step)"
+    assert header == "forecast at 2023-11-14T22:13:20.000Z only (a horizon of 0)"
+
+
+@pytest.mark.parametrize(
+    "horizon, step, offsets",
+    [
+        (150, 60, [0, 60, 120, 150]),  # the horizon after a shorter last step
+        (120, 60, [0, 60, 120]),
+        (30, 60, [0, 30]),  # shorter than the step: now and the horizon
+        (0, 60, [0]),
+    ],
+)
+def test_the_instants_end_at_the_horizon(horizon: int, step: int, offsets: list[int]) -> None:
+    """Ending at the last whole step left a breach between it and the horizon unsaid."""
+    assert instants(NOW, horizon * MINUTE, step * MINUTE) == [NOW + o * MINUTE for o in offsets]
 
 
 class _Terminal(io.StringIO):
