@@ -134,6 +134,8 @@ PLAN_GROUPS = pa.schema(
         ("evicted_skipped", pa.int64()),  # messages skipped by consumer_backlog_eviction
         ("moved_skipped", pa.int64()),  # messages skipped because the log start passed them
         ("over_quota", pa.bool_()),  # over backlog_size or backlog_age (before eviction)
+        ("over_backlog_size", pa.bool_()),  # which of the two
+        ("over_backlog_age", pa.bool_()),
     ]
 )
 

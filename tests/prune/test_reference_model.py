@@ -183,6 +183,8 @@ def test_delete_max_size_brings_the_partition_under_the_cap_counting_the_active_
         "evicted_skipped": 0,
         "moved_skipped": 2,
         "over_quota": False,
+        "over_backlog_size": False,
+        "over_backlog_age": False,
     }
 
 
@@ -411,6 +413,8 @@ def test_backlog_eviction_by_size_moves_to_whole_segments() -> None:
         "evicted_skipped": 3,
         "moved_skipped": 0,
         "over_quota": True,
+        "over_backlog_size": True,
+        "over_backlog_age": False,
     }
     assert group_row(rows, "near")["over_quota"] is False
     assert group_row(rows, "near")["new_position"] == 4
@@ -426,6 +430,7 @@ def test_backlog_eviction_by_age_moves_to_the_record() -> None:
     assert group_row(rows, "g")["new_position"] == 3  # NOW - 150 is not older than 150
     assert group_row(rows, "g")["evicted_skipped"] == 3
     assert group_row(rows, "g")["over_quota"] is True
+    assert (group_row(rows, "g")["over_backlog_size"], group_row(rows, "g")["over_backlog_age"]) == (False, True)
 
 
 def test_eviction_applies_after_ttl() -> None:
@@ -499,6 +504,8 @@ def test_reader_moved_up_by_a_message_cut_skips_messages() -> None:
         "evicted_skipped": 0,
         "moved_skipped": 4,
         "over_quota": False,
+        "over_backlog_size": False,
+        "over_backlog_age": False,
     }  # skipped from pos_eff = H = 1
     assert group_row(rows, "ok")["moved_skipped"] == 0
 

@@ -178,13 +178,18 @@ class GroupState:
     pos_eff: int = 0
     pos_ttl: int = 0
     pos_new: int = 0
-    over_quota: bool = False
+    over_size: bool = False
+    over_age: bool = False
     new_position: int = 0
     moved_skipped: int = 0
 
     @property
     def is_subscriber(self) -> bool:
         return self.group.kind == "subscriber"
+
+    @property
+    def over_quota(self) -> bool:
+        return self.over_size or self.over_age
 
 
 def positions_before_cut(topic: Topic, partition: Partition, expired: dict[str, bool], now: int) -> list[GroupState]:
@@ -203,7 +208,7 @@ def positions_before_cut(topic: Topic, partition: Partition, expired: dict[str, 
                 state.pos_eff = pos_eff(p.position, partition)
                 state.pos_ttl = pos_after_ttl(state.pos_eff, partition, policy, now)
                 b = backlog(state.pos_ttl, partition, policy, now)
-                state.over_quota = b.over_quota
+                state.over_size, state.over_age = b.over_size, b.over_age
                 state.pos_new = pos_after_eviction(state.pos_ttl, b, policy)
             else:  # readers: not affected by TTL or quotas
                 state.pos_eff = state.pos_ttl = state.pos_new = pos_eff(p.position, partition)
@@ -404,6 +409,8 @@ def plan_partition(topic: Topic, partition: Partition, states: list[GroupState],
                 "evicted_skipped": state.pos_new - state.pos_ttl,
                 "moved_skipped": state.moved_skipped,
                 "over_quota": state.over_quota,
+                "over_backlog_size": state.over_size,
+                "over_backlog_age": state.over_age,
             }
         )
 

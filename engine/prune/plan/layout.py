@@ -92,7 +92,7 @@ PARTITION_NUMBERS = Packed(
 GROUP_NUMBERS = Packed(
     (
         "gid", "subscriber", "position", "new_position", "expired", "ttl_skipped", "evicted_skipped",
-        "moved_skipped", "over_quota", "quota_blocks_producers",
+        "moved_skipped", "over_backlog_size", "over_backlog_age", "quota_blocks_producers",
     )
 )  # fmt: skip
 

@@ -68,6 +68,8 @@ def split(frame: pa.Table, snapshot: dict[str, pa.Table], inputs: SparkInputs) -
     groups = rows(GROUP_ROW, GROUP_NUMBERS)
     groups = groups.append_column("group", names.take(groups["gid"]))
     groups = groups.append_column("kind", pc.if_else(pc.cast(groups["subscriber"], pa.bool_()), "subscriber", "reader"))
+    over = [pc.cast(groups[name], pa.bool_()) for name in ("over_backlog_size", "over_backlog_age")]
+    groups = groups.append_column("over_quota", pc.or_(*over))
     # The decision per group was made on Spark; a topic is in the quota-exceeded state
     # when any of its groups' rows says so.
     blocked = pc.unique(groups.filter(pc.cast(groups["quota_blocks_producers"], pa.bool_()))["topic"])

@@ -141,6 +141,8 @@ def _level_one() -> str:
 
 #: what rows carry out of :func:`_decide` (the output and the group rules read them)
 _DECIDED_CARRIED = ["pid", "gid", "position", "rn", "flags", "eligible_at"]
+#: a group row's two backlog quotas: is it over each (before eviction)
+_QUOTAS = ("over_backlog_size", "over_backlog_age")
 
 
 def _decide() -> str:
@@ -204,7 +206,7 @@ def _decide() -> str:
       WHEN retention_time IS NOT NULL THEN {code("KEEP_WITHIN_TIME")}
       WHEN retention_size IS NOT NULL THEN {code("KEEP_SIZE_TARGET")}
       ELSE {code("KEEP_NO_LIMIT")} END"""
-    # pos_after_eviction and backlog's over_quota; "Per topic, before the cut" 3
+    # pos_after_eviction and backlog's over_size and over_age; "Per topic, before the cut" 3
     evicted = (
         f"CASE WHEN {subscriber} AND evicting THEN greatest({pos_ttl}, {size_floor}, {age_floor}) ELSE {pos_ttl} END"
     )
@@ -212,7 +214,8 @@ def _decide() -> str:
     cut, wanted, deleted, base_offset, next_offset, size_bytes,
     CASE WHEN deleted THEN {delete_reason} ELSE {keep_reason} END AS reason_code,
     {evicted} AS pos_new,
-    NOT {rules["expired"]} AND ({over_size} OR {over_age}) AS over_quota
+    NOT {rules["expired"]} AND {over_size} AS over_backlog_size,
+    NOT {rules["expired"]} AND {over_age} AS over_backlog_age
   FROM chosen"""
     return f"limits AS ({limits}),\ncuts AS ({cuts}),\nchosen AS ({chosen}),\ndecided AS ({decided})"
 
@@ -242,14 +245,14 @@ def _output() -> str:
     final = f"""SELECT *, {new_start} AS new_log_start_offset FROM {_with_facts("level_two")}"""
     new_position = f"CASE WHEN {live} THEN greatest(pos_new, new_log_start_offset) ELSE `position` END"
     numbers = {
-        **{name: f"`{name}`" for name in (*PARTITION_NUMBERS.names, "gid", "position", "over_quota")},
+        **{name: f"`{name}`" for name in (*PARTITION_NUMBERS.names, "gid", "position", *_QUOTAS)},
         "subscriber": rules["subscriber"],
         "new_position": new_position,
         "expired": rules["expired"],
         "ttl_skipped": f"CASE WHEN {live} THEN {rules['pos_ttl']} - {rules['pos_eff']} ELSE 0 END",
         "evicted_skipped": f"CASE WHEN {live} THEN pos_new - {rules['pos_ttl']} ELSE 0 END",
         "moved_skipped": f"CASE WHEN {live} THEN {new_position} - pos_new ELSE 0 END",
-        "quota_blocks_producers": "over_quota AND NOT evicting",
+        "quota_blocks_producers": f"({' OR '.join(_QUOTAS)}) AND NOT evicting",
     }
 
     segment, group = rules["segment"], rules["group"]

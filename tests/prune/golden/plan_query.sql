@@ -260,23 +260,23 @@ WITH packed AS
                                                                                H)
                     END)
           END AS pos_new, NOT ((flags & 16) <> 0)
-   AND (coalesce(((flags & 8) <> 0)
-                 AND backlog_size IS NOT NULL
-                 AND (CASE
-                          WHEN ((flags & 8) <> 0)
-                               AND message_ttl IS NOT NULL THEN greatest(greatest(`position`,
-                                                                           H),
-                                                                  tc_ttl) ELSE greatest(`position`,
-                                                                                 H)
-                      END) < coalesce(fits_quota, T), false)
-        OR coalesce(((flags & 8) <> 0)
-                    AND (CASE
-                             WHEN ((flags & 8) <> 0)
-                                  AND message_ttl IS NOT NULL THEN greatest(greatest(`position`,
-                                                                              H),
-                                                                     tc_ttl) ELSE greatest(`position`,
-                                                                                    H)
-                         END) < tc_backlog_age, false)) AS over_quota
+   AND coalesce(((flags & 8) <> 0)
+                AND backlog_size IS NOT NULL
+                AND (CASE
+                         WHEN ((flags & 8) <> 0)
+                              AND message_ttl IS NOT NULL THEN greatest(greatest(`position`,
+                                                                          H),
+                                                                 tc_ttl) ELSE greatest(`position`,
+                                                                                H)
+                     END) < coalesce(fits_quota, T), false) AS over_backlog_size, NOT ((flags & 16) <> 0)
+   AND coalesce(((flags & 8) <> 0)
+                AND (CASE
+                         WHEN ((flags & 8) <> 0)
+                              AND message_ttl IS NOT NULL THEN greatest(greatest(`position`,
+                                                                          H),
+                                                                 tc_ttl) ELSE greatest(`position`,
+                                                                                H)
+                     END) < tc_backlog_age, false) AS over_backlog_age
    FROM chosen),
                  level_two AS
   (SELECT *, max(CASE WHEN deleted THEN next_offset
@@ -359,8 +359,10 @@ SELECT CAST(CASE WHEN ((flags & 1) <> 0) THEN 1 WHEN ((flags & 2) <> 0) THEN 2 E
                                                                                                                              new_log_start_offset)
                                                                                          ELSE `position`
                                                                                      END - pos_new ELSE 0
-                                               END AS BIGINT), CAST(`over_quota` AS BIGINT),
-                                          CAST(over_quota
+                                               END AS BIGINT), CAST(`over_backlog_size` AS BIGINT),
+                                          CAST(`over_backlog_age` AS BIGINT),
+                                          CAST((over_backlog_size
+                                                OR over_backlog_age)
                                                AND NOT evicting AS BIGINT))
            WHEN NOT ((flags & 1) <> 0) THEN array(CAST(`H` AS BIGINT),
                                               CAST(`new_log_start_offset` AS BIGINT),
