@@ -186,8 +186,9 @@ def _render_topic(topic: TopicForecast, saved: TopicForecast | None) -> list[str
     for breach in topic.breaches:
         where = f" on partition {breach.partition}" if breach.partition is not None else ""
         who = f" by group {breach.group}" if breach.group is not None else ""
-        limit = "" if breach.limit is None else f" ({_limit(breach.kind, breach.limit)})"
-        out.append(f"  first breach: {breach.kind}{limit} at {instant(breach.at)}{where}{who}")
+        quota = f" {breach.quota}" if breach.quota is not None else ""
+        limit = "" if breach.limit is None else f" ({_limit(breach.quota or breach.kind, breach.limit)})"
+        out.append(f"  first breach: {breach.kind}{quota}{limit} at {instant(breach.at)}{where}{who}")
     if not topic.breaches:
         out.append("  no cap or quota exceeded within the horizon")
     rows = [
@@ -205,4 +206,4 @@ def _render_topic(topic: TopicForecast, saved: TopicForecast | None) -> list[str
 
 
 def _limit(kind: str, limit: int) -> str:
-    return describe_duration(limit) if kind == "max_time" else size(limit)
+    return describe_duration(limit) if kind in ("max_time", "backlog_age") else size(limit)

@@ -141,7 +141,8 @@ def summary(topic: TopicForecast, result: Forecast, past: History | None = None)
     lines = [f"peak after pruning {format.size(peak.bytes)} at +{(peak.at - result.now) // HOUR} h"]
     for breach in topic.breaches:
         where = f" (group {breach.group})" if breach.group else ""
-        lines.append(f"first breach: {breach.kind} at +{(breach.at - result.now) // HOUR} h{where}")
+        kind = breach.kind if breach.quota is None else f"{breach.kind} {breach.quota}"
+        lines.append(f"first breach: {kind} at +{(breach.at - result.now) // HOUR} h{where}")
     if result.disk_breach is not None:
         lines.append(f"disk budget exceeded at +{(result.disk_breach.at - result.now) // HOUR} h")
     if not topic.breaches and result.disk_breach is None:

@@ -48,9 +48,18 @@ class Breach:
     limit: int | None
     partition: int | None = None
     group: str | None = None
+    #: of a backlog_quota breach: the quota exceeded (backlog_size, else backlog_age)
+    quota: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "at": self.at, "limit": self.limit, "partition": self.partition, "group": self.group}
+        return {
+            "kind": self.kind,
+            "at": self.at,
+            "limit": self.limit,
+            "partition": self.partition,
+            "group": self.group,
+            "quota": self.quota,
+        }
 
 
 @dataclass(frozen=True)
@@ -432,10 +441,12 @@ def summarize(
         row = row_of[(extension.topics[t], partition)]
         held[(name, partition)] = (int(total_bytes[row]) - freed, int(total_segments[row]) - gone)
     past_max_time = _past_max_time(extension.snapshot, plan["partitions"])
-    over: dict[str, list[tuple[str, int]]] = {}
+    #: virtual topic -> (group, partition) -> the quota it is over
+    over: dict[str, dict[tuple[str, int], str]] = {}
     groups = plan["groups"]
-    for r in groups.filter(groups["over_quota"]).select(["topic", "group", "partition"]).to_pylist():
-        over.setdefault(r["topic"], []).append((r["group"], r["partition"]))
+    for r in groups.filter(groups["over_quota"]).to_pylist():
+        exceeded = "backlog_size" if r["over_backlog_size"] else "backlog_age"
+        over.setdefault(r["topic"], {})[(r["group"], r["partition"])] = exceeded
     blocked = dict(zip(plan["topics"]["topic"].to_pylist(), plan["topics"]["quota_exceeded"].to_pylist()))
     policies = {r["topic"]: r for r in snapshot.tables["topics"].to_pylist()}
     topic_rates: dict[str, dict[int, Rate]] = {}
@@ -468,11 +479,12 @@ def summarize(
             aged = [p.partition for p in parts if (name, p.partition) in past_max_time]
             if aged:
                 first.setdefault("max_time", Breach("max_time", at, policies[topic]["max_time"], partition=aged[0]))
-            quota = sorted(over.get(name, []))
+            quota = sorted(over.get(name, {}))
             if quota:
-                first.setdefault(
-                    "backlog_quota", Breach("backlog_quota", at, None, partition=quota[0][1], group=quota[0][0])
-                )
+                group, partition = quota[0]
+                exceeded = over[name][quota[0]]
+                breach = Breach("backlog_quota", at, policies[topic][exceeded], partition, group, exceeded)
+                first.setdefault("backlog_quota", breach)
             rows = by_reason.get(name, [])
             points.append(
                 Point(

@@ -109,7 +109,21 @@ def test_a_stalled_subscriber_breaches_its_backlog_quota(steady: int, shared_spa
     # 6000 bytes of backlog behind position RECORDS - 2: about 6000 / record records later
     by_hand = NOW + (6000 // steady - 2) * MINUTE
     assert breach["kind"] == "backlog_quota" and breach["group"] == "reader"
+    assert (breach["quota"], breach["limit"]) == ("backlog_size", 6000)
     assert abs(breach["at"] - by_hand) <= 10 * MINUTE + SEGMENT // steady * MINUTE
+
+
+def test_a_backlog_breach_names_the_quota_exceeded(steady: int, shared_spark: SparkEngine, ebb) -> None:
+    """Under an age quota alone, the stalled reader's oldest unread record (two minutes
+    old now) is older than 30 minutes from 28 minutes on: the first step after is the
+    breach, and it names backlog_age and its limit, where it said null."""
+    args = ("timed", "--horizon", "1h", "--step", "10m", "--stalled", "reader")
+    out = _forecast(ebb, *args, "--backlog-size", "none", "--backlog-age", "30m")
+    (breach,) = out["topics"][0]["breaches"]
+    assert (breach["kind"], breach["quota"], breach["limit"]) == ("backlog_quota", "backlog_age", 30 * MINUTE)
+    assert breach["at"] == NOW + 30 * MINUTE
+    text = ebb("forecast", "--now", str(NOW), *args, "--backlog-size", "none", "--backlog-age", "30m").out
+    assert "first breach: backlog_quota backlog_age (30m) at" in text
 
 
 def test_the_what_if_over_time_equals_plans_at_those_instants(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Static
 
-from console.screens.forecast import HOUR, ForecastScreen
+from console.screens.forecast import HOUR, ForecastScreen, summary
 from engine.forecast.forecast import Breach, Forecast, PartitionPoint, Point, Request, TopicForecast
 from engine.forecast.rates import Rate
 from tests.support.console_fixtures import NOW, TERMINAL, settle
@@ -97,3 +97,11 @@ async def test_the_hint_and_the_summary_fit_under_the_chart_at_120_columns(make_
             static = app.screen.query_one(name, Static)
             lines = str(static.render()).splitlines()
             assert _rows_of(static) == len(lines) > 0, f"{name} wraps: {lines}"
+
+
+async def test_a_backlog_breach_names_its_quota_in_the_summary() -> None:
+    forecast = _forecast(Request([NOW + i * HOUR for i in range(4)], HOUR), ["orders"])
+    breach = Breach("backlog_quota", NOW + 2 * HOUR, HOUR, partition=0, group="billing", quota="backlog_age")
+    topic = forecast.topics[0]
+    lines = summary(TopicForecast(topic.topic, topic.rates, topic.points, [breach]), forecast).splitlines()
+    assert "first breach: backlog_quota backlog_age at +2 h (group billing)" in lines
