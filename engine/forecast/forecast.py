@@ -318,9 +318,17 @@ def batches(variant: Variant, instants: Sequence[int], variants: int) -> list[li
     rows = dict.fromkeys(tables_["topics"]["topic"].to_pylist(), 0.0)
     for count in pc.value_counts(tables_["segments"]["topic"]).to_pylist():
         rows[count["values"]] += count["counts"]
-    horizon_s = (instants[-1] - instants[0]) / 1000
+    horizon_ms = instants[-1] - instants[0]
+    roll = dict(zip(tables_["topics"]["topic"].to_pylist(), tables_["topics"]["segment_roll"].to_pylist()))
     for topic, rate in zip(tables_["partitions"]["topic"].to_pylist(), variant.rates):
-        rows[topic] += rate.bytes_per_second * horizon_s / variant.segment_sizes[topic] / 2  # on average over instants
+        filled = rate.bytes_per_second * horizon_ms / 1000 / variant.segment_sizes[topic]
+        # a roll ends a segment every segment_roll at most (one per record at least)
+        rolled = (
+            0.0
+            if roll[topic] is None
+            else min(rate.records * horizon_ms / rate.per_ms, horizon_ms / max(roll[topic], 1))
+        )
+        rows[topic] += max(filled, rolled) / 2  # on average over instants
     result: list[list[str]] = []
     size = 0.0
     for topic, count in rows.items():

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from unittest import mock
 
+import pyarrow as pa
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -15,10 +16,12 @@ from engine.catalog.catalog import Catalog
 from engine.forecast import forecast as forecasting
 from engine.forecast.extend import extend, virtual_name
 from engine.forecast.forecast import Point, Request, forecast, rates_for
+from engine.forecast.rates import Rate
+from engine.prune import tables
 from engine.prune.planner import Planner
 from engine.prune.record_times import time_cut
 from engine.prune.session import SparkEngine
-from engine.prune.snapshot import build_snapshot
+from engine.prune.snapshot import Snapshot, build_snapshot
 from tests.reference import forecast as reference
 from tests.reference import model
 from tests.reference.catalog import FakeRecordTimes, RefCatalog, load_into_catalog
@@ -173,3 +176,27 @@ def test_the_extended_snapshot_is_the_models_catalog_at_each_instant(
                 if r["topic"] == name:
                     theta = at - limits[r["kind"]]
                     assert r["offset"] == model.time_cut(by_partition[r["partition"]], theta), (topic.name, i, r)
+
+
+def test_a_rolling_topic_is_batched_by_the_segments_its_roll_makes() -> None:
+    """A record of 100 bytes a second into segments of 1 MiB: a week fills 58 of them;
+    rolled every minute it makes 10,080 (5,040 on average over the instants).
+    Counted by segment_size alone, a batch held about 170 times the virtual segments
+    MAX_VIRTUAL_ROWS allows it."""
+    now, hour = 1_700_000_000_000, 3_600_000
+    names = ["rolled", "filled"]
+    topics = pa.Table.from_pylist(
+        [{"topic": "rolled", "segment_roll": 60_000}, {"topic": "filled", "segment_roll": None}],
+        schema=tables.TOPICS,
+    )
+    partitions = pa.Table.from_pylist([{"topic": t, "partition": 0} for t in names], schema=tables.PARTITIONS)
+    empty = {name: schema.empty_table() for name, schema in tables.SNAPSHOT_TABLES.items()}
+    snapshot = Snapshot(now, {**empty, "topics": topics, "partitions": partitions}, {})
+    rate = Rate(1, 1000, 100, "given")  # a record of 100 bytes a second
+    variant = forecasting.Variant("", snapshot, [rate, rate], dict.fromkeys(names, 1 << 20))
+    instants = [now + i * hour for i in range(169)]
+    rolled, filled = 169 * (5_040 + 1), 169 * (58 // 2 + 1)  # today's none, and the ingest's
+    with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", rolled + filled - 169):
+        assert forecasting.batches(variant, instants, 1) == [["rolled"], ["filled"]]
+    with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", rolled + filled + 169):
+        assert forecasting.batches(variant, instants, 1) == [["rolled", "filled"]]
