@@ -18,21 +18,28 @@ class Deleted:
     bytes: int
 
 
-def cycles_by_status(journal: Journal) -> dict[str, int]:
-    return dict(journal.db.conn.execute("SELECT status, COUNT(*) FROM cycles GROUP BY status ORDER BY status"))
+def cycles_by_status(journal: Journal) -> dict[tuple[str, str], int]:
+    """(trigger, status) -> cycles."""
+    rows = journal.db.conn.execute(
+        "SELECT trigger, status, COUNT(*) FROM cycles GROUP BY trigger, status ORDER BY trigger, status"
+    )
+    return {(trigger, status): count for trigger, status, count in rows}
 
 
-def phase_durations_ms(journal: Journal) -> dict[str, list[int]]:
-    """How long the finished cycles took, by phase: ``plan`` (snapshot and Spark),
-    ``apply`` (from its start in the journal to its end) and ``cycle``, the whole
-    cycle, as every view shows it. A time the journal does not know (a cycle
+def phase_durations_ms(journal: Journal) -> dict[tuple[str, str], list[int]]:
+    """How long the finished cycles took, by trigger (``schedule``, or ``manual``:
+    ``ebb prune``, a truncate, a purge, a repair) and phase: ``plan`` (snapshot and
+    Spark), ``apply`` (from its start in the journal to its end) and ``cycle``, the
+    whole cycle, as every view shows it. A time the journal does not know (a cycle
     journaled before planning times were) is left out."""
-    cycles = [c for c in journal.cycles(limit=None) if c.finished is not None]
-    return {
-        "plan": [c.plan_ms for c in cycles if c.plan_ms is not None],
-        "apply": [c.apply_ms for c in cycles if c.apply_ms is not None],
-        "cycle": [c.duration_ms for c in cycles if c.duration_ms is not None],
-    }
+    durations: dict[tuple[str, str], list[int]] = {}
+    for c in journal.cycles(limit=None):
+        if c.finished is None:
+            continue
+        for phase, ms in (("plan", c.plan_ms), ("apply", c.apply_ms), ("cycle", c.duration_ms)):
+            if ms is not None:
+                durations.setdefault((c.trigger, phase), []).append(ms)
+    return durations
 
 
 def deleted_by_reason(journal: Journal) -> list[Deleted]:

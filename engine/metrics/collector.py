@@ -82,17 +82,20 @@ class EbbCollector(Collector):
         yield _gauge("ebbtide_topic_hold", "1 if the topic is held (nothing of it is deleted)", ["topic"],
                      {(n,): hold for n, hold in holds.items() if hold is not None})  # fmt: skip
         yield _gauge("ebbtide_engine_paused", "1 while deletion is paused (ebb pause)", [], {(): paused})
-        cycles = CounterMetricFamily("ebbtide_cycles", "prune cycles in the journal, by status", labels=["status"])
-        for status, count in by_status.items():
-            cycles.add_metric([status], count)
+        # trigger: a scheduled cycle's times apart from a manual truncate's or purge's
+        cycles = CounterMetricFamily(
+            "ebbtide_cycles", "prune cycles in the journal, by trigger and status", labels=["trigger", "status"]
+        )
+        for (trigger, status), count in by_status.items():
+            cycles.add_metric([trigger, status], count)
         yield cycles
         durations = HistogramMetricFamily(
             "ebbtide_cycle_duration_seconds",
             "prune cycles: plan (snapshot and Spark), apply (journal start to end) and cycle (the two)",
-            labels=["phase"],
+            labels=["trigger", "phase"],
         )
-        for phase, values in phases.items():
-            durations.add_metric([phase], *_buckets([v / 1000 for v in values]))
+        for (trigger, phase), values in phases.items():
+            durations.add_metric([trigger, phase], *_buckets([v / 1000 for v in values]))
         yield durations
         segments = CounterMetricFamily(
             "ebbtide_deleted_segments", "segments deleted, by reason", labels=["topic", "reason"]

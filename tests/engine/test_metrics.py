@@ -22,6 +22,7 @@ from console.cli.metrics import serve_metrics
 from engine.broker import Broker
 from engine.journal.journal import Journal
 from engine.journal.state import EngineState
+from engine.prune.operations import truncate
 from engine.store.batch import NewRecord
 from tests.support.cli import REPO, ebb_command
 
@@ -125,15 +126,17 @@ def test_a_scrape_agrees_with_describe_and_the_journal(events: None, data_dir: P
         journal = Journal(broker.catalog)
         cycles = journal.cycles(limit=None)
         deleted = [a for a in journal.actions(limit=None) if a.action == "delete_segment" and a.status == "applied"]
-    assert value("ebbtide_cycles_total", status="done") == len([c for c in cycles if c.status == "done"]) == 1
+    done = len([c for c in cycles if c.status == "done" and c.trigger == "schedule"])
+    assert value("ebbtide_cycles_total", trigger="schedule", status="done") == done == 1
     reasons = {a.reason for a in deleted}
     assert reasons == {"DELETE_TIME"}
     assert value("ebbtide_deleted_segments_total", topic="events", reason="DELETE_TIME") == len(deleted)
     assert value("ebbtide_deleted_bytes_total", topic="events", reason="DELETE_TIME") == sum(a.bytes for a in deleted)
-    assert value("ebbtide_cycle_duration_seconds_count", phase="apply") == 1
-    assert value("ebbtide_cycle_duration_seconds_count", phase="plan") == 1
-    assert value("ebbtide_cycle_duration_seconds_count", phase="cycle") == 1
-    assert value("ebbtide_cycle_duration_seconds_sum", phase="cycle") == cycles[0].duration_ms / 1000
+    for phase in ("apply", "plan", "cycle"):
+        assert value("ebbtide_cycle_duration_seconds_count", trigger="schedule", phase=phase) == 1
+    assert (
+        value("ebbtide_cycle_duration_seconds_sum", trigger="schedule", phase="cycle") == cycles[0].duration_ms / 1000
+    )
     assert value("ebbtide_topic_hold", topic="events") == 0
     assert value("ebbtide_engine_paused") == 0
     assert value("ebbtide_topic_quota_exceeded", topic="events") == described["quota"]["exceeded"] == 0
@@ -219,3 +222,19 @@ def test_a_scrape_while_the_console_starts_is_answered(
     assert samples[("ebbtide_spark_session_state", frozenset({"state": "off"}.items()))] == 1
     key = ("ebbtide_partition_log_end_offset", frozenset({"topic": "events", "partition": "0"}.items()))
     assert samples[key] == 65
+
+
+def test_a_manual_truncate_is_counted_apart_from_scheduled_cycles(events: None, data_dir: Path) -> None:
+    """A truncate is journaled as a cycle with a plan of milliseconds: under the same
+    labels as the scheduled cycles it pulled their plan-time quantiles down."""
+    port = _free_port()
+    (data_dir / "ebb.toml").write_text(f'[engine]\nmetrics = "127.0.0.1:{port}"\n')
+    with Broker(data_dir) as broker:
+        truncate(broker, "events", 0, before_offset=20)
+        (cycle,) = Journal(broker.catalog).cycles(limit=None)
+        samples = _served_once(broker, port)
+    assert cycle.trigger == "manual" and cycle.status == "done"
+    assert samples[("ebbtide_cycles_total", frozenset({"trigger": "manual", "status": "done"}.items()))] == 1
+    count = "ebbtide_cycle_duration_seconds_count"
+    assert samples[(count, frozenset({"trigger": "manual", "phase": "plan"}.items()))] == 1
+    assert not [key for key in samples if key[0] == count and ("trigger", "schedule") in key[1]]
