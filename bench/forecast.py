@@ -91,7 +91,7 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
         topic_batches = forecasting.batches(base, instants, 1)
         snapshot, rates = base.only(topic_batches[0])
         observed = observed_reads(catalog, topic_batches[0])
-        reads = readings(snapshot.tables["positions"], observed, data.now, request.window_ms, frozenset())
+        reads = readings(snapshot.tables, observed, data.now, request.window_ms, frozenset())
         extend_s, extension = timed(
             extend, snapshot, instants, rates, base.segment_sizes, readings=reads,
             prune_interval_ms=request.prune_interval_ms, real_time_cut=lambda *a: time_cut(catalog, records, *a),

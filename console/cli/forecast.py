@@ -210,7 +210,7 @@ def _render_topic(topic: TopicForecast, saved: TopicForecast | None) -> list[str
 #: where each way of reading comes from, after the pace
 _PACES = {
     "observed": "observed from its commits",
-    "keeps_up": "keeps up: no pace observed yet",
+    "keeps_up": "keeps up: at the log end, or no pace observed yet",
     "stalled": "--stalled",
     "idle": "no commit in the window",
 }

@@ -212,7 +212,7 @@ def forecast(
         parts = []
         for variant in variants:
             snapshot, rates = variant.only(batch)
-            reads = readings(snapshot.tables["positions"], observed, now, request.window_ms, request.stalled)
+            reads = readings(snapshot.tables, observed, now, request.window_ms, request.stalled)
             extension = extend(
                 snapshot, request.instants, rates, variant.segment_sizes, label=variant.label,
                 readings=reads, real_time_cut=real_time_cut, prune_interval_ms=request.prune_interval_ms,

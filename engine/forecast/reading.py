@@ -3,8 +3,9 @@
 A group named ``--stalled`` reads nothing (``stalled``), nor does one that has not
 committed within the rate window (``idle``). Any other reads at the pace observed
 from its commits (``observed``: from its reading anchor to its last commit,
-engine/catalog/anchors.py), or, with no anchor yet, as fast as records arrive
-(``keeps_up``: it keeps its lag).
+engine/catalog/anchors.py), or as fast as records arrive (``keeps_up``: it keeps its
+lag) with no anchor yet or at the log end: a group that has read everything read as
+fast as records came, whatever its pace says.
 """
 
 from __future__ import annotations
@@ -60,19 +61,26 @@ def observed_reads(catalog: Catalog, topics: Collection[str]) -> dict[tuple[str,
 
 
 def readings(
-    positions: pa.Table, observed: ObservedReads, now: int, window_ms: int, stalled: Collection[str]
+    tables: Mapping[str, pa.Table], observed: ObservedReads, now: int, window_ms: int, stalled: Collection[str]
 ) -> list[Reading]:
-    """How each row of ``positions`` (a snapshot's) reads from ``now`` on."""
+    """How each row of a snapshot's positions (``tables``) reads from ``now`` on."""
+    partitions, positions = tables["partitions"], tables["positions"]
+    ends = dict(
+        zip(
+            zip(partitions["topic"].to_pylist(), partitions["partition"].to_pylist()),
+            partitions["next_offset"].to_pylist(),
+        )
+    )
     out = []
-    for topic, group, partition, last in zip(
-        *(positions[c].to_pylist() for c in ("topic", "group", "partition", "group_last_commit"))
+    for topic, group, partition, position, last in zip(
+        *(positions[c].to_pylist() for c in ("topic", "group", "partition", "position", "group_last_commit"))
     ):
         pace = observed.get((topic, group, partition))
         if group in stalled:
             out.append(Reading(group, partition, "stalled"))
         elif last < now - window_ms:
             out.append(Reading(group, partition, "idle"))
-        elif pace is not None:
+        elif pace is not None and position < ends.get((topic, partition), position):
             out.append(Reading(group, partition, "observed", *pace))
         else:
             out.append(Reading(group, partition, "keeps_up"))

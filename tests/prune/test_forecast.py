@@ -145,7 +145,7 @@ def test_the_extended_snapshot_is_the_models_catalog_at_each_instant(
             extension = extend(
                 snapshot, instants, rates_for(snapshot, request, catalog, records),
                 {t.name: t.policy.segment_size for t in generated.topics},
-                readings=readings(snapshot.tables["positions"], observed, now, window, frozenset()),
+                readings=readings(snapshot.tables, observed, now, window, frozenset()),
                 prune_interval_ms=interval,
                 real_time_cut=lambda *args: time_cut(catalog, records, *args),
             )  # fmt: skip

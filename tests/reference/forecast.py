@@ -136,18 +136,20 @@ def pace(position: Position) -> Fraction | None:
 
 
 def extended_group(
-    group: Group, arrived: dict[int, int], ends: dict[int, int], now: int, at: int, reading: bool
+    group: Group, partitions: dict[int, Partition], arrived: dict[int, int], now: int, at: int, reading: bool
 ) -> Group:
-    """A group that reads has read what arrived (or, with an observed pace, at that
-    pace up to the end of the log ``ends``) and committed at ``at``."""
+    """A group that reads has read what arrived (or, with an observed pace and not
+    at the end of ``partitions`` now, at that pace up to the end by ``at``) and
+    committed at ``at``."""
     if not reading:
         return group
 
     def moved(p: Position) -> int:
         observed = pace(p)
-        if observed is None:
+        end = partitions[p.partition].next_offset
+        if observed is None or p.position == end:
             return p.position + arrived[p.partition]
-        return min(ends[p.partition], p.position + math.floor(observed * (at - now)))
+        return min(end + arrived[p.partition], p.position + math.floor(observed * (at - now)))
 
     return replace(group, positions=tuple(Position(p.partition, moved(p), at, p.anchor) for p in group.positions))
 
@@ -161,12 +163,13 @@ def reads(
         for g in topic.groups:
             for p in g.positions:
                 observed = pace(p)
+                end = next(q.next_offset for q in topic.partitions if q.index == p.partition)
                 if g.name in stalled:
                     source = "stalled"
                 elif model.last_commit(g) < catalog.now - window:
                     source = "idle"
                 else:
-                    source = "keeps_up" if observed is None else "observed"
+                    source = "keeps_up" if observed is None or p.position == end else "observed"
                 out[(topic.name, g.name, p.partition)] = (source, observed if source == "observed" else None)
     return out
 
@@ -190,9 +193,11 @@ def extended(
             extended_partition(p, rates_[(topic.name, p.index)], topic.policy.segment_size, now, at)
             for p in topic.partitions
         )
-        ends = {p.index: p.next_offset for p in partitions}
+        by_index = {p.index: p for p in topic.partitions}
         groups = tuple(
-            extended_group(g, arrived, ends, now, at, model.last_commit(g) >= now - window and g.name not in stalled)
+            extended_group(
+                g, by_index, arrived, now, at, model.last_commit(g) >= now - window and g.name not in stalled
+            )
             for g in topic.groups
         )
         budget = topic.policy.max_deletes_per_cycle
