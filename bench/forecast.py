@@ -39,6 +39,7 @@ from bench.synthetic_catalog import HOUR, LinearRecordTimes, generate
 from engine.catalog.catalog import Catalog
 from engine.forecast import forecast as forecasting
 from engine.forecast.extend import extend
+from engine.forecast.reading import observed_reads, readings
 from engine.prune.planner import Planner
 from engine.prune.record_times import time_cut
 from engine.prune.session import SparkEngine
@@ -89,13 +90,15 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
         snap_s, base = timed(forecasting.Variant.of, catalog, records, request, {}, None, "", None)
         topic_batches = forecasting.batches(base, instants, 1)
         snapshot, rates = base.only(topic_batches[0])
+        observed = observed_reads(catalog, topic_batches[0])
+        reads = readings(snapshot.tables, observed, data.now, request.window_ms, frozenset())
         extend_s, extension = timed(
-            extend, snapshot, instants, rates, base.segment_sizes, window_ms=request.window_ms, stalled=frozenset(),
+            extend, snapshot, instants, rates, base.segment_sizes, readings=reads,
             prune_interval_ms=request.prune_interval_ms, real_time_cut=lambda *a: time_cut(catalog, records, *a),
         )  # fmt: skip
         virtual = extension.snapshot.tables["segments"].num_rows
         vplan_s, plan = timed(planner.plan, extension.snapshot, every_segment=False)  # as the forecast plans
-        summary_s, _ = timed(forecasting.summarize, extension, plan.tables, snapshot, rates, request.window_ms)
+        summary_s, _ = timed(forecasting.summarize, extension, plan.tables, snapshot, rates, reads, request.window_ms)
         print(f"  parts:      snapshot and rates {snap_s:.2f} s; {len(topic_batches)} batch(es) of topics, the first "
               f"({len(topic_batches[0])} topics): virtual snapshot {extend_s:.2f} s ({virtual:,} segments, "
               f"{virtual / max(1, snapshot.tables['segments'].num_rows):.0f}x today's), plan {vplan_s:.2f} s, "

@@ -490,7 +490,7 @@ class Broker:
                 raise InvalidInput(
                     f"invalid offset {offset} for {topic}/{partition}: use 0 to {row.next_offset} (the log end)"
                 )
-            self.catalog.set_position(topic, group, partition, offset, self.clock() if at_ms is None else at_ms)
+            self.catalog.commit_position(topic, group, partition, offset, self.clock() if at_ms is None else at_ms)
 
     def consume(
         self, topic: str, group: str, *, partition: int | None = None, max_records: int = 100, commit: bool = True
@@ -514,12 +514,15 @@ class Broker:
             positions = self.create_group(topic, group, "reader", "earliest").positions if commit else {}
         out: list[Consumed] = []
         moved: dict[int, int] = {}
+        #: partition -> offsets below the log start the group moves past without reading
+        skipped: dict[int, int] = {}
         for row in wanted:
             if len(out) >= max_records:
                 break
             position = positions.get(row.partition, (row.log_start_offset, 0))[0]
             records = self.read(topic, row.partition, position, max_records - len(out))
             out.extend(Consumed(row.partition, r) for r in records)
+            skipped[row.partition] = max(0, row.log_start_offset - position)
             if records:
                 moved[row.partition] = records[-1].offset + 1
             elif position < row.log_start_offset:
@@ -535,5 +538,5 @@ class Broker:
                 current = self.catalog.group(topic, group).positions
                 for p, position in moved.items():
                     if current.get(p, (None, 0))[0] == positions.get(p, (None, 0))[0]:
-                        self.catalog.set_position(topic, group, p, position, now)
+                        self.catalog.commit_position(topic, group, p, position, now, skipped=skipped[p])
         return out

@@ -25,6 +25,7 @@ from engine.policy.units import InvalidValue, describe_duration, parse_duration,
 
 if TYPE_CHECKING:
     from engine.forecast.forecast import Forecast, Request, TopicForecast
+    from engine.forecast.reading import Reading
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -183,6 +184,8 @@ def _render_topic(topic: TopicForecast, saved: TopicForecast | None) -> list[str
             f"  partition {partition}: {size(round(rate.bytes_per_second))}/s, "
             f"{rate.records_per_second:.3g} records/s ({since})"
         )
+    for reading in topic.readings:
+        out.append(f"  group {reading.group} on partition {reading.partition}: {_pace(reading)}")
     for breach in topic.breaches:
         where = f" on partition {breach.partition}" if breach.partition is not None else ""
         who = f" by group {breach.group}" if breach.group is not None else ""
@@ -203,6 +206,21 @@ def _render_topic(topic: TopicForecast, saved: TopicForecast | None) -> list[str
         "  " + line for line in table(["AT", "ON DISK", "SEGMENTS", "DELETED", "BY RULE", "QUOTA"], rows).splitlines()
     ]
     return out
+
+
+#: where each way of reading comes from, after the pace
+_PACES = {
+    "observed": "observed from its commits",
+    "keeps_up": "keeps up: at the log end, or no pace observed yet",
+    "stalled": "--stalled",
+    "idle": "no commit in the window",
+}
+
+
+def _pace(reading: Reading) -> str:
+    rate = reading.records_per_second
+    pace = "reads nothing" if reading.source in ("stalled", "idle") else "reads as fast as records arrive"
+    return f"{pace if rate is None else f'reads {rate:.3g} records/s'} ({_PACES[reading.source]})"
 
 
 def _limit(kind: str, limit: int) -> str:

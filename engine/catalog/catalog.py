@@ -12,15 +12,16 @@ changed, and once it commits their files are rewritten (see that module for when
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import sqlite_utils
 
 from engine.catalog import metadata_files
+from engine.catalog.anchors import READING_SPAN_MS, Anchors
 from engine.catalog.damage import REMEDY, CheckedConnection, damaged, holds_topics
 from engine.catalog.database import connect, is_exclusive, read_transaction, write_transaction
 from engine.catalog.metadata_files import GroupMeta, TopicMeta
@@ -573,7 +574,61 @@ class Catalog:
         self.db.execute("DELETE FROM groups WHERE topic = ? AND name = ?", (topic, name))
 
     def set_position(self, topic: str, group: str, partition: int, position: int, at_ms: int) -> None:
+        """Put a group somewhere else (``ebb group move``, a repair, a rebuild): its
+        reading anchors go, what it read before says nothing of its pace from there."""
+        self._put_position(topic, group, partition, position, at_ms, Anchors())
+
+    def commit_position(
+        self,
+        topic: str,
+        group: str,
+        partition: int,
+        position: int,
+        at_ms: int,
+        *,
+        skipped: int = 0,
+        span_ms: int = READING_SPAN_MS,
+    ) -> None:
+        """A consumer's commit: rotates its reading anchors (engine/catalog/anchors.py).
+        ``skipped``: offsets of the move that were not read (a reader below the log
+        start reads on from there)."""
+        row = self._position_row(topic, group, partition)
+        old = None if row is None else row["position"] + skipped
+        anchors = Anchors.of(row).shifted(skipped).committed(old, position, at_ms, span_ms)
+        self._put_position(topic, group, partition, position, at_ms, anchors)
+
+    def move_position(self, topic: str, group: str, partition: int, position: int, committed_at: int) -> None:
+        """An engine move (a TTL skip, an eviction): not reading, so the commit time
+        stays and the anchors shift by as much (the group's pace stays its own)."""
+        row = self._position_row(topic, group, partition)
+        anchors = Anchors.of(row).shifted(0 if row is None else position - row["position"])
+        self._put_position(topic, group, partition, position, committed_at, anchors)
+
+    def _position_row(self, topic: str, group: str, partition: int) -> Mapping | None:
+        return self._one(
+            "SELECT * FROM positions WHERE topic = ? AND group_name = ? AND partition = ?", (topic, group, partition)
+        )
+
+    def _put_position(
+        self, topic: str, group: str, partition: int, position: int, at_ms: int, anchors: Anchors
+    ) -> None:
         self.db.table("positions").upsert(
-            {"topic": topic, "group_name": group, "partition": partition, "position": position, "committed_at": at_ms},
+            {
+                "topic": topic,
+                "group_name": group,
+                "partition": partition,
+                "position": position,
+                "committed_at": at_ms,
+                **anchors.columns(),
+            },
             pk=("topic", "group_name", "partition"),
         )
+
+    def reading_anchors(self, topics: Collection[str]) -> list[tuple[Any, ...]]:
+        """``(topic, group, partition, position, committed_at, anchor position,
+        anchor time)`` of every position of ``topics`` that has an older anchor."""
+        rows = self.db.execute(
+            "SELECT topic, group_name, partition, position, committed_at, anchor_position, anchor_at"
+            " FROM positions WHERE anchor_at IS NOT NULL"
+        ).fetchall()
+        return [tuple(r) for r in rows if r[0] in topics]

@@ -111,6 +111,16 @@ _TRIGGERS = tuple(
 )
 
 
+#: the reading anchors of each position (engine/catalog/anchors.py), added to every
+#: catalog, older ones included, by the open that finds them missing
+_ANCHOR_COLUMNS = {
+    "anchor_position": "ALTER TABLE positions ADD COLUMN anchor_position INTEGER",
+    "anchor_at": "ALTER TABLE positions ADD COLUMN anchor_at INTEGER",
+    "next_anchor_position": "ALTER TABLE positions ADD COLUMN next_anchor_position INTEGER",
+    "next_anchor_at": "ALTER TABLE positions ADD COLUMN next_anchor_at INTEGER",
+}
+
+
 def ensure_schema(db: sqlite_utils.Database) -> None:
     """Create the tables if this is a new data directory.
 
@@ -118,6 +128,7 @@ def ensure_schema(db: sqlite_utils.Database) -> None:
     header even to the same value, and opening a catalog to read must write nothing."""
     db.conn.executescript(_TABLES)
     _track_segment_writes(db)
+    _add_reading_anchors(db)
     if db.conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
         # An int constant of this module, not input: PRAGMA takes no parameters.
         db.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -139,6 +150,27 @@ def _track_segment_writes(db: sqlite_utils.Database) -> None:
         )
         for trigger in _TRIGGERS:
             conn.execute(trigger)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _add_reading_anchors(db: sqlite_utils.Database) -> None:
+    """Add the anchor columns a catalog lacks, in one write transaction; a catalog
+    that has them is only read. Their rows start with no anchors (no observed rate)."""
+    conn = db.conn
+
+    def missing() -> set[str]:
+        return _ANCHOR_COLUMNS.keys() - {row[1] for row in conn.execute("PRAGMA table_info(positions)")}
+
+    if not missing():
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Again under the lock: another process may have added them meanwhile.
+        for column in sorted(missing()):
+            conn.execute(_ANCHOR_COLUMNS[column])
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

@@ -24,13 +24,14 @@ Synthetic record ``j`` (from 0) of a partition has timestamp
 per_ms`` records have arrived. A segment takes records up to ``segment_size`` and,
 with a ``segment_roll``, those stamped less than that after its first one (the
 store's rule). A group that committed within the rate window keeps its lag (it
-reads as fast as records arrive) and commits at ``t``; one that did not, or is
-named stalled, stays where it is.
+reads as fast as records arrive), or reads at the pace observed from its commits
+(engine/forecast/reading.py), and commits at ``t``; one that did not, or is named
+stalled, stays where it is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -38,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.forecast.rates import Rate, partition_rows
+from engine.forecast.reading import READING, Reading
 from engine.prune import tables
 from engine.prune.snapshot import Snapshot
 
@@ -157,14 +159,14 @@ def extend(
     rates: Sequence[Rate],
     segment_sizes: Mapping[str, int],
     *,
-    window_ms: int,
-    stalled: Collection[str],
+    readings: Sequence[Reading],
     real_time_cut: RealTimeCut,
     prune_interval_ms: int,
     label: str = "",
 ) -> Extension:
     """The virtual snapshot of ``snapshot`` at each of ``instants`` (>= its ``now``);
-    ``rates`` per row of its partitions; ``segment_sizes`` per topic; cycles run every
+    ``rates`` per row of its partitions, ``readings`` per row of its positions
+    (engine/forecast/reading.py); ``segment_sizes`` per topic; cycles run every
     ``prune_interval_ms``; ``label`` tells its virtual topics from those of another
     extension planned with them."""
     now = snapshot.now
@@ -188,7 +190,7 @@ def extend(
         segments_at = _segments_at(snapshot, segment_rows, parts, starts, arrived, now, elapsed)
         pieces["segments"].append(renamed(segments_at))
         on_disk.append(_totals(segments_at, snapshot.tables["partitions"]))
-        pieces["positions"].append(renamed(_positions_at(snapshot, arrived, at, now, window_ms, stalled)))
+        pieces["positions"].append(renamed(_positions_at(snapshot, arrived, at, now, readings)))
         pieces["time_cuts"].append(renamed(_time_cuts_at(snapshot, parts, arrived, at, now, real_time_cut)))
     virtual = {name: pa.concat_tables(parts_).cast(tables.SNAPSHOT_TABLES[name]) for name, parts_ in pieces.items()}
     return Extension(Snapshot(now, virtual, snapshot.rejected), list(instants), topic_names, names, on_disk)
@@ -335,23 +337,29 @@ def _segments_at(
     )
 
 
-def _positions_at(
-    snapshot: Snapshot, arrived: np.ndarray, at: int, now: int, window_ms: int, stalled: Collection[str]
-) -> pa.Table:
-    """Positions at ``at``: a group that committed within the window and is not
-    ``stalled`` has read what arrived and committed at ``at``; timestamps shifted."""
+def _positions_at(snapshot: Snapshot, arrived: np.ndarray, at: int, now: int, readings: Sequence[Reading]) -> pa.Table:
+    """Positions at ``at``: a group that reads (``readings``, one per row) has read
+    what arrived by then, or at its observed pace up to the end of the log, and
+    committed at ``at``; timestamps shifted."""
     positions = snapshot.tables["positions"]
     if positions.num_rows == 0:
         return positions
     row = partition_rows(positions, snapshot.tables["partitions"])
     last = positions["group_last_commit"].to_numpy()
-    reading = (last >= now - window_ms) & ~pc.is_in(
-        positions["group"], value_set=pa.array(list(stalled), pa.string())
-    ).to_numpy(zero_copy_only=False)
-    moved = np.where(reading & (row >= 0), arrived[np.maximum(row, 0)], 0)
+    reading = np.array([r.source in READING for r in readings], dtype=bool)
+    observed = np.array([r.source == "observed" for r in readings], dtype=bool)
+    offsets = np.array([r.offsets for r in readings], dtype=np.int64)
+    per_ms = np.array([r.per_ms for r in readings], dtype=np.int64)
+    position = positions["position"].to_numpy()
     shift = at - now
+    keeps_up = arrived[np.maximum(row, 0)]
+    end = snapshot.tables["partitions"]["next_offset"].to_numpy()[np.maximum(row, 0)] + keeps_up
+    # shift * offsets in two parts: a fast reader over a week would pass int64
+    paced = (shift // per_ms) * offsets + (shift % per_ms) * offsets // per_ms
+    paced = np.maximum(0, np.minimum(end - position, paced))
+    moved = np.where(reading & (row >= 0), np.where(observed, paced, keeps_up), 0)
     return (
-        positions.set_column(4, "position", pa.array(positions["position"].to_numpy() + moved))
+        positions.set_column(4, "position", pa.array(position + moved))
         .set_column(5, "committed_at", pa.array(np.where(reading, at, positions["committed_at"].to_numpy()) - shift))
         .set_column(6, "group_last_commit", pa.array(np.where(reading, at, last) - shift))
     )

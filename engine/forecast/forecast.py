@@ -26,6 +26,7 @@ from engine.config import DEFAULT_CONFIG
 from engine.errors import InvalidInput, InvalidPolicy
 from engine.forecast.extend import Extension, extend
 from engine.forecast.rates import Rate, given_rate, observed_rates
+from engine.forecast.reading import Reading, by_topic, observed_reads, readings
 from engine.policy.effective import EffectivePolicy, resolve
 from engine.prune.planner import Planner
 from engine.prune.record_times import FirstRecord, RecordTimes, first_record, time_cut
@@ -110,6 +111,8 @@ class TopicForecast:
     rates: dict[int, Rate]
     points: list[Point]
     breaches: list[Breach]
+    #: how each group reads each partition, by group and partition
+    readings: list[Reading] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -125,6 +128,7 @@ class TopicForecast:
                 }
                 for p, r in sorted(self.rates.items())
             ],
+            "readings": [r.to_json() for r in self.readings],
             "breaches": [b.to_json() for b in self.breaches],
             "points": [p.to_json() for p in self.points],
         }
@@ -211,19 +215,20 @@ def forecast(
     variants = [Variant.of(catalog, records, request, defaults, topics, "", overrides)]
     if overrides is not None:
         variants.append(Variant.of(catalog, records, request, defaults, topics, "saved:", None))
-    Parts = list[tuple[Extension, Snapshot, list[Rate]]]
+    observed = observed_reads(catalog, variants[0].snapshot.tables["topics"]["topic"].to_pylist())
+    Parts = list[tuple[Extension, Snapshot, list[Rate], list[Reading]]]
 
     def virtual(batch: list[str]) -> Parts:
         """Each variant's virtual snapshot of ``batch``."""
         parts = []
         for variant in variants:
             snapshot, rates = variant.only(batch)
+            reads = readings(snapshot.tables, observed, now, request.window_ms, request.stalled)
             extension = extend(
                 snapshot, request.instants, rates, variant.segment_sizes, label=variant.label,
-                window_ms=request.window_ms, stalled=request.stalled, real_time_cut=real_time_cut,
-                prune_interval_ms=request.prune_interval_ms,
+                readings=reads, real_time_cut=real_time_cut, prune_interval_ms=request.prune_interval_ms,
             )  # fmt: skip
-            parts.append((extension, snapshot, rates))
+            parts.append((extension, snapshot, rates, reads))
         return parts
 
     results: list[list[Forecast]] = []
@@ -232,7 +237,7 @@ def forecast(
     # plans this one (in the JVM); the plans stay on the calling thread (Ctrl-C).
     for done, parts in enumerate(_one_ahead(virtual, topic_batches), 1):
         joined = {
-            name: pa.concat_tables([extension.snapshot.tables[name] for extension, _, _ in parts])
+            name: pa.concat_tables([extension.snapshot.tables[name] for extension, *_ in parts])
             for name in parts[0][0].snapshot.tables
         }
         # Deleted segments only: the kept ones' rows would be collected and split for
@@ -240,8 +245,8 @@ def forecast(
         plan = planner.plan(Snapshot(now, joined, parts[0][1].rejected), every_segment=False)
         results.append(
             [
-                summarize(extension, plan.tables, snapshot, rates, request.window_ms)
-                for extension, snapshot, rates in parts
+                summarize(extension, plan.tables, snapshot, rates, reads, request.window_ms)
+                for extension, snapshot, rates, reads in parts
             ]
         )
         if progress is not None:
@@ -415,10 +420,12 @@ def summarize(
     plan: Mapping[str, pa.Table],
     snapshot: Snapshot,
     rates: Sequence[Rate],
+    reads: Sequence[Reading],
     window_ms: int,
 ) -> Forecast:
     """The forecast from the plan of the virtual snapshot, without a disk budget
-    (a budget is over every topic: see :func:`forecast`)."""
+    (a budget is over every topic: see :func:`forecast`); ``rates`` and ``reads``
+    per row of the snapshot's partitions and positions."""
     names = extension.names
     width = len(extension.topics)
     segments = plan["segments"]
@@ -460,6 +467,7 @@ def summarize(
     topic_rates: dict[str, dict[int, Rate]] = {}
     for topic, partition, rate in zip(partitions["topic"].to_pylist(), partitions["partition"].to_pylist(), rates):
         topic_rates.setdefault(topic, {})[partition] = rate
+    topic_reads = by_topic(snapshot.tables["positions"], reads)
 
     result = []
     for t, topic in enumerate(extension.topics):
@@ -508,6 +516,12 @@ def summarize(
                 )
             )
         result.append(
-            TopicForecast(topic, topic_rates.get(topic, {}), points, sorted(first.values(), key=lambda b: b.at))
+            TopicForecast(
+                topic,
+                topic_rates.get(topic, {}),
+                points,
+                sorted(first.values(), key=lambda b: b.at),
+                topic_reads.get(topic, []),
+            )
         )
     return Forecast(extension.instants[0], extension.instants, window_ms, result, None, None)

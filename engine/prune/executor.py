@@ -430,8 +430,8 @@ class _Cycle:
                 self.settle(move_ids, "skipped", {"message": f"group already at {position}"})
                 continue
             # Positions never move backwards; the commit time stays the group's own:
-            # an engine move is not a sign of life (subscription_expiry).
-            self.catalog.set_position(pw.topic, move.group, pw.partition, move.new_position, committed_at)
+            # an engine move is not a sign of life (subscription_expiry), nor reading.
+            self.catalog.move_position(pw.topic, move.group, pw.partition, move.new_position, committed_at)
             self.settle(move_ids, "applied", None if position == move.old_position else {"moved_from": position})
 
         if ids.log_start is not None:

@@ -94,6 +94,7 @@ def test_first_breach_and_bytes_on_disk_match_a_hand_computation(steady: int, sh
     # timed: an hour of records stays (the subscriber keeps up: no backlog)
     timed = topics["timed"]
     assert timed["breaches"] == []
+    assert [r["source"] for r in timed["readings"]] == ["keeps_up"]  # one commit: no pace observed yet
     for point in timed["points"]:
         assert abs(point["bytes"] - 60 * record) <= SEGMENT + step // MINUTE * record, point
         assert set(point["deleted_by_reason"]) <= {"DELETE_TIME"}
@@ -106,6 +107,9 @@ def test_first_breach_and_bytes_on_disk_match_a_hand_computation(steady: int, sh
 def test_a_stalled_subscriber_breaches_its_backlog_quota(steady: int, shared_spark: SparkEngine, ebb) -> None:
     out = _forecast(ebb, "timed", "--horizon", "2h", "--step", "10m", "--stalled", "reader")
     (breach,) = out["topics"][0]["breaches"]
+    assert out["topics"][0]["readings"] == [
+        {"group": "reader", "partition": 0, "source": "stalled", "records_per_second": None}
+    ]
     # 6000 bytes of backlog behind position RECORDS - 2: about 6000 / record records later
     by_hand = NOW + (6000 // steady - 2) * MINUTE
     assert breach["kind"] == "backlog_quota" and breach["group"] == "reader"
@@ -124,6 +128,66 @@ def test_a_backlog_breach_names_the_quota_exceeded(steady: int, shared_spark: Sp
     assert breach["at"] == NOW + 30 * MINUTE
     text = ebb("forecast", "--now", str(NOW), *args, "--backlog-size", "none", "--backlog-age", "30m").out
     assert "first breach: backlog_quota backlog_age (30m) at" in text
+
+
+#: where the slow subscriber is now: 10 records behind the end
+BEHIND = 10
+
+
+@pytest.fixture
+def slow(data_dir: Path) -> int:
+    """Topics ``sized`` (backlog_size 40 records, segment_size 200: a segment a record) and ``aged``
+    (backlog_age 40m), each with a record a minute until NOW and a subscriber that
+    has read one every two minutes over the last 20 minutes, committing each time:
+    half the ingest. Returns a record's bytes on disk."""
+    _new_data_dir(data_dir)
+    with Broker(data_dir, clock=lambda: NOW) as broker:
+        broker.create_topic("sized", 1, {"segment_size": "200", "retention_time": "1d"})
+        broker.create_topic("aged", 1, {"segment_size": str(SEGMENT), "backlog_age": "40m", "retention_time": "1d"})
+        for topic in ("sized", "aged"):
+            for k in range(RECORDS):
+                broker.produce(topic, [NewRecord(b"v" * 100, timestamp=NOW - (RECORDS - k) * MINUTE)], partition=0)
+            broker.create_group(topic, "sub")
+            for k in range(10, -1, -1):
+                broker.commit(topic, "sub", 0, RECORDS - BEHIND - k, at_ms=NOW - 2 * k * MINUTE)
+        record = broker.describe("sized").partitions[0].size_bytes // RECORDS
+        broker.alter_topic("sized", {"backlog_size": str(40 * record)})
+    return record
+
+
+@pytest.mark.parametrize(
+    ("topic", "behind"),
+    [
+        # A segment a record: the backlog is the records from the position to the
+        # end, over 40 records once the subscriber is 41 behind.
+        ("sized", 41),
+        # The oldest unread record is as many minutes old as records behind (a
+        # record a minute): over 40m once it is past 40 behind.
+        ("aged", 40),
+    ],
+)
+def test_a_subscriber_reading_at_half_the_ingest_breaches_its_backlog_quota(
+    slow: int, shared_spark: SparkEngine, ebb, topic: str, behind: int
+) -> None:
+    step = 10 * MINUTE
+    out = _forecast(ebb, topic, "--horizon", "3h", "--step", "10m")
+    (forecast,) = out["topics"]
+    (reading,) = forecast["readings"]
+    assert reading["source"] == "observed" and reading["records_per_second"] == pytest.approx(1 / 120)
+    # By t, t/1min records arrived and the subscriber read t/2min of them: it falls
+    # behind by a record every two minutes.
+    by_hand = NOW + 2 * (behind - BEHIND) * MINUTE
+    (breach,) = forecast["breaches"]
+    assert breach["kind"] == "backlog_quota" and breach["group"] == "sub"
+    assert abs(breach["at"] - by_hand) <= step
+    text = _text(ebb, topic)
+    assert "group sub on partition 0: reads 0.00833 records/s (observed from its commits)" in text
+
+
+def _text(ebb, *args: str) -> str:
+    result = ebb("forecast", "--now", str(NOW), "--horizon", "1h", *args)
+    assert result.code == 0, result.err
+    return result.out
 
 
 def test_the_what_if_over_time_equals_plans_at_those_instants(

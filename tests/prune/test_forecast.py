@@ -5,6 +5,7 @@ instant and planned there by :func:`reference.model.plan`."""
 from __future__ import annotations
 
 import tempfile
+from fractions import Fraction
 from pathlib import Path
 from unittest import mock
 
@@ -17,6 +18,7 @@ from engine.forecast import forecast as forecasting
 from engine.forecast.extend import extend, virtual_name
 from engine.forecast.forecast import Point, Request, forecast, rates_for
 from engine.forecast.rates import Rate
+from engine.forecast.reading import observed_reads, readings
 from engine.prune import tables
 from engine.prune.planner import Planner
 from engine.prune.record_times import time_cut
@@ -97,6 +99,14 @@ def test_forecast_agrees_with_the_reference_model(
     assert [t.topic for t in got.topics] == sorted(expected)
     jobs = len(expected) if batched else 1  # a batch per topic: MAX_VIRTUAL_ROWS of 1
     assert progress == [(done, jobs) for done in range(1, jobs + 1)]
+    assert {
+        (topic.topic, r.group, r.partition): (
+            r.source,
+            Fraction(r.offsets, r.per_ms) if r.source == "observed" else None,
+        )
+        for topic in got.topics
+        for r in topic.readings
+    } == reference.reads(loaded, window, stalled)
     for topic in got.topics:
         for partition, used in topic.rates.items():
             want = rates[(topic.topic, partition)]
@@ -120,7 +130,8 @@ def test_the_extended_snapshot_is_the_models_catalog_at_each_instant(
     generated: RefCatalog, window: int, step: int, rate: int | None, interval: int
 ) -> None:
     """Without Spark: the virtual topics hold the model's extended partitions (their
-    timestamps shifted back by the instant's distance from now), positions and time
+    timestamps shifted back by the instant's distance from now), positions (read as
+    fast as records arrive, or at a pace observed from random anchors) and time
     cuts, and a deletion limit for the cycles run by then."""
     now = generated.now
     instants = [now, now + step, now + 3 * step]
@@ -133,10 +144,12 @@ def test_the_extended_snapshot_is_the_models_catalog_at_each_instant(
             loaded = load_into_catalog(generated, catalog)
             snapshot = build_snapshot(catalog, records, defaults=generated.defaults, now=now)
             request = Request(instants, window, rate)
+            observed = observed_reads(catalog, [t.name for t in generated.topics])
             extension = extend(
                 snapshot, instants, rates_for(snapshot, request, catalog, records),
                 {t.name: t.policy.segment_size for t in generated.topics},
-                window_ms=window, stalled=frozenset(), prune_interval_ms=interval,
+                readings=readings(snapshot.tables, observed, now, window, frozenset()),
+                prune_interval_ms=interval,
                 real_time_cut=lambda *args: time_cut(catalog, records, *args),
             )  # fmt: skip
         finally:

@@ -94,6 +94,9 @@ class Position:
     partition: int
     position: int
     committed_at: int
+    #: (position, committed at) of an earlier commit the group's reading pace is
+    #: measured from (engine/catalog/anchors.py); None: no pace observed
+    anchor: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -177,7 +180,12 @@ def load_into_catalog(generated: RefCatalog, catalog: Catalog) -> RefCatalog:
             for group in topic.groups:
                 catalog.add_group(topic.name, group.name, group.kind, "earliest", {}, now)
                 for p in group.positions:
-                    catalog.set_position(topic.name, group.name, p.partition, p.position, p.committed_at)
+                    if p.anchor is None:
+                        catalog.set_position(topic.name, group.name, p.partition, p.position, p.committed_at)
+                        continue
+                    # Two commits, the anchor's then this one, rotated with no least span.
+                    for position, at in (p.anchor, (p.position, p.committed_at)):
+                        catalog.commit_position(topic.name, group.name, p.partition, position, at, span_ms=0)
         versions = dict(catalog.db.execute("SELECT topic, MAX(id) FROM policy_changes GROUP BY topic").fetchall())
     return replace(
         generated,

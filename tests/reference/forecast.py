@@ -8,6 +8,7 @@ time cuts are found by scanning records (the model's own ``time_cut``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -134,13 +135,54 @@ def extended_partition(
     )
 
 
-def extended_group(group: Group, arrived: dict[int, int], at: int, reading: bool) -> Group:
-    """A group that reads has read what arrived and committed at ``at``."""
+def pace(position: Position) -> Fraction | None:
+    """Offsets per ms from the position's anchor to its last commit, if it has one
+    that is earlier and not ahead of it."""
+    if position.anchor is None:
+        return None
+    anchor_position, anchor_at = position.anchor
+    if position.committed_at <= anchor_at or position.position < anchor_position:
+        return None
+    return Fraction(position.position - anchor_position, position.committed_at - anchor_at)
+
+
+def extended_group(
+    group: Group, partitions: dict[int, Partition], arrived: dict[int, int], now: int, at: int, reading: bool
+) -> Group:
+    """A group that reads has read what arrived (or, with an observed pace and not
+    at the end of ``partitions`` now, at that pace up to the end by ``at``) and
+    committed at ``at``."""
     if not reading:
         return group
-    return replace(
-        group, positions=tuple(Position(p.partition, p.position + arrived[p.partition], at) for p in group.positions)
-    )
+
+    def moved(p: Position) -> int:
+        observed = pace(p)
+        end = partitions[p.partition].next_offset
+        if observed is None or p.position == end:
+            return p.position + arrived[p.partition]
+        return min(end + arrived[p.partition], p.position + math.floor(observed * (at - now)))
+
+    return replace(group, positions=tuple(Position(p.partition, moved(p), at, p.anchor) for p in group.positions))
+
+
+def reads(
+    catalog: RefCatalog, window: int, stalled: frozenset[str]
+) -> dict[tuple[str, str, int], tuple[str, Fraction | None]]:
+    """(topic, group, partition) -> how the group reads it: its source and its pace."""
+    out = {}
+    for topic in catalog.topics:
+        for g in topic.groups:
+            for p in g.positions:
+                observed = pace(p)
+                end = next(q.next_offset for q in topic.partitions if q.index == p.partition)
+                if g.name in stalled:
+                    source = "stalled"
+                elif model.last_commit(g) < catalog.now - window:
+                    source = "idle"
+                else:
+                    source = "keeps_up" if observed is None or p.position == end else "observed"
+                out[(topic.name, g.name, p.partition)] = (source, observed if source == "observed" else None)
+    return out
 
 
 def extended(
@@ -164,8 +206,11 @@ def extended(
             )
             for p in topic.partitions
         )
+        by_index = {p.index: p for p in topic.partitions}
         groups = tuple(
-            extended_group(g, arrived, at, model.last_commit(g) >= now - window and g.name not in stalled)
+            extended_group(
+                g, by_index, arrived, now, at, model.last_commit(g) >= now - window and g.name not in stalled
+            )
             for g in topic.groups
         )
         budget = topic.policy.max_deletes_per_cycle

@@ -151,7 +151,14 @@ def groups(draw: st.DrawFn, parts: tuple[Partition, ...], now: int) -> tuple[Gro
                 choices.append((2, st.sampled_from(taken)))
             position = draw(weighted(*choices))
             committed_at = now - draw(st.integers(-5, 300))
-            positions.append(Position(p.index, position, committed_at))
+            # often a reading pace: an earlier commit at or before this position
+            anchor = draw(
+                st.one_of(
+                    st.none(),
+                    st.tuples(st.integers(0, position), st.integers(committed_at - 400, committed_at - 1)),
+                )
+            )
+            positions.append(Position(p.index, position, committed_at, anchor))
         out.append(Group(name, kind, tuple(positions)))
     return tuple(out)
 
