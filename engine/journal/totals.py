@@ -31,14 +31,16 @@ def phase_durations_ms(journal: Journal) -> dict[tuple[str, str], list[int]]:
     ``ebb prune``, a truncate, a purge, a repair) and phase: ``plan`` (snapshot and
     Spark), ``apply`` (from its start in the journal to its end) and ``cycle``, the
     whole cycle, as every view shows it. A time the journal does not know (a cycle
-    journaled before planning times were) is left out."""
+    journaled before planning times were) is left out; every phase of a trigger
+    that finished a cycle is there, so that a series does not come and go."""
     durations: dict[tuple[str, str], list[int]] = {}
     for c in journal.cycles(limit=None):
         if c.finished is None:
             continue
         for phase, ms in (("plan", c.plan_ms), ("apply", c.apply_ms), ("cycle", c.duration_ms)):
+            known = durations.setdefault((c.trigger, phase), [])
             if ms is not None:
-                durations.setdefault((c.trigger, phase), []).append(ms)
+                known.append(ms)
     return durations
 
 
