@@ -80,7 +80,7 @@ def load_groups(broker: Broker) -> GroupsData:
     now = broker.clock()
     with catalog.read():
         topic_policies = policies(broker)
-        lags = partition_lags(catalog)
+        lags = partition_lags(catalog, broker.record_ages)
         engine_states = EngineState(catalog).quota_states()
     statuses = quota_statuses({t: p for t, (p, _e) in topic_policies.items()}, lags, engine_states, now)
     summaries = []

@@ -54,7 +54,7 @@ def load_quotas(broker: Broker) -> QuotasData:
     now = broker.clock()
     with catalog.read():
         topic_policies = policies(broker)
-        lags = [lag for lag in partition_lags(catalog) if lag.kind == "subscriber"]
+        lags = [lag for lag in partition_lags(catalog, broker.record_ages) if lag.kind == "subscriber"]
         engine_states = EngineState(catalog).quota_states()
     statuses = quota_statuses({t: p for t, (p, _e) in topic_policies.items()}, lags, engine_states, now)
     per_topic: dict[str, list[PartitionLag]] = {}
