@@ -22,7 +22,7 @@ class GroupSummary:
     lag_messages: int
     #: the sum over partitions, whole segments (see engine.catalog.lag)
     lag_bytes: int
-    #: the age of the oldest unconsumed data on any partition
+    #: the age of the oldest unconsumed record on any partition
     lag_ms: int
     #: the latest commit on any partition
     last_commit: int | None
