@@ -30,7 +30,7 @@ from engine.journal.schema import ensure_journal_schema
 from engine.journal.state import EngineState, QuotaState
 from engine.names import check_group_name, check_topic_name
 from engine.policy.effective import EffectivePolicy, merge_overrides, resolve
-from engine.prune.record_times import RecordAges, StoreRecordTimes
+from engine.prune.record_times import RecordAges
 from engine.store.batch import NewRecord, Record, record_size
 from engine.store.partition import (
     MAX_BATCH_RECORDS,
@@ -153,7 +153,7 @@ class Broker:
         self._state: EngineState | None = None
         #: the timestamps of the records at groups' positions (engine/catalog/lag.py),
         #: kept while the broker is: the console's reader refreshes through one
-        self.record_ages = RecordAges(StoreRecordTimes(self.data))
+        self.record_ages = RecordAges(self.data)
 
     def close(self) -> None:
         for writer in self._writers.values():

@@ -24,7 +24,7 @@ from engine.errors import EbbError, InvalidPolicy
 from engine.journal import totals
 from engine.journal.journal import Journal
 from engine.journal.state import EngineState
-from engine.prune.record_times import RecordAges, StoreRecordTimes
+from engine.prune.record_times import RecordAges
 
 #: the states of :attr:`engine.prune.session.SparkEngine.state`, and the console's
 #: ``off`` (it runs no engine)
@@ -45,7 +45,7 @@ class EbbCollector(Collector):
         self.config_path = config_path
         self.spark_state = spark_state
         # Kept across scrapes, unlike the broker: a record's timestamp is read once.
-        self.record_ages = RecordAges(StoreRecordTimes(DataDir(root)))
+        self.record_ages = RecordAges(DataDir(root))
 
     def describe(self) -> list[Metric]:
         return []  # the registry then needs no scrape to register it

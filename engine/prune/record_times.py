@@ -92,8 +92,9 @@ class RecordAges:
     start, where no lag is read. A topic deleted and created again starts over at
     offset 0, so its creation time is part of the key."""
 
-    def __init__(self, records: RecordTimes) -> None:
-        self.records = records
+    def __init__(self, data: DataDir) -> None:
+        self.data = data
+        self.records = StoreRecordTimes(data)
         self._known: dict[tuple[str, int, int, int], int] = {}
 
     def timestamp_at(self, catalog: Catalog, topic: str, created_at: int, partition: int, offset: int) -> int | None:
@@ -102,7 +103,9 @@ class RecordAges:
         known = self._known.get(key)
         if known is not None:
             return known
-        found = record_at(catalog, self.records, topic, partition, offset)
+        found = self._indexed(catalog, topic, partition, offset) or record_at(
+            catalog, self.records, topic, partition, offset
+        )
         if found is None:
             return None
         if len(self._known) >= AGES_KEPT:
@@ -110,3 +113,15 @@ class RecordAges:
             self._known = {}
         self._known[key] = found.timestamp
         return found.timestamp
+
+    def _indexed(self, catalog: Catalog, topic: str, partition: int, offset: int) -> FirstRecord | None:
+        """The record read through the index of the segment holding ``offset``; None
+        where that does not find it (then :func:`record_at` reads it as a cut does)."""
+        base = next(catalog.cut_candidates(topic, partition, offset, EARLIEST), None)
+        if base is None:
+            return None
+        try:
+            found = Segment(self.data.partition_dir(topic, partition), base).indexed_record(offset)
+        except SegmentMissing:
+            return None
+        return None if found is None else FirstRecord(found.offset, found.timestamp)

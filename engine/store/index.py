@@ -71,10 +71,16 @@ class SegmentIndex:
         if not self.times or header.max_timestamp > self.times[-1][0]:
             self.times.append((header.max_timestamp, header.base_offset))
 
+    def entry_for(self, offset: int) -> tuple[int, int] | None:
+        """(base offset, file position) of the batch that holds ``offset`` (or the last
+        one before it); None below the first."""
+        i = bisect.bisect_right(self.offsets, (offset, 1 << 62)) - 1
+        return self.offsets[i] if i >= 0 else None
+
     def position_for(self, offset: int) -> int:
         """File position of the batch that holds ``offset`` (or the last one before it)."""
-        i = bisect.bisect_right(self.offsets, (offset, 1 << 62)) - 1
-        return self.offsets[i][1] if i >= 0 else 0
+        entry = self.entry_for(offset)
+        return 0 if entry is None else entry[1]
 
     def offset_for_time(self, timestamp: int) -> int | None:
         """Base offset of the first batch holding a record at or after ``timestamp``."""
