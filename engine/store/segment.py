@@ -29,7 +29,7 @@ from engine.store.batch import (
     read_header,
     scan,
 )
-from engine.store.index import SegmentIndex
+from engine.store.index import SegmentIndex, offset_entry
 
 LOG_SUFFIX = ".log"
 DELETED_SUFFIX = ".log.deleted"
@@ -267,7 +267,7 @@ class Segment:
         when the index does not lead to such a batch (missing, stale, corrupt): the
         caller then opens the segment, which rebuilds what the index lacks. Raises
         :class:`SegmentMissing` when the file is gone."""
-        entry = SegmentIndex.load(self.index.offset_path, self.index.time_path).entry_for(offset)
+        entry = offset_entry(self.index.offset_path, offset)
         if entry is None:
             return None
         base, position = entry

@@ -33,8 +33,7 @@ def test_the_record_at_each_offset_in_every_segment(broker: Broker) -> None:
     _topic(broker)
     bases = [s.base_offset for s in broker.catalog.segments("t", 0)]
     assert len(bases) >= 2
-    offsets = sorted({0, 5, 99, 150, 199, *bases, *(b - 1 for b in bases if b)})
-    assert _ages(broker, offsets) == [T0 + o for o in offsets]
+    assert _ages(broker, list(range(200))) == [T0 + o for o in range(200)]
     assert _ages(broker, [200]) == [None]  # the partition's end
 
 
