@@ -14,7 +14,10 @@ below the log start is gone, so a group cannot be behind on it.
   unconsumed one, so ``now - oldest_unconsumed`` is the lag in time: the age the
   ``backlog_age`` quota compares (the planner's time cut reads the same record). The
   store reads it (engine/prune/record_times.py, :class:`RecordAges`, which keeps what
-  it read); the catalog reads no segment file.
+  it read); the catalog reads no segment file. Where the record cannot be read (its
+  segment pruned since the catalog was read, or its file lost), the first timestamp
+  of the segment holding the position stands in: older than the record, never 0
+  while a group is behind.
 """
 
 from __future__ import annotations
@@ -64,11 +67,10 @@ def partition_lags(catalog: Catalog, ages: RecordAges, topic: str | None = None)
     lags = []
     for r in group_lags(catalog, None if topic is None else [topic]):
         at = max(r["position"], r["log_start_offset"])
-        oldest = (
-            ages.timestamp_at(catalog, r["topic"], r["topic_created_at"], r["partition"], at)
-            if at < r["next_offset"]
-            else None
-        )
+        oldest = None
+        if at < r["next_offset"]:
+            read = ages.timestamp_at(catalog, r["topic"], r["topic_created_at"], r["partition"], at)
+            oldest = r["segments_first_timestamp"] if read is None else read
         lags.append(
             PartitionLag(
                 topic=r["topic"],

@@ -103,9 +103,7 @@ class RecordAges:
         known = self._known.get(key)
         if known is not None:
             return known
-        found = self._indexed(catalog, topic, partition, offset) or record_at(
-            catalog, self.records, topic, partition, offset
-        )
+        found = self._read(catalog, topic, partition, offset)
         if found is None:
             return None
         if len(self._known) >= AGES_KEPT:
@@ -114,9 +112,11 @@ class RecordAges:
         self._known[key] = found.timestamp
         return found.timestamp
 
-    def _indexed(self, catalog: Catalog, topic: str, partition: int, offset: int) -> FirstRecord | None:
-        """The record read through the index of the segment holding ``offset``; None
-        where that does not find it (then :func:`record_at` reads it as a cut does)."""
+    def _read(self, catalog: Catalog, topic: str, partition: int, offset: int) -> FirstRecord | None:
+        """The record read through the index of the segment holding ``offset``, or
+        as a cut reads it (:func:`record_at`, each segment opened whole) where the
+        index does not lead to it; None when that segment's file is gone (pruned
+        since the catalog was read, or lost), rather than a search of every later one."""
         base = next(catalog.cut_candidates(topic, partition, offset, EARLIEST), None)
         if base is None:
             return None
@@ -124,4 +124,6 @@ class RecordAges:
             found = Segment(self.data.partition_dir(topic, partition), base).indexed_record(offset)
         except SegmentMissing:
             return None
-        return None if found is None else FirstRecord(found.offset, found.timestamp)
+        if found is None:
+            return record_at(catalog, self.records, topic, partition, offset)
+        return FirstRecord(found.offset, found.timestamp)

@@ -267,15 +267,15 @@ class Segment:
         when the index does not lead to such a batch (missing, stale, corrupt): the
         caller then opens the segment, which rebuilds what the index lacks. Raises
         :class:`SegmentMissing` when the file is gone."""
-        entry = offset_entry(self.index.offset_path, offset)
-        if entry is None:
-            return None
-        base, position = entry
         try:
             f = open(self.log_path, "rb")
         except FileNotFoundError:
             raise SegmentMissing(self.log_path) from None
         with f:
+            entry = offset_entry(self.index.offset_path, offset)
+            if entry is None:
+                return None
+            base, position = entry
             header = peek_header(os.pread(f.fileno(), HEADER_SIZE, position), 0)
             if header is None or header.base_offset != base or header.next_offset <= offset:
                 return None

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.broker import Broker
+from engine.catalog.lag import partition_lags
 from engine.prune.record_times import RecordAges
 from engine.store.batch import NewRecord
 from engine.store.segment import Segment, segment_stem
@@ -60,3 +61,16 @@ def test_a_topic_created_again_is_read_again(broker: Broker, data_dir: Path) -> 
     with Broker(data_dir, clock=lambda: T0 + 3_600_000) as later:  # a later creation time
         _topic(later, start=T0 + 500_000)
         assert _ages(later, [42], ages) == [T0 + 500_042]
+
+
+def test_a_lost_segment_file_reads_as_its_first_timestamp(broker: Broker) -> None:
+    """No search of every later segment, and never a lag of 0 while a group is behind."""
+    _topic(broker)
+    broker.create_group("t", "g", "subscriber")
+    broker.commit("t", "g", 0, 37)
+    first = broker.catalog.segments("t", 0)[0]
+    (broker.data.partition_dir("t", 0) / (segment_stem(first.base_offset) + ".log")).unlink()
+    assert _ages(broker, [37]) == [None]
+    with broker.catalog.read():
+        (lag,) = partition_lags(broker.catalog, RecordAges(broker.data), "t")
+    assert lag.oldest_unconsumed == first.first_timestamp == T0
