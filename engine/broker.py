@@ -30,6 +30,7 @@ from engine.journal.schema import ensure_journal_schema
 from engine.journal.state import EngineState, QuotaState
 from engine.names import check_group_name, check_topic_name
 from engine.policy.effective import EffectivePolicy, merge_overrides, resolve
+from engine.prune.record_times import RecordAges
 from engine.store.batch import NewRecord, Record, record_size
 from engine.store.partition import (
     MAX_BATCH_RECORDS,
@@ -150,6 +151,9 @@ class Broker:
         self.reserve = Reserve(self.data.root)
         self._writers: dict[tuple[str, int], PartitionWriter] = {}
         self._state: EngineState | None = None
+        #: the timestamps of the records at groups' positions (engine/catalog/lag.py),
+        #: kept while the broker is: the console's reader refreshes through one
+        self.record_ages = RecordAges(self.data)
 
     def close(self) -> None:
         for writer in self._writers.values():

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 
+from console import format
 from console.cli.parser import command, non_negative_int
 from console.cli.render import emit_json, instant, table
 from engine.broker import Broker
+from engine.catalog.lag import by_group, partition_lags
 from engine.clock import parse_instant
 
 
@@ -30,7 +32,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     create.add_argument("--from", dest="start", choices=("earliest", "latest"), default="earliest")
     command(create, run_create, mutates=True)
 
-    listing = sub.add_parser("list", help="groups of a topic with positions and lag")
+    listing = sub.add_parser("list", help="groups of a topic with positions, lag in messages and lag age")
     listing.add_argument("topic")
     listing.add_argument("--json", action="store_true")
     command(listing, run_list, mutates=False)
@@ -77,17 +79,21 @@ def run_create(broker: Broker, args: argparse.Namespace) -> int:
 
 
 def run_list(broker: Broker, args: argparse.Namespace) -> int:
-    ends = {r.partition: r.next_offset for r in broker.catalog.partitions(broker.catalog.topic(args.topic).name)}
-    groups = broker.catalog.groups(args.topic)
+    catalog = broker.catalog
+    with catalog.read():
+        catalog.topic(args.topic)
+        now = broker.clock()
+        groups = by_group(partition_lags(catalog, broker.record_ages, args.topic))
     if args.json:
         emit_json(
             [
                 {
-                    "name": g.name,
+                    "name": g.group,
                     "kind": g.kind,
-                    "positions": {str(p): pos for p, (pos, _) in sorted(g.positions.items())},
-                    "lag": {str(p): ends[p] - pos for p, (pos, _) in sorted(g.positions.items())},
-                    "committed_at": {str(p): at for p, (_, at) in sorted(g.positions.items())},
+                    "positions": {str(p.partition): p.position for p in g.partitions},
+                    "lag": {str(p.partition): p.lag_messages for p in g.partitions},
+                    "lag_ms": {str(p.partition): p.lag_ms(now) for p in g.partitions},
+                    "committed_at": {str(p.partition): p.committed_at for p in g.partitions},
                 }
                 for g in groups
             ]
@@ -96,11 +102,19 @@ def run_list(broker: Broker, args: argparse.Namespace) -> int:
         print(f"topic {args.topic} has no groups")
     else:
         rows = [
-            (g.name, g.kind, p, pos, ends[p] - pos, instant(at))
+            (
+                g.group,
+                g.kind,
+                p.partition,
+                p.position,
+                p.lag_messages,
+                format.age(p.lag_ms(now)),
+                instant(p.committed_at),
+            )
             for g in groups
-            for p, (pos, at) in sorted(g.positions.items())
+            for p in g.partitions
         ]
-        print(table(("GROUP", "KIND", "PARTITION", "POSITION", "LAG", "LAST COMMIT"), rows))
+        print(table(("GROUP", "KIND", "PARTITION", "POSITION", "LAG", "LAG AGE", "LAST COMMIT"), rows))
     return 0
 
 

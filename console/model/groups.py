@@ -22,7 +22,7 @@ class GroupSummary:
     lag_messages: int
     #: the sum over partitions, whole segments (see engine.catalog.lag)
     lag_bytes: int
-    #: the age of the oldest unconsumed data on any partition
+    #: the age of the oldest unconsumed record on any partition
     lag_ms: int
     #: the latest commit on any partition
     last_commit: int | None
@@ -80,7 +80,7 @@ def load_groups(broker: Broker) -> GroupsData:
     now = broker.clock()
     with catalog.read():
         topic_policies = policies(broker)
-        lags = partition_lags(catalog)
+        lags = partition_lags(catalog, broker.record_ages)
         engine_states = EngineState(catalog).quota_states()
     statuses = quota_statuses({t: p for t, (p, _e) in topic_policies.items()}, lags, engine_states, now)
     summaries = []

@@ -29,7 +29,9 @@ def load_header(broker: Broker) -> HeaderFacts:
         state = EngineState(catalog)
         paused = state.is_paused()
         topic_policies = {topic: policy for topic, (policy, _error) in policies(broker).items()}
-        statuses = quota_statuses(topic_policies, partition_lags(catalog), state.quota_states(), broker.clock())
+        statuses = quota_statuses(
+            topic_policies, partition_lags(catalog, broker.record_ages), state.quota_states(), broker.clock()
+        )
     return HeaderFacts(
         paused=paused,
         over_quota=tuple(sorted(t for t, s in statuses.items() if s.alarming)),

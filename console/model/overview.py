@@ -92,6 +92,6 @@ def load_overview(broker: Broker, on_topics: Callable[[OverviewData], None] | No
         pending = OverviewData(now, tuple(topics), paused, tuple(cycles))
         if on_topics is not None:
             on_topics(pending)
-        lags = partition_lags(catalog)
+        lags = partition_lags(catalog, broker.record_ages)
     quotas = quota_statuses({t: p for t, (p, _e) in topic_policies.items()}, lags, quota_states, now)
     return replace(pending, topics=tuple(replace(t, quota=quotas[t.name]) for t in pending.topics))

@@ -2,8 +2,9 @@
 slowest subscriber group, loaded in one read transaction (off the UI thread).
 
 Where each topic stands is :class:`console.model.quota.QuotaStatus`, the same value
-the Overview and the header show. The age of the oldest unconsumed data is at
-segment precision (see :mod:`engine.catalog.lag`).
+the Overview and the header show. The age of the oldest unconsumed data is that of
+the record at the subscriber's position, as the ``backlog_age`` quota reads it (see
+:mod:`engine.catalog.lag`).
 
 Topics without a quota (``backlog_size`` and ``backlog_age`` both infinite) are
 listed too, after the topics with one, so that a topic missing from the list is
@@ -54,7 +55,7 @@ def load_quotas(broker: Broker) -> QuotasData:
     now = broker.clock()
     with catalog.read():
         topic_policies = policies(broker)
-        lags = [lag for lag in partition_lags(catalog) if lag.kind == "subscriber"]
+        lags = [lag for lag in partition_lags(catalog, broker.record_ages) if lag.kind == "subscriber"]
         engine_states = EngineState(catalog).quota_states()
     statuses = quota_statuses({t: p for t, (p, _e) in topic_policies.items()}, lags, engine_states, now)
     per_topic: dict[str, list[PartitionLag]] = {}

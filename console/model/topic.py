@@ -208,7 +208,7 @@ def load_topic(broker: Broker, topic: str, plan: Plan | None) -> TopicData:
         catalog.topic(topic)
         partition_rows = catalog.partitions(topic)
         segment_rows = topic_segments(catalog, topic)
-        lags = partition_lags(catalog, topic)
+        lags = partition_lags(catalog, broker.record_ages, topic)
         try:
             policy, policy_error = broker.policy(topic), None
         except InvalidPolicy as error:

@@ -23,15 +23,17 @@ FROM positions p JOIN groups g ON g.topic = p.topic AND g.name = p.group_name
 ORDER BY p.topic, p.group_name, p.partition
 """
 
-#: per position: the partition's bounds, and the bytes and the oldest first timestamp
-#: of the segments holding an offset at or past the group's effective position
+#: per position: the topic's creation time, the partition's bounds, and the bytes and
+#: the oldest first timestamp of the segments holding an offset at or past the group's
+#: effective position
 _LAG_SQL = """
 WITH pos AS ({positions})
 SELECT pos.topic, pos.group_name, pos.kind, pos.partition, pos.position, pos.committed_at,
-       pa.log_start_offset, pa.next_offset,
+       t.created_at AS topic_created_at, pa.log_start_offset, pa.next_offset,
        COALESCE(SUM(s.size_bytes), 0) AS lag_bytes,
-       MIN(s.first_timestamp) AS oldest_unconsumed
+       MIN(s.first_timestamp) AS segments_first_timestamp
 FROM pos
+JOIN topics t ON t.name = pos.topic
 JOIN partitions pa ON pa.topic = pos.topic AND pa.partition = pos.partition
 LEFT JOIN segments s
   ON s.topic = pos.topic AND s.partition = pos.partition
@@ -64,9 +66,10 @@ def group_positions(catalog: Catalog, topics: Sequence[str] | None = None) -> li
 
 
 def group_lags(catalog: Catalog, topics: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """Every position of ``topics`` (all if None) with what lies past it: the
-    partition's ``log_start_offset`` and ``next_offset``, ``lag_bytes`` (whole
-    segments) and ``oldest_unconsumed`` (a first timestamp, or None)."""
+    """Every position of ``topics`` (all if None) with its ``topic_created_at`` and
+    what lies past it: the partition's ``log_start_offset`` and ``next_offset``,
+    ``lag_bytes`` (whole segments) and ``segments_first_timestamp`` (the first
+    timestamp of the segment holding the position, or None)."""
     where, params = _topics_filter(topics)
     return [dict(r) for r in catalog.db.query(_LAG_SQL.format(positions=_POSITIONS_SQL.format(where=where)), params)]
 

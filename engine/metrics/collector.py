@@ -19,10 +19,12 @@ from prometheus_client.registry import Collector
 from engine.broker import Broker
 from engine.catalog.lag import partition_lags
 from engine.catalog.stats import partition_stats
+from engine.datadir import DataDir
 from engine.errors import EbbError, InvalidPolicy
 from engine.journal import totals
 from engine.journal.journal import Journal
 from engine.journal.state import EngineState
+from engine.prune.record_times import RecordAges
 
 #: the states of :attr:`engine.prune.session.SparkEngine.state`, and the console's
 #: ``off`` (it runs no engine)
@@ -42,6 +44,8 @@ class EbbCollector(Collector):
         self.root = root
         self.config_path = config_path
         self.spark_state = spark_state
+        # Kept across scrapes, unlike the broker: a record's timestamp is read once.
+        self.record_ages = RecordAges(DataDir(root))
 
     def describe(self) -> list[Metric]:
         return []  # the registry then needs no scrape to register it
@@ -67,7 +71,7 @@ class EbbCollector(Collector):
             with catalog.read():
                 now = broker.clock()
                 stats = partition_stats(catalog)
-                lags = partition_lags(catalog)
+                lags = partition_lags(catalog, self.record_ages)
                 names = [t.name for t in catalog.topics()]
                 holds = {name: _hold(broker, name) for name in names}
                 quotas = state.quota_states()
@@ -146,7 +150,7 @@ def _lags(lags: list, now: int) -> Iterator[Metric]:
                  {key[lag]: lag.lag_messages for lag in lags})  # fmt: skip
     yield _gauge("ebbtide_group_lag_bytes", "bytes of the segments holding unconsumed offsets", _GROUP,
                  {key[lag]: lag.lag_bytes for lag in lags})  # fmt: skip
-    yield _gauge("ebbtide_group_lag_seconds", "age of the oldest unconsumed data (segment precision)", _GROUP,
+    yield _gauge("ebbtide_group_lag_seconds", "age of the oldest unconsumed record", _GROUP,
                  {key[lag]: lag.lag_ms(now) / 1000 for lag in lags})  # fmt: skip
 
 

@@ -1,6 +1,7 @@
 """Record timestamps where a time cut falls inside a segment: the store answers
 (:class:`StoreRecordTimes`) like Kafka's offsetsForTimes. The snapshot asks for the
-cuts a plan needs, a manual truncate or group move for its own; no Arrow here.
+cuts a plan needs, a manual truncate or group move for its own, and a group's lag in
+time (engine/catalog/lag.py) the record at its position; no Arrow here.
 """
 
 from __future__ import annotations
@@ -11,6 +12,12 @@ from typing import NamedTuple, Protocol
 from engine.catalog.catalog import Catalog
 from engine.datadir import DataDir
 from engine.store.segment import Segment, SegmentMissing
+
+#: below every timestamp: the first record at or after an offset is the record there
+EARLIEST = -(2**63)
+#: how many record timestamps :class:`RecordAges` keeps before starting afresh (positions
+#: move on, so the old ones are not asked again)
+AGES_KEPT = 100_000
 
 
 class FirstRecord(NamedTuple):
@@ -71,3 +78,52 @@ def first_record(
         if found is not None:
             return found
     return None
+
+
+def record_at(catalog: Catalog, records: RecordTimes, topic: str, partition: int, offset: int) -> FirstRecord | None:
+    """The record at ``offset`` (the first after it where offsets have a gap); None
+    at the partition's end."""
+    return first_record(catalog, records, topic, partition, offset, EARLIEST)
+
+
+class RecordAges:
+    """The timestamps of the records at groups' positions, read from the store once
+    each: a record never changes until it is pruned, and then it is below the log
+    start, where no lag is read. A topic deleted and created again starts over at
+    offset 0, so its creation time is part of the key."""
+
+    def __init__(self, data: DataDir) -> None:
+        self.data = data
+        self.records = StoreRecordTimes(data)
+        self._known: dict[tuple[str, int, int, int], int] = {}
+
+    def timestamp_at(self, catalog: Catalog, topic: str, created_at: int, partition: int, offset: int) -> int | None:
+        """The timestamp of the record at ``offset`` (see :func:`record_at`)."""
+        key = (topic, created_at, partition, offset)
+        known = self._known.get(key)
+        if known is not None:
+            return known
+        found = self._read(catalog, topic, partition, offset)
+        if found is None:
+            return None
+        if len(self._known) >= AGES_KEPT:
+            # A new dict rather than clear(): the metrics server scrapes in several threads.
+            self._known = {}
+        self._known[key] = found.timestamp
+        return found.timestamp
+
+    def _read(self, catalog: Catalog, topic: str, partition: int, offset: int) -> FirstRecord | None:
+        """The record read through the index of the segment holding ``offset``, or
+        as a cut reads it (:func:`record_at`, each segment opened whole) where the
+        index does not lead to it; None when that segment's file is gone (pruned
+        since the catalog was read, or lost), rather than a search of every later one."""
+        base = next(catalog.cut_candidates(topic, partition, offset, EARLIEST), None)
+        if base is None:
+            return None
+        try:
+            found = Segment(self.data.partition_dir(topic, partition), base).indexed_record(offset)
+        except SegmentMissing:
+            return None
+        if found is None:
+            return record_at(catalog, self.records, topic, partition, offset)
+        return FirstRecord(found.offset, found.timestamp)

@@ -45,6 +45,33 @@ def _load(path: Path) -> list[tuple[int, int]]:
     return [tuple(e) for e in _ENTRY.iter_unpack(data[:whole])]
 
 
+def offset_entry(offset_path: Path, offset: int) -> tuple[int, int] | None:
+    """(base offset, file position) of the batch that holds ``offset`` (or the last
+    one before it) by a binary search of the offset index file, without loading it:
+    a few reads where loading costs one entry per batch. None below the first entry
+    or without the file."""
+    try:
+        fd = os.open(offset_path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        found = None
+        low, high = 0, os.fstat(fd).st_size // _ENTRY.size
+        while low < high:
+            middle = (low + high) // 2
+            data = os.pread(fd, _ENTRY.size, middle * _ENTRY.size)
+            if len(data) < _ENTRY.size:
+                return None  # cut short since: the caller opens the segment instead
+            entry = _ENTRY.unpack(data)
+            if entry[0] <= offset:
+                found, low = entry, middle + 1
+            else:
+                high = middle
+        return found
+    finally:
+        os.close(fd)
+
+
 @dataclass
 class SegmentIndex:
     """The offset index (batch base offset, position) and the time index

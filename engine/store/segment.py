@@ -29,7 +29,7 @@ from engine.store.batch import (
     read_header,
     scan,
 )
-from engine.store.index import SegmentIndex
+from engine.store.index import SegmentIndex, offset_entry
 
 LOG_SUFFIX = ".log"
 DELETED_SUFFIX = ".log.deleted"
@@ -258,6 +258,31 @@ class Segment:
                             return record
                 position += header.size
         return None
+
+    def indexed_record(self, offset: int) -> Record | None:
+        """The record at ``offset`` (or the next one in this segment) read through the
+        offset index alone: one checksummed batch, which must be the one the index
+        names and hold ``offset``, where :meth:`open` validates every batch of the
+        segment (a group's lag reads one record per position on every refresh). None
+        when the index does not lead to such a batch (missing, stale, corrupt): the
+        caller then opens the segment, which rebuilds what the index lacks. Raises
+        :class:`SegmentMissing` when the file is gone."""
+        try:
+            f = open(self.log_path, "rb")
+        except FileNotFoundError:
+            raise SegmentMissing(self.log_path) from None
+        with f:
+            entry = offset_entry(self.index.offset_path, offset)
+            if entry is None:
+                return None
+            base, position = entry
+            header = peek_header(os.pread(f.fileno(), HEADER_SIZE, position), 0)
+            if header is None or header.base_offset != base or header.next_offset <= offset:
+                return None
+            data = os.pread(f.fileno(), header.size, position)
+        if read_header(data, 0) is None:
+            return None
+        return next((r for r in decode_records(data, replace(header, position=0)) if r.offset >= offset), None)
 
     # -- deletion ---------------------------------------------------------------
 

@@ -59,7 +59,11 @@ def test_loader_reads_partitions_segments_and_lags(console_data: Path) -> None:
     # Whole segments holding any unread offset, as the backlog quota counts them.
     unread = [s for v in described.partitions for s in v.segments if s.next_offset > (30, 90)[v.row.partition]]
     assert billing.lag.lag_bytes == sum(s.size_bytes for s in unread)
-    assert billing.lag.lag_ms(NOW) == NOW - min(s.first_timestamp for s in unread)
+    # The age of the record at each position (one a minute from NOW - 2h, + partition
+    # ms), not of the first record of the segment holding it.
+    assert [p.lag_ms(NOW) for p in billing.lag.partitions] == [90 * MINUTE, 30 * MINUTE - 1]
+    assert min(s.first_timestamp for s in unread) < NOW - 90 * MINUTE
+    assert billing.lag.lag_ms(NOW) == 90 * MINUTE
     assert billing.lag.last_commit == NOW - 5 * MINUTE
     # A protecting subscriber holds data back, but how much only a plan can tell.
     assert billing.holds_back_bytes is None and billing.outcome is None

@@ -136,7 +136,7 @@ def test_groups_model_on_the_fixed_catalog(console_data: Path) -> None:
     # positions 30 and 90 of 120; whole segments from the one holding each position
     assert (billing.kind, billing.partitions, billing.lag_messages) == ("subscriber", 2, 120)
     assert billing.lag_bytes == (1976 + 1936 * 3 + 1976 * 2 + 968) + (1936 + 1976 + 968)
-    assert billing.lag_ms == 104 * MINUTE  # the segment holding offset 30 began at minute 16
+    assert billing.lag_ms == 90 * MINUTE  # the record at offset 30 (minute 30); its segment began at minute 16
     assert billing.last_commit == NOW - 5 * MINUTE
     assert billing.expires_at is None and billing.over_quota is None  # no expiry, no quota on orders
     ledger = groups["payments", "ledger"]
@@ -173,7 +173,7 @@ def test_quotas_model_on_the_fixed_catalog(console_data: Path) -> None:
     payments = topics[0].status
     assert (payments.quota.size_bytes, payments.quota.age_ms) == (4096, None)
     assert payments.backlog_policy == "consumer_backlog_eviction"
-    assert payments.backlog_bytes == 14640 and payments.oldest_ms == 2 * HOUR
+    assert payments.backlog_bytes == 14640 and payments.oldest_ms == 110 * MINUTE  # the record at offset 10
     assert topics[0].furthest_behind == "ledger"
     assert payments.breaches == ("size",) and not payments.engine.exceeded
     assert payments.label(NOW) == "over quota (size)"

@@ -20,11 +20,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from console.cli.main import main
 from console.cli.metrics import serve_metrics
 from engine.broker import Broker
+from engine.clock import now_ms
 from engine.journal.journal import Journal
 from engine.journal.state import EngineState
 from engine.prune.operations import truncate
+from engine.prune.pruner import Pruner
+from engine.prune.session import SparkEngine
 from engine.store.batch import NewRecord
 from tests.support.cli import REPO, ebb_command
+from tests.support.lag_catalog import POSITIONS, build_lag_catalog, record_time
 
 HOUR = 3_600_000
 START_TIMEOUT = 240.0  # a JVM on a shared machine
@@ -238,3 +242,34 @@ def test_a_manual_truncate_is_counted_apart_from_scheduled_cycles(events: None, 
     count = "ebbtide_cycle_duration_seconds_count"
     assert samples[(count, frozenset({"trigger": "manual", "phase": "plan"}.items()))] == 1
     assert not [key for key in samples if key[0] == count and ("trigger", "schedule") in key[1]]
+
+
+def test_lag_seconds_is_the_age_of_the_record_at_the_position_and_agrees_with_the_quota(
+    data_dir: Path, spark_engine: SparkEngine
+) -> None:
+    """Groups inside a segment begun 3 h before the record at their position, under a
+    1 h ``backlog_age`` (tests/support/lag_catalog.py): the gauge reads that record's
+    age, so that it is over ``backlog_age`` exactly where the cycle finds the quota
+    exceeded."""
+    built = now_ms()
+    build_lag_catalog(data_dir, built)
+    port = _free_port()
+    (data_dir / "ebb.toml").write_text(f'[engine]\nmetrics = "127.0.0.1:{port}"\n')
+    with Broker(data_dir) as broker:
+        before = now_ms()
+        samples = _served_once(broker, port)
+        after = now_ms()
+        Pruner(broker, spark_engine).cycle()
+        verdicts = _served_once(broker, port)
+        described = {topic: broker.describe(topic).to_json()["quota"]["exceeded"] for topic, _ in POSITIONS}
+    over: dict[str, bool] = {}
+    for (topic, group), positions in POSITIONS.items():
+        for p, at in enumerate(positions):
+            labels = {"topic": topic, "group": group, "kind": "subscriber", "partition": str(p)}
+            seconds = samples[("ebbtide_group_lag_seconds", frozenset(labels.items()))]
+            oldest = record_time(built, p, at)
+            assert (before - oldest) / 1000 <= seconds <= (after - oldest) / 1000
+            over[topic] = over.get(topic, False) or seconds > HOUR / 1000
+    assert over == {"fresh": False, "stale": True}
+    quota = {t: bool(verdicts[("ebbtide_topic_quota_exceeded", frozenset({"topic": t}.items()))]) for t in over}
+    assert quota == described == over
