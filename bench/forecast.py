@@ -4,8 +4,10 @@ The synthetic catalog of ``bench/synthetic_catalog.py`` (default 10,000 partitio
 100 segments = 1M segments) is bulk-written into a fresh SQLite catalog; then, in one
 process and on one local Spark session:
 
-- ``plan``: ``Planner.plan`` of today's snapshot, after a warm-up plan; the median
-  of ``--repeat`` plans is the baseline; with the median time to build that snapshot
+- ``plan``: ``Planner.plan`` of today's snapshot, after a warm-up plan; ``--repeat``
+  plans before the forecast and as many after it (the machine's load drifts over a
+  forecast of minutes), and the median of them all is the baseline; with the median
+  time to build that snapshot
   from the catalog added, a second one (what a cycle or ``ebb explain`` pays, and
   the forecast builds its snapshot too);
 - ``forecast``: :func:`engine.forecast.forecast.forecast` over ``--instants``
@@ -72,18 +74,22 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
         planner = Planner(engine, workdir / "scratch")
         snapshot = build_snapshot(catalog, records, defaults={}, now=data.now)
         planner.plan(snapshot)  # warm-up: the session's first plan compiles the query
-        plans = [timed(planner.plan, snapshot)[0] for _ in range(args.repeat)]
-        plan_s = statistics.median(plans)
-        print(f"plan:         median {plan_s:7.2f} s of {', '.join(f'{s:.2f}' for s in plans)}", flush=True)
+        before = [timed(planner.plan, snapshot)[0] for _ in range(args.repeat)]
+        print(f"plan:         {', '.join(f'{s:.2f}' for s in before)} s before the forecast", flush=True)
         snapshots = [timed(build_snapshot, catalog, records, defaults={}, now=data.now)[0] for _ in range(args.repeat)]
-        with_snapshot_s = plan_s + statistics.median(snapshots)
-        print(f"  with its snapshot (as a cycle or ebb explain makes it): {with_snapshot_s:7.2f} s", flush=True)
+        snapshot_s = statistics.median(snapshots)
+        print(f"  its snapshot (as a cycle or ebb explain makes it): {snapshot_s:7.2f} s", flush=True)
 
         instants = forecasting.instants(data.now, (args.instants - 1) * args.step * HOUR, args.step * HOUR)
         request = forecasting.Request(instants, args.window * HOUR)
         total_s, result = timed(forecasting.forecast, planner, catalog, records, request, defaults={})
         print(f"forecast:     {total_s:7.2f} s for {len(instants)} instants "
               f"({len(result.topics)} topics)", flush=True)  # fmt: skip
+        after = [timed(planner.plan, snapshot)[0] for _ in range(args.repeat)]
+        plan_s = statistics.median(before + after)
+        with_snapshot_s = plan_s + snapshot_s
+        print(f"plan:         {', '.join(f'{s:.2f}' for s in after)} s after it; median {plan_s:.2f} s, "
+              f"{with_snapshot_s:.2f} s with its snapshot", flush=True)  # fmt: skip
 
         # The same forecast in its parts, to see where the time goes: the first
         # batch of topics (engine/forecast/forecast.py: batches), whole.
