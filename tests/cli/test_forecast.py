@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from console.cli.forecast import render
 from console.cli.main import main
 from engine.broker import Broker
 from engine.forecast.forecast import Forecast, instants
+from engine.policy.units import parse_duration, parse_size
 from engine.prune.pruner import Pruner
 from engine.prune.session import SparkEngine
 from engine.store.batch import NewRecord
@@ -484,3 +486,66 @@ def test_segments_roll_after_segment_roll_as_the_store_rolls_them(
     assert [(p["bytes"], p["segments"]) for p in what_if["topics"][0]["points"][3:]] == [
         (p["bytes"], p["segments"]) for p in rolled["points"][3:]
     ]
+
+
+#: policies whose segments roll by time: with message granularity, under a size
+#: target, longer than a segment takes to fill by size, equal to the gap between records
+ROLLING = {
+    "message": {"segment_roll": "10m", "granularity": "message", "retention_time": "1h", "segment_size": str(CAP)},
+    "sized": {"segment_roll": "10m", "retention_size": "5000", "segment_size": str(CAP)},
+    "long": {"segment_roll": "30m", "retention_time": "1h", "segment_size": str(SEGMENT)},
+    "gap": {"segment_roll": "1m", "retention_time": "1h", "segment_size": str(CAP)},
+}
+
+
+def _kept_by_hand(segments: list, at: int, policy: dict[str, str]) -> tuple[int, int]:
+    """docs/RETENTION.md for these policies: the sealed segments are deleted as a
+    prefix while past retention_time or while the newer ones hold retention_size; for
+    records in time order a message-granularity cut deletes the same whole segments.
+    Returns the bytes and segments kept."""
+    retention = parse_duration(policy.get("retention_time", "none"))
+    target = parse_size(policy.get("retention_size", "none"))
+    k = 0
+    while k < len(segments) - 1 and (
+        (retention is not None and segments[k].max_timestamp < at - retention)
+        or (target is not None and sum(s.size_bytes for s in segments[k + 1 :]) >= target)
+    ):
+        k += 1
+    return sum(s.size_bytes for s in segments[k:]), len(segments) - k
+
+
+def test_rolling_segments_are_forecast_as_the_store_rolls_the_records(
+    data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
+) -> None:
+    """The store is fed the records the forecast expects (a record a minute, on after
+    now) and retention is applied to its segments by hand: at every instant the
+    forecast holds the same bytes and segments."""
+    _new_data_dir(data_dir)
+
+    def stamp(offset: int) -> int:  # a record a minute, the last one now
+        return NOW - (RECORDS - 1 - offset) * MINUTE
+
+    def feed(broker: Broker, topic: str, until: int) -> None:
+        end = broker.describe(topic).partitions[0].row.next_offset
+        while stamp(end) <= until:
+            broker.produce(topic, [NewRecord(b"v" * 100, timestamp=stamp(end))], partition=0)
+            end += 1
+
+    with Broker(data_dir, clock=lambda: NOW) as broker:
+        for topic, policy in ROLLING.items():
+            broker.create_topic(topic, 1, policy)
+            feed(broker, topic, NOW)
+    out = _forecast(ebb, "--horizon", "3h", "--step", "7m")
+    assert out["instants"][-1] == NOW + 180 * MINUTE  # not a whole number of steps away
+    fed = tmp_path / "fed"
+    shutil.copytree(data_dir, fed)
+    with Broker(fed, clock=lambda: NOW) as broker:
+        for forecast in out["topics"]:
+            topic = forecast["topic"]
+            for point in forecast["points"]:
+                feed(broker, topic, point["at"])
+                segments = broker.describe(topic).partitions[0].segments
+                assert (point["bytes"], point["segments"]) == _kept_by_hand(segments, point["at"], ROLLING[topic]), (
+                    topic,
+                    point["at"],
+                )
