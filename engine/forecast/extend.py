@@ -187,7 +187,7 @@ def extend(
         pieces["partitions"].append(
             renamed(partitions.set_column(3, "next_offset", pa.array(parts.next_offset + arrived)))
         )
-        segments_at = _segments_at(snapshot, segment_rows, parts, starts, arrived, now, elapsed)
+        segments_at = _segments_at(snapshot, segment_rows, parts, starts, arrived, now, elapsed, prune_interval_ms)
         pieces["segments"].append(renamed(segments_at))
         on_disk.append(_totals(segments_at, snapshot.tables["partitions"]))
         pieces["positions"].append(renamed(_positions_at(snapshot, arrived, at, now, readings)))
@@ -272,9 +272,11 @@ def _segments_at(
     arrived: np.ndarray,
     now: int,
     elapsed: int,
+    prune_interval_ms: int,
 ) -> pa.Table:
-    """The segments of every partition once ``arrived`` records have been appended,
-    timestamps shifted back by ``elapsed``; in (partition, offset) order."""
+    """The segments of every partition once ``arrived`` records have been appended
+    and the cycles run until then (every ``prune_interval_ms``) have rolled what
+    they roll, timestamps shifted back by ``elapsed``; in (partition, offset) order."""
     real = snapshot.tables["segments"]
     base = real["base_offset"].to_numpy()
     next_ = real["next_offset"].to_numpy().copy()
@@ -315,26 +317,71 @@ def _segments_at(
     }
     row = np.concatenate([segment_rows, of])
     order = np.lexsort((np.concatenate([base, new["base_offset"]]), row))
+    every = np.ones(len(of), bool)
+    columns = {
+        name: np.concatenate([old, added])[order]
+        for name, old, added in (
+            ("row", segment_rows, of),
+            ("base_offset", base, new["base_offset"]),
+            ("next_offset", next_, new["next_offset"]),
+            ("size_bytes", size, new["size_bytes"]),
+            ("first", first, new["first_timestamp"]),
+            ("first_valid", first_valid, every),
+            ("newest", newest, new["max_timestamp"]),
+            ("newest_valid", newest_valid, every),
+            ("sealed", sealed, new["sealed"]),
+        )
+    }
+    columns = _rolled_by_cycles(columns, parts.roll, _last_cycle(elapsed, prune_interval_ms, now))
     partitions = snapshot.tables["partitions"]
-
-    def column(old: np.ndarray, added: np.ndarray) -> np.ndarray:
-        return np.concatenate([old, added])[order]
-
-    mask = ~np.concatenate([first_valid, np.ones(len(of), bool)])[order]
-    newest_mask = ~np.concatenate([newest_valid, np.ones(len(of), bool)])[order]
     return pa.table(
         {
-            "topic": partitions["topic"].take(row[order]),
-            "partition": partitions["partition"].take(row[order]),
-            "base_offset": column(base, new["base_offset"]),
-            "next_offset": column(next_, new["next_offset"]),
-            "size_bytes": column(size, new["size_bytes"]),
-            "first_timestamp": pa.array(column(first, new["first_timestamp"]) - elapsed, mask=mask),
-            "max_timestamp": pa.array(column(newest, new["max_timestamp"]) - elapsed, mask=newest_mask),
-            "sealed": column(sealed, new["sealed"]),
+            "topic": partitions["topic"].take(columns["row"]),
+            "partition": partitions["partition"].take(columns["row"]),
+            "base_offset": columns["base_offset"],
+            "next_offset": columns["next_offset"],
+            "size_bytes": columns["size_bytes"],
+            "first_timestamp": pa.array(columns["first"] - elapsed, mask=~columns["first_valid"]),
+            "max_timestamp": pa.array(columns["newest"] - elapsed, mask=~columns["newest_valid"]),
+            "sealed": columns["sealed"],
         },
         schema=tables.SEGMENTS,
     )
+
+
+def _last_cycle(elapsed: int, prune_interval_ms: int, now: int) -> int | None:
+    """The last cycle before the instant ``elapsed`` after now (one now, one every
+    prune interval), or None at now."""
+    return None if elapsed <= 0 else now + (elapsed - 1) // prune_interval_ms * prune_interval_ms
+
+
+def _rolled_by_cycles(
+    columns: dict[str, np.ndarray], roll: np.ndarray, last_cycle: int | None
+) -> dict[str, np.ndarray]:
+    """``columns`` (segments in (partition, offset) order; ``row``, the partition's row;
+    timestamps not shifted) with each partition's last segment sealed, and a new empty
+    active one after it, where a cycle before the instant rolled it: the executor seals
+    a non-empty active segment whose first record is ``segment_roll`` old (an idle
+    partition's data can then age out). The last cycle is the one to ask: no record
+    came after it, or the record would have begun a segment of its own."""
+    rows = columns["row"]
+    if last_cycle is None or len(rows) == 0:
+        return columns
+    last = np.append(rows[1:] != rows[:-1], True)
+    rolls = roll[rows]
+    due = np.flatnonzero(
+        last & ~columns["sealed"] & columns["first_valid"] & (columns["size_bytes"] > 0) & (rolls >= 0)
+        & (columns["first"] + np.maximum(rolls, 0) <= last_cycle)
+    )  # fmt: skip
+    if len(due) == 0:
+        return columns
+    sealed = columns["sealed"].copy()
+    sealed[due] = True
+    end = columns["next_offset"][due]
+    zero, no = np.zeros(len(due), np.int64), np.zeros(len(due), bool)
+    empty = {"row": rows[due], "base_offset": end, "next_offset": end, "size_bytes": zero, "first": zero,
+             "first_valid": no, "newest": zero, "newest_valid": no, "sealed": no}  # fmt: skip
+    return {name: np.insert(column, due + 1, empty[name]) for name, column in {**columns, "sealed": sealed}.items()}
 
 
 def _positions_at(snapshot: Snapshot, arrived: np.ndarray, at: int, now: int, readings: Sequence[Reading]) -> pa.Table:

@@ -444,17 +444,18 @@ def summarize(
         (t, p): i for i, (t, p) in enumerate(zip(partitions["topic"].to_pylist(), partitions["partition"].to_pylist()))
     }
     index = {name: v for v, name in enumerate(names)}
-    columns = ["topic", "partition", "new_log_start_offset", "segments_deleted", "bytes_deleted"]
+    columns = ["topic", "partition", "new_log_start_offset", "segments_deleted", "bytes_deleted", "roll"]
     starts: dict[str, list[tuple[int, int]]] = {}
     held: dict[tuple[str, int], tuple[int, int]] = {}
-    for name, partition, start, gone, freed in zip(*(plan["partitions"][c].to_pylist() for c in columns)):
+    for name, partition, start, gone, freed, rolls in zip(*(plan["partitions"][c].to_pylist() for c in columns)):
         if name not in index:
             continue  # another variant's (a what-if's saved policy)
         starts.setdefault(name, []).append((partition, start))
         i, t = divmod(index[name], width)
         total_bytes, total_segments = extension.on_disk[i]
         row = row_of[(extension.topics[t], partition)]
-        held[(name, partition)] = (int(total_bytes[row]) - freed, int(total_segments[row]) - gone)
+        # the cycle's roll seals the active segment and begins an empty one
+        held[(name, partition)] = (int(total_bytes[row]) - freed, int(total_segments[row]) - gone + bool(rolls))
     past_max_time = _past_max_time(extension.snapshot, plan["partitions"])
     #: virtual topic -> (group, partition) -> the quota it is over
     over: dict[str, dict[tuple[str, int], str]] = {}

@@ -549,3 +549,24 @@ def test_rolling_segments_are_forecast_as_the_store_rolls_the_records(
                     topic,
                     point["at"],
                 )
+
+
+def test_an_idle_partition_is_rolled_by_the_cycles_and_ages_out(data_dir: Path, shared_spark: SparkEngine, ebb) -> None:
+    """No record for 90 minutes under ``segment_roll 10m`` and an hour's retention: the
+    cycle now rolls the active segment, the next one deletes it. The forecast kept it
+    at every instant (a plan never deletes an active segment; the roll is the cycle's)."""
+    _new_data_dir(data_dir)
+    with Broker(data_dir, clock=lambda: NOW) as broker:
+        broker.create_topic("quiet", 1, {"segment_size": str(CAP), "segment_roll": "10m", "retention_time": "1h"})
+        for k in range(30):
+            broker.produce("quiet", [NewRecord(b"v" * 100, timestamp=NOW - (120 - k) * MINUTE)], partition=0)
+    points = _forecast(ebb, "--horizon", "3m", "--step", "1m")["topics"][0]["points"]
+    # the cycles themselves, at now and a minute later (one a minute: prune_interval)
+    on_disk = []
+    for at in (NOW, NOW + MINUTE):
+        assert ebb("prune", "--now", str(at)).code == 0
+        with Broker(data_dir) as broker:
+            (partition,) = broker.describe("quiet").partitions
+            on_disk.append((partition.size_bytes, len(partition.segments)))
+    assert on_disk[1] == (0, 1), "the second cycle leaves the empty segment the first one began"
+    assert [(p["bytes"], p["segments"]) for p in points] == [on_disk[0]] + [on_disk[1]] * 3

@@ -100,19 +100,42 @@ def rates(catalog: RefCatalog, window: int, given: int | None = None) -> dict[tu
 
 
 def extended_partition(
-    partition: Partition, rate: RefRate, segment_size: int, segment_roll: int | None, now: int, at: int
+    partition: Partition,
+    rate: RefRate,
+    segment_size: int,
+    segment_roll: int | None,
+    now: int,
+    at: int,
+    prune_interval: int,
 ) -> Partition:
-    """``partition`` with the records that arrive by ``at`` appended: a record goes
-    into the active segment if that is empty, or if the record fits in
-    ``segment_size`` and is stamped less than ``segment_roll`` after the segment's
-    first record; otherwise the active segment is sealed and a new one begins."""
+    """``partition`` with the records that arrive by ``at`` appended and the cycles
+    before ``at`` (one now, one every ``prune_interval``) run in between, in time
+    order (a record stamped at a cycle's instant comes before it). A record goes into
+    the active segment if that is empty, or if the record fits in ``segment_size`` and
+    is stamped less than ``segment_roll`` after the segment's first record; otherwise
+    the active segment is sealed and a new one begins. A cycle seals a non-empty
+    active segment whose first record is ``segment_roll`` old, and an empty one
+    begins."""
     segments = [
         {"base": s.base, "next": s.next, "size": s.size, "sealed": s.sealed, "timestamps": list(s.timestamps)}
         for s in partition.segments
     ]
-    for j in range(rate.arrived(at - now)):
-        timestamp = rate.timestamp(now, j)
+
+    def begin() -> dict:
+        start = segments[-1]["next"]
+        segments.append({"base": start, "next": start, "size": 0, "sealed": False, "timestamps": []})
+        return segments[-1]
+
+    records = [(rate.timestamp(now, j), 0) for j in range(rate.arrived(at - now))]
+    cycles = [(cycle, 1) for cycle in range(now, at, prune_interval)]
+    for timestamp, is_cycle in sorted(records + cycles):
         active = None if segments[-1]["sealed"] else segments[-1]
+        if is_cycle:
+            if active and active["timestamps"] and segment_roll is not None:
+                if timestamp - active["timestamps"][0] >= segment_roll:
+                    active["sealed"] = True
+                    begin()
+            continue
         full = active is not None and active["size"] and active["size"] + rate.record_bytes > segment_size
         rolls = (
             active is not None
@@ -123,9 +146,7 @@ def extended_partition(
         if active is None or full or rolls:
             if active is not None:
                 active["sealed"] = True
-            start = segments[-1]["next"]
-            active = {"base": start, "next": start, "size": 0, "sealed": False, "timestamps": []}
-            segments.append(active)
+            active = begin()
         active["next"] += 1
         active["size"] += rate.record_bytes
         active["timestamps"].append(timestamp)
@@ -202,8 +223,14 @@ def extended(
         arrived = {p.index: rates_[(topic.name, p.index)].arrived(at - now) for p in topic.partitions}
         partitions = tuple(
             extended_partition(
-                p, rates_[(topic.name, p.index)], topic.policy.segment_size, topic.policy.segment_roll, now, at
-            )
+                p,
+                rates_[(topic.name, p.index)],
+                topic.policy.segment_size,
+                topic.policy.segment_roll,
+                now,
+                at,
+                prune_interval,
+            )  # fmt: skip
             for p in topic.partitions
         )
         by_index = {p.index: p for p in topic.partitions}
@@ -242,11 +269,12 @@ def forecast(
             by_reason: dict[str, int] = {}
             for r in deleted:
                 by_reason[r["reason"]] = by_reason.get(r["reason"], 0) + r["size_bytes"]
+            # the cycle's roll seals the active segment and begins an empty one
             partitions = [
                 (
                     p["partition"],
                     sum(r["size_bytes"] for r in kept if r["partition"] == p["partition"]),
-                    sum(1 for r in kept if r["partition"] == p["partition"]),
+                    sum(1 for r in kept if r["partition"] == p["partition"]) + p["roll"],
                     p["new_log_start_offset"],
                 )
                 for p in rows["partitions"]
@@ -256,7 +284,7 @@ def forecast(
                 {
                     "at": at,
                     "bytes": sum(r["size_bytes"] for r in kept),
-                    "segments": len(kept),
+                    "segments": sum(segments for _, _, segments, _ in partitions),
                     "partitions": sorted(partitions),
                     "bytes_deleted": sum(r["size_bytes"] for r in deleted),
                     "segments_deleted": len(deleted),
