@@ -6,6 +6,8 @@ import sqlite3
 
 import sqlite_utils
 
+from engine.catalog.database import write_transaction
+
 SCHEMA_VERSION = 1
 
 _TABLES = """
@@ -140,8 +142,7 @@ def _track_segment_writes(db: sqlite_utils.Database) -> None:
     conn = db.conn
     if _tracks_segment_writes(conn):
         return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with write_transaction(db):
         if "segments_changed" not in {row[1] for row in conn.execute("PRAGMA table_info(partitions)")}:
             conn.execute("ALTER TABLE partitions ADD COLUMN segments_changed INTEGER NOT NULL DEFAULT 0")
         conn.execute(
@@ -150,10 +151,6 @@ def _track_segment_writes(db: sqlite_utils.Database) -> None:
         )
         for trigger in _TRIGGERS:
             conn.execute(trigger)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
 
 
 def _add_reading_anchors(db: sqlite_utils.Database) -> None:
@@ -166,15 +163,10 @@ def _add_reading_anchors(db: sqlite_utils.Database) -> None:
 
     if not missing():
         return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with write_transaction(db):
         # Again under the lock: another process may have added them meanwhile.
         for column in sorted(missing()):
             conn.execute(_ANCHOR_COLUMNS[column])
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
 
 
 def _tracks_segment_writes(conn: sqlite3.Connection) -> bool:
