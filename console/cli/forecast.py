@@ -180,9 +180,10 @@ def _render_topic(topic: TopicForecast, saved: TopicForecast | None) -> list[str
             since = "none: no record in the window, a longer --window may see one"
         else:
             since = rate.source  # given (--rate)
+        batches = f" in batches of {rate.batch}" if rate.batch > 1 else ""
         out.append(
             f"  partition {partition}: {size(round(rate.bytes_per_second))}/s, "
-            f"{rate.records_per_second:.3g} records/s ({since})"
+            f"{rate.records_per_second:.3g} records/s{batches} ({since})"
         )
     for reading in topic.readings:
         out.append(f"  group {reading.group} on partition {reading.partition}: {_pace(reading)}")
