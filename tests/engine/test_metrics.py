@@ -93,10 +93,15 @@ def _first_cycle(proc: subprocess.Popen[bytes]) -> dict:
     return json.loads(line)
 
 
-def test_a_scrape_agrees_with_describe_and_the_journal(events: None, data_dir: Path, ebb) -> None:
+def test_a_scrape_agrees_with_describe_and_the_journal(
+    events: None, data_dir: Path, ebb, spark_connect_server: str
+) -> None:
     port = _free_port()
+    # Planning on the run's Connect server: the scrape is what is tested, and the
+    # engine plans the same there without a JVM of its own to start.
+    where = ("--spark-remote", spark_connect_server)
     proc = subprocess.Popen(
-        ebb_command(data_dir, "engine", "--json", "--prune-interval", "1h", "--metrics", f"127.0.0.1:{port}"),
+        ebb_command(data_dir, "engine", "--json", "--prune-interval", "1h", "--metrics", f"127.0.0.1:{port}", *where),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, start_new_session=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip

@@ -8,7 +8,6 @@ import json
 import os
 import random
 import select
-import subprocess
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 import engine.integrity.repair as repair_module
 from engine.broker import Broker
 from engine.store.segment import segment_stem
-from tests.support.cli import REPO, ebb_command
+from tests.support.forked_cli import ForkedEbb
 
 TOPIC = "clicks"
 #: rounds of the kill test (each: two producers killed, then repair and verify)
@@ -80,10 +79,9 @@ def _acks(output: bytes) -> list[tuple[int, int, int]]:
     return acks
 
 
-def _wait_for_output(process: subprocess.Popen, *, deadline: float) -> bytes:
+def _wait_for_output(process: ForkedEbb, *, deadline: float) -> bytes:
     """The first bytes ``process`` writes to its stdout (b"" if it writes none by
     ``deadline`` or exits)."""
-    assert process.stdout is not None
     fd = process.stdout.fileno()
     while time.monotonic() < deadline:
         ready, _, _ = select.select([fd], [], [], 0.1)
@@ -100,17 +98,11 @@ def test_producers_killed_at_random_points_always_leave_a_repairable_directory(e
     assert ebb("topic", "create", TOPIC, "--partitions", "2", "--segment-size", "2048").code == 0
     acked: list[tuple[int, int, int]] = []
     repaired_rounds = 0
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     for round_ in range(kills):
+        # Forked, not started as interpreters: SIGKILL ends them the same way, and a
+        # round does not wait seconds for two interpreters to import the engine.
         producers = [
-            subprocess.Popen(
-                ebb_command(data_dir, "produce", TOPIC, "--count", "20000", "--size", "30", "--json"),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                cwd=REPO,
-                env=env,
-            )
-            for _ in range(2)
+            ForkedEbb(data_dir, "produce", TOPIC, "--count", "20000", "--size", "30", "--json") for _ in range(2)
         ]
         # Killed at a random instant after the first acknowledgement (however long a
         # busy machine takes to start them), while both write and roll.
@@ -119,8 +111,7 @@ def test_producers_killed_at_random_points_always_leave_a_repairable_directory(e
         for producer in producers:
             producer.kill()
         for i, producer in enumerate(producers):
-            out, _ = producer.communicate(timeout=60)
-            acked += _acks((early if i == 0 else b"") + out)
+            acked += _acks((early if i == 0 else b"") + producer.communicate())
         repaired = ebb("verify", "--repair")
         assert repaired.code in (0, 1) and "remains:" not in repaired.out, (round_, repaired.out)
         clean = ebb("verify")

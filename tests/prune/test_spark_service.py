@@ -1,7 +1,8 @@
 """The shared Spark service (engine/prune/spark_service.py) through the CLI.
 
 Two servers for the whole file: one started by ``ebb spark start`` and shared by the
-tests below (stopped at the end), and one started by two racing ``ebb spark start``
+tests below (its warm-up and plan desk observed as it runs; killed by the last of
+them and replaced, stopped at the end), and one started by two racing ``ebb spark start``
 that must end on its own after its short idle timeout. Every command runs without
 ``$EBB_SPARK_MASTER`` (which the rest of the suite sets, see conftest.py).
 """
@@ -37,6 +38,8 @@ from tests.support.cli import REPO, CliResult, ebb_command
 NOW = "2099-01-01T00:00:00Z"  # the produced records all older than retention_time
 IDLE_TIMEOUT_S = 12
 STOP_WAIT_S = 120.0
+#: how often a test looks again at a file or process it waits for
+_POLL_S = 0.1
 
 
 def _env() -> dict[str, str]:
@@ -66,7 +69,7 @@ def _wait_gone(pids: list[int], seconds: float) -> bool:
     while time.monotonic() < deadline:
         if all(_gone(pid) for pid in pids):
             return True
-        time.sleep(0.5)
+        time.sleep(_POLL_S)
     return False
 
 
@@ -89,9 +92,11 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         assert "started" in started.out and started.err == ""
         yield data
     finally:
+        # The server running now: the first, or the replacement of a killed one.
+        last = spark_service.ServiceDir(data).read_state()
         run_ebb(data, "spark", "stop")
-        if state is not None:
-            assert _wait_gone([state.pid, state.supervisor_pid], STOP_WAIT_S)
+        servers = [s for s in (state, last) if s is not None]
+        assert _wait_gone([pid for s in servers for pid in (s.pid, s.supervisor_pid)], STOP_WAIT_S)
 
 
 def test_status_reports_the_running_server(service: Path) -> None:
@@ -155,28 +160,6 @@ def test_an_unreachable_remote_is_one_line(service: Path) -> None:
     assert result.code == 2
     assert result.err.count("\n") == 1 and result.err.startswith("ebb: error: ")
     assert "no Spark Connect server at 127.0.0.1:9" in result.err and "spark.log" in result.err
-
-
-def test_a_server_that_dies_is_one_error_then_replaced(service: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Runs last on the shared server: it kills it."""
-    monkeypatch.delenv(MASTER_ENV)
-    with Broker(service) as broker:
-        engine = spark_engine_for(broker.config, broker.data)
-    try:
-        spark = engine.session(timeout=120)
-        assert spark.range(3).count() == 3
-        state = spark_service.ServiceDir(service).read_state()
-        assert state is not None
-        os.kill(state.pid, signal.SIGKILL)
-        assert _wait_gone([state.pid], 30)
-        with pytest.raises(SparkUnavailable, match="cannot be reached.*run the command again"):
-            engine.run(lambda s: s.range(3).count(), "after-kill")
-        # The supervisor saw its JVM die: nothing recorded, nothing left.
-        assert _wait_gone([state.supervisor_pid], 30)
-        assert spark_service.ServiceDir(service).read_state() is None
-        assert engine.state == "stopped"  # let go: the next use attaches again
-    finally:
-        engine.stop()
 
 
 def test_two_starts_get_one_server_which_stops_when_idle(tmp_path: Path) -> None:
@@ -291,12 +274,12 @@ def test_progress_goes_to_a_terminal_only_once_a_second(monkeypatch: pytest.Monk
 
 
 def test_the_service_warms_up_once_without_counting_its_plans(service: Path) -> None:
-    # A test above kills the server on purpose: this one needs a server of its own start.
-    started = run_ebb(service, "spark", "start")
-    assert started.code == 0, started.err
+    """On the server the fixture started: its warm-up began after the first client's
+    plan (the explain above), or after waiting for one."""
     deadline = time.monotonic() + 300
-    while not status(service)["warmed_up"] and time.monotonic() < deadline:
-        time.sleep(1)
+    while not spark_service.ServiceDir(service).warmed_up() and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+    assert status(service)["warmed_up"]
     outcome = (service / "spark" / "warmed-up").read_text()
     assert outcome.startswith(f"Spark service warmed up: {WARM_UP_PLANS} plans"), outcome
     # a plain client of the server: its plans are not the clients' plans served
@@ -304,7 +287,7 @@ def test_the_service_warms_up_once_without_counting_its_plans(service: Path) -> 
     # and it ends (its interpreter's exit takes a moment after the record)
     deadline = time.monotonic() + 60
     while (left := _warm_ups_of(service)) and time.monotonic() < deadline:
-        time.sleep(0.5)
+        time.sleep(_POLL_S)
     assert not left
 
 
@@ -318,7 +301,7 @@ def test_once_warm_the_service_plans_one_shots_at_its_desk(
     """Runs after the warm-up above: the service starts its plan desk once warm."""
     deadline = time.monotonic() + 300
     while (desk := plan_desk.read_desk(spark_service.ServiceDir(service))) is None and time.monotonic() < deadline:
-        time.sleep(1)
+        time.sleep(_POLL_S)
     assert desk is not None, "no plan desk once the service had warmed up"
     assert stat.S_IMODE((service / "spark" / plan_desk.DESK_NAME).stat().st_mode) == 0o600
     _listens_on_loopback_only(desk.port)
@@ -341,6 +324,31 @@ def test_once_warm_the_service_plans_one_shots_at_its_desk(
     for token in ("", "not-the-token"):
         assert plan_desk.ask(desk.port, token, snapshot) is None
     assert status(service)["plans_served"] == served + 2
+
+
+def test_a_server_that_dies_is_one_error_then_replaced(service: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs last on the shared server: it kills it, then starts its replacement
+    (stopped with the fixture)."""
+    monkeypatch.delenv(MASTER_ENV)
+    with Broker(service) as broker:
+        engine = spark_engine_for(broker.config, broker.data)
+    try:
+        spark = engine.session(timeout=120)
+        assert spark.range(3).count() == 3
+        state = spark_service.ServiceDir(service).read_state()
+        assert state is not None
+        os.kill(state.pid, signal.SIGKILL)
+        assert _wait_gone([state.pid], 30)
+        with pytest.raises(SparkUnavailable, match="cannot be reached.*run the command again"):
+            engine.run(lambda s: s.range(3).count(), "after-kill")
+        # The supervisor saw its JVM die: nothing recorded, nothing left.
+        assert _wait_gone([state.supervisor_pid], 30)
+        assert spark_service.ServiceDir(service).read_state() is None
+        assert engine.state == "stopped"  # let go: the next use attaches again
+    finally:
+        engine.stop()
+    replaced = run_ebb(service, "spark", "start")
+    assert replaced.code == 0 and "Spark service started" in replaced.out, replaced.err
 
 
 def _warm_up_of(pid: int) -> str | None:

@@ -1,5 +1,6 @@
 """Spark fixtures, each started once for the whole run: a local engine, a Spark
-Connect server, one that cannot see the data directories, and a standalone cluster.
+Connect server (which also serves as the one that cannot see the data directories
+made in :func:`hidden_from_spark`), and a standalone cluster.
 
 A process holds at most one local SparkContext, so the local engine is session-scoped
 and shared. The servers are test-owned JVM subprocesses on loopback
@@ -26,8 +27,8 @@ from engine.prune.session import SparkEngine
 from engine.prune.spark_settings import java_log_options, spark_home
 
 __all__ = [
-    "hidden_from_spark", "spark_connect_engine", "spark_connect_server", "spark_connect_server_elsewhere",
-    "spark_engine", "spark_standalone_cluster",
+    "connect_server_of_the_run", "hidden_from_spark", "spark_connect_engine", "spark_connect_server",
+    "spark_connect_server_elsewhere", "spark_engine", "spark_standalone_cluster",
 ]  # fmt: skip
 
 CONNECT_START_TIMEOUT = 120.0  # the port opened after 5-9 s when measured; CI is slower
@@ -54,13 +55,6 @@ def shared_spark(spark_engine: SparkEngine, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.fixture(scope="session")
-def spark_connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Spark Connect server on 127.0.0.1; yields its ``sc://127.0.0.1:PORT`` URL."""
-    with _connect_server(tmp_path_factory.mktemp("spark-connect") / "logs") as url:
-        yield url
-
-
-@pytest.fixture(scope="session")
 def hidden_from_spark(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory that :func:`spark_connect_server_elsewhere` cannot see: data
     directories made in it are as invisible to that server as on another machine."""
@@ -68,20 +62,42 @@ def hidden_from_spark(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def spark_connect_server_elsewhere(tmp_path_factory: pytest.TempPathFactory, hidden_from_spark: Path) -> Iterator[str]:
-    """A Spark Connect server on 127.0.0.1 that cannot see :func:`hidden_from_spark`:
-    it runs in a private mount namespace (``unshare -m``) where an empty tmpfs covers
-    that directory. Skipped, saying why, where the kernel refuses the namespace."""
+def connect_server_of_the_run(
+    tmp_path_factory: pytest.TempPathFactory, hidden_from_spark: Path
+) -> Iterator[tuple[str, str | None]]:
+    """One Spark Connect server JVM for every Connect test: its URL, and why it could
+    not be hidden from :func:`hidden_from_spark` (None when it is). Hidden, it sees
+    every other directory as a server on this machine does, so the tests that need
+    it to see their data share it with the tests that need it not to: one JVM start
+    and one cold JIT instead of two."""
     refused = subprocess.run(
         [*_UNSHARE, "sh", "-c", 'mount -t tmpfs -o size=1m tmpfs "$0"', str(hidden_from_spark)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
+    why_not_hidden = None
     if refused.returncode != 0:
-        reason = f"cannot hide a directory from a server: unshare -m refused ({refused.stderr.strip()})"
-        print(reason, file=sys.stderr)
-        pytest.skip(reason)
-    with _connect_server(tmp_path_factory.mktemp("spark-connect-elsewhere") / "logs", hide=hidden_from_spark) as url:
-        yield url
+        why_not_hidden = f"cannot hide a directory from a server: unshare -m refused ({refused.stderr.strip()})"
+    hide = hidden_from_spark if why_not_hidden is None else None
+    with _connect_server(tmp_path_factory.mktemp("spark-connect") / "logs", hide=hide) as url:
+        yield url, why_not_hidden
+
+
+@pytest.fixture(scope="session")
+def spark_connect_server(connect_server_of_the_run: tuple[str, str | None]) -> str:
+    """A Spark Connect server on 127.0.0.1; its ``sc://127.0.0.1:PORT`` URL."""
+    return connect_server_of_the_run[0]
+
+
+@pytest.fixture(scope="session")
+def spark_connect_server_elsewhere(connect_server_of_the_run: tuple[str, str | None]) -> str:
+    """A Spark Connect server on 127.0.0.1 that cannot see :func:`hidden_from_spark`:
+    it runs in a private mount namespace (``unshare -m``) where an empty tmpfs covers
+    that directory. Skipped, saying why, where the kernel refuses the namespace."""
+    url, why_not_hidden = connect_server_of_the_run
+    if why_not_hidden is not None:
+        print(why_not_hidden, file=sys.stderr)
+        pytest.skip(why_not_hidden)
+    return url
 
 
 @pytest.fixture(scope="session")

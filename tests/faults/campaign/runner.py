@@ -9,9 +9,10 @@ dies like any process. Three kinds of round, chosen by the seed:
   random time, then every one is killed;
 - ``fault``: the same, but the executor carries ``EBB_KILL_AT`` (engine/faults.py)
   and kills itself at that point of a cycle, deterministically; then the rest;
-- ``engine``: every ``engine_every`` rounds, the real ``ebb engine`` (Spark planning,
-  one JVM start per round) runs; after its first cycle producers and a consumer join
-  it, and all are killed at a random time.
+- ``engine``: every ``engine_every`` rounds, the real ``ebb engine`` (Spark planning:
+  one JVM start per round, or on the Connect server ``spark_remote`` if given) runs;
+  after its first cycle producers and a consumer join it, and all are killed at a
+  random time.
 
 The seed fixes every choice; the instants the kills land at are the OS's.
 """
@@ -143,8 +144,18 @@ def _wait_for_death(pid: int, seconds: float) -> bool:
 
 
 class Campaign:
-    def __init__(self, data_dir: Path, *, seed: int, kills: int, engine_every: int, log: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        seed: int,
+        kills: int,
+        engine_every: int,
+        spark_remote: str | None,
+        log: Callable[[str], None],
+    ) -> None:
         self.data_dir = data_dir
+        self.spark_where = ("--spark-remote", spark_remote) if spark_remote else ()
         self.rng = random.Random(seed)
         self.kills = kills
         self.engine_every = engine_every
@@ -181,7 +192,7 @@ class Campaign:
 
     def _engine_round(self) -> None:
         engine = subprocess.Popen(
-            ebb_command(self.data_dir, "engine", "--prune-interval", "1s", "--json"),
+            ebb_command(self.data_dir, "engine", "--prune-interval", "1s", "--json", *self.spark_where),
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             cwd=REPO,
@@ -235,14 +246,22 @@ class Campaign:
 
 
 def run_campaign(
-    data_dir: Path, *, seed: int, kills: int, engine_every: int = 0, log: Callable[[str], None] | None = None
+    data_dir: Path,
+    *,
+    seed: int,
+    kills: int,
+    engine_every: int = 0,
+    spark_remote: str | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> Summary:
     """Run a campaign of ``kills`` rounds on a new ``data_dir``; ``engine_every`` > 0
-    makes every that-many-th round an ``ebb engine`` round."""
+    makes every that-many-th round an ``ebb engine`` round, planning on the Connect
+    server ``spark_remote`` if given (else on a local Spark of its own)."""
     return Campaign(
         data_dir,
         seed=seed,
         kills=kills,
         engine_every=engine_every,
+        spark_remote=spark_remote,
         log=log or (lambda line: print(line, file=sys.stderr)),
     ).run()
