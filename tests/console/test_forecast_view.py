@@ -4,12 +4,18 @@ with the first breach in the summary; a failing forecast says why in the view.""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+from rich.console import Console, RenderableType
 from textual.widgets import Static
 
+from console.cli.forecast import render
 from console.screens.forecast import HOUR, ForecastScreen, summary
+from console.widgets.forecast_assumptions import assumptions
 from engine.forecast.forecast import Breach, Forecast, PartitionPoint, Point, Request, TopicForecast
-from engine.forecast.rates import Rate
+from engine.forecast.rates import NO_INGEST, Rate
+from engine.forecast.reading import Reading
 from tests.support.console_fixtures import NOW, TERMINAL, settle
 
 pytestmark = pytest.mark.asyncio
@@ -105,3 +111,95 @@ async def test_a_backlog_breach_names_its_quota_in_the_summary() -> None:
     topic = forecast.topics[0]
     lines = summary(TopicForecast(topic.topic, topic.rates, topic.points, [breach]), forecast).splitlines()
     assert "first breach: backlog_quota backlog_age at +2 h (group billing)" in lines
+
+
+# -- what the forecast assumed ------------------------------------------------------------------
+
+#: orders' groups, one way of reading each (the console forecasts with none stalled:
+#: a stalled reading comes from ``ebb forecast --stalled``, drawn all the same)
+READINGS = [
+    Reading("audit-reader", 0, "stalled"),
+    Reading("audit-reader", 1, "idle"),
+    Reading("billing", 0, "observed", 1, 120_000),
+    Reading("billing", 1, "keeps_up"),
+]
+
+
+def _orders(request: Request, topics: list[str]) -> Forecast:
+    """:func:`_forecast` with two partitions, one quiet, and a group of each pace."""
+    plain = _forecast(request, topics)
+    (topic,) = plain.topics
+    rates = {0: Rate(3, 1000, 290, "observed", NOW - HOUR, 0.75), 1: NO_INGEST}
+    return dataclasses.replace(plain, topics=[dataclasses.replace(topic, rates=rates, readings=READINGS)])
+
+
+def _plain(renderable: RenderableType) -> list[str]:
+    console = Console(width=200, record=True)
+    console.print(renderable)
+    return [line.rstrip() for line in console.export_text().splitlines()]
+
+
+def test_the_console_says_what_the_cli_says_of_rates_and_readings() -> None:
+    """Every partition's rate and every group's reading under the chart is the line
+    ``ebb forecast`` prints for it, figures and words; the window is the forecast's."""
+    result = dataclasses.replace(_orders(Request([NOW, NOW + HOUR], 4 * HOUR), ["orders"]), window_ms=4 * HOUR)
+    # the one difference: the CLI says how to see the rate of a quiet partition
+    cli = render(result, {}).replace(", a longer --window may see one", "").splitlines()
+    header, *rows = _plain(assumptions(result.topics[0], result.window_ms))
+    assert header.split("  ")[-1] == "Ingest rates observed over the last 4h"
+    assert "ingest rates observed over the last 4h (--rate overrides them)" in cli
+    rates, groups = rows[:2], rows[3:]
+    assert rows[2].split() == ["Group", "Part", "Assumed", "to", "read"]
+    for row in rates:
+        partition, words = row.strip().split("  ", 1)
+        assert f"  partition {partition}: {words.strip()}" in cli, row
+    assert len(groups) == len(READINGS)
+    for row, reading in zip(groups, READINGS):
+        group, partition, words = (cell.strip() for cell in row.split("  ") if cell)
+        assert (group, int(partition)) == (reading.group, reading.partition)
+        assert f"  group {group} on partition {partition}: {words}" in cli, row
+    assert "reads 0.00833 records/s (observed from its commits)" in groups[2]
+    assert "870 B/s, 2.25 records/s (observed since 2026-11-21T11:00:00.000Z)" in rates[0]
+
+
+def test_a_topic_without_groups_says_nothing_of_groups() -> None:
+    result = _forecast(Request([NOW, NOW + HOUR], HOUR), ["metrics"])
+    lines = _plain(assumptions(result.topics[0], result.window_ms))
+    assert lines[0].split() == ["Part", "Ingest", "rates", "observed", "over", "the", "last", "1h"]
+    assert len(lines) == 2 and not any("Group" in line or "group" in line for line in lines)
+
+
+async def test_the_view_shows_what_the_forecast_of_the_topic_assumed(make_console, monkeypatch) -> None:
+    app = make_console()
+    monkeypatch.setattr(app.host, "forecast", _orders)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        await pilot.press("6")
+        await settle(pilot)
+        await pilot.press("down", "down", "down", "enter")  # orders
+        await settle(pilot)
+        shown = app.screen.query_one("#forecast-assumptions", Static)
+        text = "\n".join(_plain(shown.content))
+        assert "Ingest rates observed over the last 1h" in text
+        assert "reads 0.00833 records/s (observed from its commits)" in text
+        assert "reads nothing (--stalled)" in text and "reads nothing (no commit in the window)" in text
+        # under the chart, and all of it in view at the fixed size
+        chart = app.screen.query_one("#forecast-chart")
+        box = app.screen.query_one("#forecast-assumptions-box")
+        assert box.region.y >= chart.region.bottom and box.region.height == shown.region.height
+
+
+def test_forecast_assumptions_snapshot(snap_compare, make_console, monkeypatch) -> None:
+    """orders: the rates of its two partitions, and a group of each pace."""
+    app = make_console()
+    monkeypatch.setattr(app.host, "forecast", _orders)
+
+    async def run_before(pilot) -> None:
+        await settle(pilot)
+        for key in ("6", "down", "down", "down", "enter"):
+            await pilot.press(key)
+            await settle(pilot)
+        await pilot.pause(0.3)
+        await settle(pilot)
+
+    assert snap_compare(app, terminal_size=TERMINAL, run_before=run_before)
