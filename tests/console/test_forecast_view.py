@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from rich.console import Console, RenderableType
 from textual.widgets import Static
 
 from console.cli.forecast import render
@@ -17,6 +16,7 @@ from engine.forecast.forecast import Breach, Forecast, PartitionPoint, Point, Re
 from engine.forecast.rates import NO_INGEST, Rate
 from engine.forecast.reading import Reading
 from tests.support.console_fixtures import NOW, TERMINAL, settle
+from tests.support.rich_text import plain_lines
 
 pytestmark = pytest.mark.asyncio
 
@@ -133,19 +133,13 @@ def _orders(request: Request, topics: list[str]) -> Forecast:
     return dataclasses.replace(plain, topics=[dataclasses.replace(topic, rates=rates, readings=READINGS)])
 
 
-def _plain(renderable: RenderableType) -> list[str]:
-    console = Console(width=200, record=True)
-    console.print(renderable)
-    return [line.rstrip() for line in console.export_text().splitlines()]
-
-
 def test_the_console_says_what_the_cli_says_of_rates_and_readings() -> None:
     """Every partition's rate and every group's reading under the chart is the line
     ``ebb forecast`` prints for it, figures and words; the window is the forecast's."""
     result = dataclasses.replace(_orders(Request([NOW, NOW + HOUR], 4 * HOUR), ["orders"]), window_ms=4 * HOUR)
     # the one difference: the CLI says how to see the rate of a quiet partition
     cli = render(result, {}).replace(", a longer --window may see one", "").splitlines()
-    header, *rows = _plain(assumptions(result.topics[0], result.window_ms))
+    header, *rows = plain_lines(assumptions(result.topics[0], result.window_ms))
     assert header.split("  ")[-1] == "Ingest rates observed over the last 4h"
     assert "ingest rates observed over the last 4h (--rate overrides them)" in cli
     rates, groups = rows[:2], rows[3:]
@@ -164,7 +158,7 @@ def test_the_console_says_what_the_cli_says_of_rates_and_readings() -> None:
 
 def test_a_topic_without_groups_says_nothing_of_groups() -> None:
     result = _forecast(Request([NOW, NOW + HOUR], HOUR), ["metrics"])
-    lines = _plain(assumptions(result.topics[0], result.window_ms))
+    lines = plain_lines(assumptions(result.topics[0], result.window_ms))
     assert lines[0].split() == ["Part", "Ingest", "rates", "observed", "over", "the", "last", "1h"]
     assert len(lines) == 2 and not any("Group" in line or "group" in line for line in lines)
 
@@ -179,7 +173,7 @@ async def test_the_view_shows_what_the_forecast_of_the_topic_assumed(make_consol
         await pilot.press("down", "down", "down", "enter")  # orders
         await settle(pilot)
         shown = app.screen.query_one("#forecast-assumptions", Static)
-        text = "\n".join(_plain(shown.content))
+        text = "\n".join(plain_lines(shown.content))
         assert "Ingest rates observed over the last 1h" in text
         assert "reads 0.00833 records/s (observed from its commits)" in text
         assert "reads nothing (--stalled)" in text and "reads nothing (no commit in the window)" in text
