@@ -1,7 +1,8 @@
 """Forecast: per topic, a chart of the bytes on disk over the past week (the
 journal's samples, engine/journal/history.py) and projected over the next one
 (``ebb forecast``, engine/forecast), with the caps drawn as lines and the first
-breach marked.
+breach marked; under it, what the forecast assumed of the ingest and of each group's
+reading, as ``ebb forecast`` words it.
 
 The topic list is a live view (a catalog read); the forecast of the selected topic
 is one Spark job, run in a worker thread with the read of its past when a topic is

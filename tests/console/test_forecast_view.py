@@ -1,15 +1,16 @@
 """The console's Forecast view: key 6 lists the topics; enter forecasts the selected
 one in a worker (here the host's forecast is given, without Spark) and charts it,
-with the first breach in the summary; a failing forecast says why in the view."""
+with the first breach in the summary and, under it, the rates and readings it assumed
+in ``ebb forecast``'s words; a failing forecast says why in the view."""
 
 from __future__ import annotations
 
 import dataclasses
 
-import pytest
 from textual.widgets import Static
 
 from console.cli.forecast import render
+from console.model.forecast_assumptions import ingest, pace
 from console.screens.forecast import HOUR, ForecastScreen, summary
 from console.widgets.forecast_assumptions import assumptions
 from engine.forecast.forecast import Breach, Forecast, PartitionPoint, Point, Request, TopicForecast
@@ -17,8 +18,6 @@ from engine.forecast.rates import NO_INGEST, Rate
 from engine.forecast.reading import Reading
 from tests.support.console_fixtures import NOW, TERMINAL, settle
 from tests.support.rich_text import plain_lines
-
-pytestmark = pytest.mark.asyncio
 
 
 def _forecast(request: Request, topics: list[str]) -> Forecast:
@@ -163,15 +162,23 @@ def test_a_topic_without_groups_says_nothing_of_groups() -> None:
     assert len(lines) == 2 and not any("Group" in line or "group" in line for line in lines)
 
 
+#: from the Forecast view's topic list, forecast orders (the 4th topic)
+ORDERS = ("down", "down", "down", "enter")
+
+
+async def _press(pilot, *keys: str) -> None:
+    """``keys`` on a settled console, one at a time, each settled."""
+    await settle(pilot)
+    for key in keys:
+        await pilot.press(key)
+        await settle(pilot)
+
+
 async def test_the_view_shows_what_the_forecast_of_the_topic_assumed(make_console, monkeypatch) -> None:
     app = make_console()
     monkeypatch.setattr(app.host, "forecast", _orders)
     async with app.run_test(size=TERMINAL) as pilot:
-        await settle(pilot)
-        await pilot.press("6")
-        await settle(pilot)
-        await pilot.press("down", "down", "down", "enter")  # orders
-        await settle(pilot)
+        await _press(pilot, "6", *ORDERS)
         shown = app.screen.query_one("#forecast-assumptions", Static)
         text = "\n".join(plain_lines(shown.content))
         assert "Ingest rates observed over the last 1h" in text
@@ -189,11 +196,20 @@ def test_forecast_assumptions_snapshot(snap_compare, make_console, monkeypatch) 
     monkeypatch.setattr(app.host, "forecast", _orders)
 
     async def run_before(pilot) -> None:
-        await settle(pilot)
-        for key in ("6", "down", "down", "down", "enter"):
-            await pilot.press(key)
-            await settle(pilot)
+        await _press(pilot, "6", *ORDERS)
+        # a table measures its new rows when idle: let it, before the picture
         await pilot.pause(0.3)
         await settle(pilot)
 
     assert snap_compare(app, terminal_size=TERMINAL, run_before=run_before)
+
+
+def test_rates_read_without_an_exponent() -> None:
+    """``.3g`` printed a thousand records a second as ``1e+03`` (and a record a day as
+    ``1.16e-05``), in the CLI as in the view."""
+    fast = Rate(1, 1, 100, "observed", NOW - HOUR)
+    assert ingest(fast) == "97.7 KiB/s, 1,000 records/s (observed since 2026-11-21T11:00:00.000Z)"
+    assert pace(Reading("billing", 0, "observed", 1, 86_400_000)) == (
+        "reads 0.0000116 records/s (observed from its commits)"
+    )
+    assert pace(Reading("billing", 0, "observed", 123_456, 1)).startswith("reads 123,000,000 records/s")
