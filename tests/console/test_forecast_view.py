@@ -6,10 +6,16 @@ in ``ebb forecast``'s words; a failing forecast says why in the view."""
 from __future__ import annotations
 
 import dataclasses
+import io
+from collections.abc import Callable
+from contextlib import redirect_stdout
+from pathlib import Path
 
 from textual.widgets import Static
 
+from console.cli import forecast as cli_forecast
 from console.cli.forecast import render
+from console.cli.main import main
 from console.model.forecast_assumptions import ingest, pace
 from console.screens.forecast import HOUR, ForecastScreen, summary
 from console.widgets.forecast_assumptions import assumptions
@@ -132,27 +138,70 @@ def _orders(request: Request, topics: list[str]) -> Forecast:
     return dataclasses.replace(plain, topics=[dataclasses.replace(topic, rates=rates, readings=READINGS)])
 
 
+#: what the CLI says that the view does not: how to see the rate of a quiet partition
+CLI_HINT = ", a longer --window may see one"
+
+
+def _as_cli_lines(lines: list[str]) -> list[str]:
+    """The rate and group rows of the view's :func:`assumptions` (``lines``, plain) as
+    the lines ``ebb forecast`` prints for them."""
+    out, groups = [], False
+    for row in lines[1:]:
+        cells = [cell.strip() for cell in row.split("  ") if cell.strip()]
+        if cells[:2] == ["Group", "Part"]:
+            groups = True
+        elif groups:
+            group, partition, words = cells
+            out.append(f"  group {group} on partition {partition}: {words}")
+        else:
+            partition, words = cells
+            out.append(f"  partition {partition}: {words}")
+    return out
+
+
 def test_the_console_says_what_the_cli_says_of_rates_and_readings() -> None:
     """Every partition's rate and every group's reading under the chart is the line
     ``ebb forecast`` prints for it, figures and words; the window is the forecast's."""
     result = dataclasses.replace(_orders(Request([NOW, NOW + HOUR], 4 * HOUR), ["orders"]), window_ms=4 * HOUR)
-    # the one difference: the CLI says how to see the rate of a quiet partition
-    cli = render(result, {}).replace(", a longer --window may see one", "").splitlines()
-    header, *rows = plain_lines(assumptions(result.topics[0], result.window_ms))
-    assert header.split("  ")[-1] == "Ingest rates observed over the last 4h"
+    cli = render(result, {}).replace(CLI_HINT, "").splitlines()
+    lines = plain_lines(assumptions(result.topics[0], result.window_ms))
+    assert lines[0].split("  ")[-1] == "Ingest rates observed over the last 4h"
     assert "ingest rates observed over the last 4h (--rate overrides them)" in cli
-    rates, groups = rows[:2], rows[3:]
-    assert rows[2].split() == ["Group", "Part", "Assumed", "to", "read"]
-    for row in rates:
-        partition, words = row.strip().split("  ", 1)
-        assert f"  partition {partition}: {words.strip()}" in cli, row
-    assert len(groups) == len(READINGS)
-    for row, reading in zip(groups, READINGS):
-        group, partition, words = (cell.strip() for cell in row.split("  ") if cell)
-        assert (group, int(partition)) == (reading.group, reading.partition)
-        assert f"  group {group} on partition {partition}: {words}" in cli, row
-    assert "reads 0.00833 records/s (observed from its commits)" in groups[2]
-    assert "870 B/s, 2.25 records/s (observed since 2026-11-21T11:00:00.000Z)" in rates[0]
+    view = _as_cli_lines(lines)
+    assert len(view) == 2 + len(READINGS) and set(view) <= set(cli)
+    assert "  partition 0: 870 B/s, 2.25 records/s (observed since 2026-11-21T11:00:00.000Z)" in view
+    assert "  group billing on partition 0: reads 0.00833 records/s (observed from its commits)" in view
+
+
+async def test_the_view_forecasts_what_ebb_forecast_does_and_says_it_alike(
+    make_console, console_data: Path, monkeypatch
+) -> None:
+    """The view's forecast of orders is the one ``ebb forecast orders`` asks for (a week
+    hourly, the last hour's rates, the data directory's budget and prune interval), and
+    the view shows its rates and readings as the CLI prints them."""
+    asked: dict[str, Request] = {}
+
+    def forecast(who: str) -> Callable[..., Forecast]:
+        def run(request: Request, topics: list[str], overrides=None) -> Forecast:
+            asked[who] = request
+            return _orders(request, list(topics))
+
+        return run
+
+    monkeypatch.setattr(
+        cli_forecast, "_run", lambda broker, args, request, names, overrides: forecast("cli")(request, names)
+    )
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        assert main(["--data-dir", str(console_data), "forecast", "orders", "--now", str(NOW)]) == 0
+    app = make_console()
+    monkeypatch.setattr(app.host, "forecast", forecast("console"))
+    async with app.run_test(size=TERMINAL) as pilot:
+        await _press(pilot, "6", *ORDERS)
+        shown = plain_lines(app.screen.query_one("#forecast-assumptions", Static).content)
+    assert asked["console"] == asked["cli"]
+    view = _as_cli_lines(shown)
+    assert len(view) == 2 + len(READINGS) and set(view) <= set(printed.getvalue().replace(CLI_HINT, "").splitlines())
 
 
 def test_a_topic_without_groups_says_nothing_of_groups() -> None:
