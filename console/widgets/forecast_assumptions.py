@@ -22,15 +22,31 @@ def _table(*headers: str) -> Table:
     return table
 
 
+def spans(partitions: list[int]) -> str:
+    """``0-2, 5`` for partitions 0, 1, 2 and 5 (in order)."""
+    runs: list[list[int]] = []
+    for partition in partitions:
+        if runs and partition == runs[-1][-1] + 1:
+            runs[-1].append(partition)
+        else:
+            runs.append([partition])
+    return ", ".join(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
+
+
 def assumptions(topic: TopicForecast, window_ms: int) -> RenderableType:
     """A table of ``topic``'s ingest per partition under the window, then one of its
-    groups' reading (none for a topic without groups)."""
+    groups' reading (none for a topic without groups): a row for the partitions a
+    group reads alike, where ``ebb forecast`` prints a line each (a group that keeps
+    up everywhere is one row, not one a partition)."""
     rates = _table("Part", window(window_ms).capitalize())
     for partition, rate in sorted(topic.rates.items()):
         rates.add_row(str(partition), ingest(rate))
     if not topic.readings:
         return rates
+    alike: dict[tuple[str, str], list[int]] = {}
+    for reading in topic.readings:  # by group and partition
+        alike.setdefault((reading.group, pace(reading)), []).append(reading.partition)
     reads = _table("Group", "Part", "Assumed to read")
-    for reading in topic.readings:
-        reads.add_row(reading.group, str(reading.partition), pace(reading))
+    for (group, words), partitions in alike.items():
+        reads.add_row(group, spans(partitions), words)
     return Group(rates, reads)

@@ -142,6 +142,15 @@ def _orders(request: Request, topics: list[str]) -> Forecast:
 CLI_HINT = ", a longer --window may see one"
 
 
+def _partitions(spans: str) -> list[int]:
+    """``0-2, 5`` -> [0, 1, 2, 5]."""
+    out: list[int] = []
+    for span in spans.split(", "):
+        first, _, last = span.partition("-")
+        out += range(int(first), int(last or first) + 1)
+    return out
+
+
 def _as_cli_lines(lines: list[str]) -> list[str]:
     """The rate and group rows of the view's :func:`assumptions` (``lines``, plain) as
     the lines ``ebb forecast`` prints for them."""
@@ -151,8 +160,8 @@ def _as_cli_lines(lines: list[str]) -> list[str]:
         if cells[:2] == ["Group", "Part"]:
             groups = True
         elif groups:
-            group, partition, words = cells
-            out.append(f"  group {group} on partition {partition}: {words}")
+            group, partitions, words = cells
+            out += [f"  group {group} on partition {p}: {words}" for p in _partitions(partitions)]
         else:
             partition, words = cells
             out.append(f"  partition {partition}: {words}")
@@ -262,3 +271,20 @@ def test_rates_read_without_an_exponent() -> None:
         "reads 0.0000116 records/s (observed from its commits)"
     )
     assert pace(Reading("billing", 0, "observed", 123_456, 1)).startswith("reads 123,000,000 records/s")
+
+
+def test_a_group_reading_partitions_alike_is_one_row() -> None:
+    """Under the chart a group takes a row for the partitions it reads alike, where
+    the CLI prints a line each: the same lines once spread out again."""
+    keeps_up = [Reading("billing", p, "keeps_up") for p in (0, 1, 2, 5)]
+    readings = [*keeps_up, Reading("billing", 3, "observed", 1, 1000), Reading("billing", 4, "idle")]
+    readings.sort(key=lambda r: r.partition)
+    plain = _forecast(Request([NOW, NOW + HOUR], HOUR), ["orders"])
+    result = dataclasses.replace(plain, topics=[dataclasses.replace(plain.topics[0], readings=readings)])
+    lines = plain_lines(assumptions(result.topics[0], result.window_ms))
+    groups = [line.split()[:2] for line in lines[3:]]
+    assert groups == [["billing", "0-2,"], ["billing", "3"], ["billing", "4"]] and lines[3].split()[2] == "5"
+    cli = render(result, {}).splitlines()
+    view = _as_cli_lines(lines)
+    assert sorted(view) == sorted(line for line in cli if line.startswith(("  partition ", "  group ")))
+    assert len(view) == 1 + len(readings)
