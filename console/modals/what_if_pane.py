@@ -131,6 +131,9 @@ class WhatIfPane(Horizontal):
     WhatIfPane #what-if-forecast-note {
         height: auto;
     }
+    WhatIfPane #what-if-assumptions {
+        display: none;
+    }
     """
 
     class ForecastReady(Message):
@@ -170,7 +173,7 @@ class WhatIfPane(Horizontal):
     def failed(self, message: str) -> None:
         self._content(Text(f"No what-if: {message}"), failed=True)
         self.query_one("#what-if-forecast").display = False
-        self.query_one("#what-if-assumptions", Static).update("")
+        self.query_one("#what-if-assumptions").display = False
 
     def show(self, what_if: WhatIf, changes: str, palette: Palette) -> None:
         self._content(render_what_if(what_if, changes, palette))
@@ -187,7 +190,7 @@ class WhatIfPane(Horizontal):
         in a worker; the chart shows it when done."""
         self.query_one("#what-if-forecast").display = True
         self.query_one("#what-if-forecast-note", ChartLegend).show(None, "forecasting a week ahead on Spark…")
-        self.query_one("#what-if-assumptions", Static).update("")
+        self.query_one("#what-if-assumptions").display = False
         self._forecast(host, topic, dict(overrides))
 
     @work(thread=True, exclusive=True, group="what-if-forecast", exit_on_error=False)
@@ -208,9 +211,11 @@ class WhatIfPane(Horizontal):
         self.query_one("#what-if-chart", Chart).show(spec)
         self.query_one("#what-if-forecast-note", ChartLegend).show(spec, peaks_line(message.result))
         (edited,) = message.result.topics
-        self.query_one("#what-if-assumptions", Static).update(
+        shown = self.query_one("#what-if-assumptions", Static)
+        shown.update(
             Group(Text("\nThe forecast charted assumes:", style="bold"), assumptions(edited, message.result.window_ms))
         )
+        shown.display = True
 
     def on_what_if_pane_forecast_failed(self, message: ForecastFailed) -> None:
         self.query_one("#what-if-forecast-note", ChartLegend).show(None, f"No forecast: {message.error}")

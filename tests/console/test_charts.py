@@ -371,6 +371,7 @@ async def test_without_spark_the_what_if_says_so_and_charts_nothing(make_console
         assert "the Spark engine is off" in str(pane.query_one(Static).render())
         assert not pane.query_one("#what-if-forecast").display
         assert pane.query_one("#what-if-chart", Chart).spec is None
+        assert not pane.query_one("#what-if-assumptions").display  # no forecast, nothing it assumed
 
 
 # -- snapshots ----------------------------------------------------------------------------------
