@@ -35,7 +35,8 @@ def window(window_ms: int) -> str:
 
 
 def ingest(rate: Rate, *, hint: str = "") -> str:
-    """``97.7 KiB/s, 1 records/s (observed since 2026-11-21T11:00:00.000Z)``; ``hint``
+    """``97.7 KiB/s, 12 records/s in batches of 4 (observed since 2026-11-21T11:00:00.000Z)``
+    (the batches where a producer sends them, engine/forecast/rates.py); ``hint``
     follows the reason a partition has no ingest (how the CLI would see one)."""
     if rate.source == "observed":
         since = f"observed since {format_instant(rate.since)}"
@@ -43,8 +44,10 @@ def ingest(rate: Rate, *, hint: str = "") -> str:
         since = f"none: no record in the window{hint}"
     else:
         since = rate.source  # given (--rate)
+    batches = f" in batches of {rate.batch}" if rate.batch > 1 else ""
     return (
-        f"{describe_size(round(rate.bytes_per_second))}/s, {_per_second(rate.records_per_second)} records/s ({since})"
+        f"{describe_size(round(rate.bytes_per_second))}/s, "
+        f"{_per_second(rate.records_per_second)} records/s{batches} ({since})"
     )
 
 

@@ -53,7 +53,7 @@ class ForecastScreen(LiveScreen[TopicsData]):
     }
     ForecastScreen #forecast-assumptions-box {
         height: auto;
-        max-height: 9;
+        max-height: 10;
     }
     """
     VIEW_TITLE = "Forecast"

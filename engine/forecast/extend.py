@@ -19,9 +19,12 @@ timestamps (segments, commits) are shifted back by ``t - now``, so that it is
 planned as of ``t``. The rules only read differences of instants (``now - ts``),
 and the time cuts, which are offsets, are found before the shift.
 
-Synthetic record ``j`` (from 0) of a partition has timestamp
-``now + ceil((j + 1) * per_ms / records)``: by ``t``, ``(t - now) * records //
-per_ms`` records have arrived. A segment takes records up to ``segment_size`` and,
+Synthetic records come in batches of ``batch`` records stamped alike (one record
+each unless the producer sends batches, engine/forecast/rates.py): record ``j``
+(from 0) of a partition is in batch ``k = j // batch``, stamped
+``now + ceil((k + 1) * batch * per_ms / records)``; by ``t``, ``batch * ((t - now) *
+records // (batch * per_ms))`` records have arrived. A segment takes records up to
+``segment_size`` and,
 with a ``segment_roll``, those stamped less than that after its first one (the
 store's rule). A group that committed within the rate window keeps its lag (it
 reads as fast as records arrive), or reads at the pace observed from its commits
@@ -82,30 +85,58 @@ class _Partitions:
     records: np.ndarray
     per_ms: np.ndarray
     record_bytes: np.ndarray
-    capacity: np.ndarray  # records a new segment takes by size
+    segment_size: np.ndarray
     roll: np.ndarray  # segment_roll in ms; -1: none
     active: np.ndarray  # the row in segments of the partition's active segment; -1: none
     room: np.ndarray  # records the active segment still takes
     newest: np.ndarray  # the newest record timestamp among its segments (int64 min: none)
+    batch: np.ndarray  # records stamped alike
+    header: np.ndarray  # bytes a piece of a batch adds (0: in record_bytes)
 
     def timestamp(self, rows: np.ndarray, records: np.ndarray, now: int) -> np.ndarray:
         """The timestamp of synthetic record ``records`` (from 0) of partition ``rows``."""
-        num, den = self.records[rows], self.per_ms[rows]
-        return now - ((-(records + 1) * den) // np.maximum(num, 1))
+        num, batch = self.records[rows], self.batch[rows]
+        return now - ((-(records // batch + 1) * batch * self.per_ms[rows]) // np.maximum(num, 1))
+
+    def arrived(self, rows: np.ndarray | slice, elapsed: int | np.ndarray) -> np.ndarray:
+        """How many synthetic records of partition ``rows`` are stamped at most
+        ``elapsed`` after now: whole batches ``k`` with ``ceil((k + 1) * batch *
+        per_ms / records) <= elapsed``."""
+        batch = self.batch[rows]
+        return np.maximum(0, elapsed * self.records[rows] // (batch * self.per_ms[rows])) * batch
 
     def stamped_before(self, rows: np.ndarray, instant: np.ndarray, now: int) -> np.ndarray:
-        """How many synthetic records of partition ``rows`` are stamped before
-        ``instant``: those ``j`` with ``ceil((j + 1) * per_ms / records) <= instant -
-        now - 1``."""
-        return np.maximum(0, (instant - now - 1) * self.records[rows] // self.per_ms[rows])
+        """How many synthetic records of partition ``rows`` are stamped before ``instant``."""
+        return self.arrived(rows, instant - now - 1)
+
+    def bytes_of(self, rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """The bytes synthetic records ``[lo, hi)`` of partition ``rows`` take in one
+        segment: theirs, and a header for each batch they hold a piece of."""
+        batch = self.batch[rows]
+        pieces = np.where(hi > lo, -(-hi // batch) - lo // batch, 0)
+        return (hi - lo) * self.record_bytes[rows] + pieces * self.header[rows]
+
+    def fitting(self, rows: np.ndarray, lo: np.ndarray, room: np.ndarray) -> np.ndarray:
+        """How many synthetic records from ``lo`` of partition ``rows`` fit in
+        ``room`` bytes, as the store appends them: the rest of ``lo``'s batch, whole
+        batches, then as many of the next one's records as fit with its header."""
+        size, header, batch = self.record_bytes[rows], self.header[rows], self.batch[rows]
+        whole = header + batch * size
+        rest = batch - lo % batch
+        after_rest = room - header - rest * size
+        last = np.maximum(0, (after_rest % whole - header) // size)
+        return np.where(
+            after_rest < 0, np.maximum(0, (room - header) // size), rest + after_rest // whole * batch + last
+        )
 
     def segment_records(self, rows: np.ndarray, start: np.ndarray, now: int) -> np.ndarray:
         """The records a segment whose first record is synthetic record ``start`` of
-        partition ``rows`` takes: up to its capacity, and with a roll the records
-        stamped within ``segment_roll`` of its first one; at least that one."""
+        partition ``rows`` takes: what fits in ``segment_size``, and with a roll the
+        records stamped within ``segment_roll`` of its first one; at least that one."""
         roll = self.roll[rows]
+        by_size = self.fitting(rows, start, self.segment_size[rows])
         by_time = self.stamped_before(rows, self.timestamp(rows, start, now) + np.maximum(roll, 0), now) - start
-        return np.maximum(1, np.where(roll < 0, self.capacity[rows], np.minimum(self.capacity[rows], by_time)))
+        return np.maximum(1, np.where(roll < 0, by_size, np.minimum(by_size, by_time)))
 
 
 def _partitions(
@@ -126,7 +157,6 @@ def _partitions(
     active = np.where(own & ~sealed[last], last, -1)
     used = np.append(segments["size_bytes"].to_numpy(), 0)[active]
     first = np.append(segments["first_timestamp"].fill_null(snapshot.now).to_numpy(), 0)[active]
-    capacity = np.maximum(1, segment_size // record_bytes)
     newest = np.full(count, np.iinfo(np.int64).min)
     np.maximum.at(newest, segment_rows, segments["max_timestamp"].fill_null(np.iinfo(np.int64).min).to_numpy())
     parts = _Partitions(
@@ -134,16 +164,18 @@ def _partitions(
         records=np.array([r.records for r in rates], dtype=np.int64),
         per_ms=np.array([r.per_ms for r in rates], dtype=np.int64),
         record_bytes=record_bytes,
-        capacity=capacity,
+        segment_size=segment_size,
         roll=roll,
         active=active,
         newest=newest,
         room=np.zeros(count, dtype=np.int64),
+        batch=np.array([r.batch for r in rates], dtype=np.int64),
+        header=np.array([r.header for r in rates], dtype=np.int64),
     )
     rows = np.arange(count)
     # An empty active segment takes records as a new one does; a used one, what
     # fits in its bytes and (with a roll) what is stamped before it rolls.
-    fits = np.maximum(0, (segment_size - used) // record_bytes)
+    fits = parts.fitting(rows, np.zeros(count, np.int64), segment_size - used)
     rolls = np.where(
         roll < 0, fits, np.minimum(fits, parts.stamped_before(rows, first + np.maximum(roll, 0), snapshot.now))
     )
@@ -177,10 +209,10 @@ def extend(
     names = [virtual_name(i, topic, label) for i in range(len(instants)) for topic in topic_names]
     pieces: dict[str, list[pa.Table]] = {name: [] for name in tables.SNAPSHOT_TABLES}
     on_disk: list[tuple[np.ndarray, np.ndarray]] = []
-    starts = _starts(parts, (max(instants) - now) * parts.records // parts.per_ms, now)
+    starts = _starts(parts, parts.arrived(slice(None), max(instants) - now), now)
     for i, at in enumerate(instants):
         elapsed = at - now
-        arrived = (elapsed * parts.records) // parts.per_ms
+        arrived = parts.arrived(slice(None), elapsed)
         renamed = _renamer(snapshot, names[i * len(topic_names) : (i + 1) * len(topic_names)])
         pieces["topics"].append(renamed(_topics_at(snapshot.tables["topics"], elapsed, prune_interval_ms)))
         partitions = snapshot.tables["partitions"]
@@ -241,16 +273,19 @@ class _Starts:
 
 def _starts(parts: _Partitions, arrived: np.ndarray, now: int) -> _Starts:
     """The synthetic segments once ``arrived`` records have been appended after the
-    active segment's ``room``. Without a roll every one takes ``capacity`` records;
-    with one a segment's records depend on its first one's timestamp, so they are
-    laid one after another (a step per segment, over every rolling partition)."""
-    fixed = np.flatnonzero(parts.roll < 0)
-    count = np.maximum(0, -(-(arrived[fixed] - parts.room[fixed]) // parts.capacity[fixed]))
+    active segment's ``room``. Without a roll or batch headers every one takes as
+    many records as fit in ``segment_size``; with a roll a segment's records depend on
+    its first one's timestamp, and with headers on where in its batch it begins, so
+    those are laid one after another (a step per segment, over those partitions)."""
+    uniform = (parts.roll < 0) & (parts.header == 0)
+    fixed = np.flatnonzero(uniform)
+    capacity = np.maximum(1, parts.segment_size[fixed] // parts.record_bytes[fixed])
+    count = np.maximum(0, -(-(arrived[fixed] - parts.room[fixed]) // capacity))
     rows = np.repeat(fixed, count)
     k = np.arange(len(rows)) - np.repeat(np.cumsum(count) - count, count)  # the segment's index in its partition
-    first = parts.room[rows] + k * parts.capacity[rows]
-    of, start, end = [rows], [first], [first + parts.capacity[rows]]
-    rows = np.flatnonzero(parts.roll >= 0)
+    first = parts.room[rows] + k * np.repeat(capacity, count)
+    of, start, end = [rows], [first], [first + np.repeat(capacity, count)]
+    rows = np.flatnonzero(~uniform)
     at = parts.room[rows]
     while (left := at < arrived[rows]).any():
         rows, at = rows[left], at[left]
@@ -293,7 +328,7 @@ def _segments_at(
     grown = np.flatnonzero((parts.active >= 0) & (fill > 0))
     rows = parts.active[grown]
     next_[rows] += fill[grown]
-    size[rows] += fill[grown] * parts.record_bytes[grown]
+    size[rows] += parts.bytes_of(grown, np.zeros_like(rows), fill[grown])
     last_ts = parts.timestamp(grown, fill[grown] - 1, now)
     newest[rows] = np.where(newest_valid[rows], np.maximum(newest[rows], last_ts), last_ts)
     newest_valid[rows] = True
@@ -310,7 +345,7 @@ def _segments_at(
     new = {
         "base_offset": parts.next_offset[of] + lo,
         "next_offset": parts.next_offset[of] + hi,
-        "size_bytes": (hi - lo) * parts.record_bytes[of],
+        "size_bytes": parts.bytes_of(of, lo, hi),
         "first_timestamp": parts.timestamp(of, lo, now),
         "max_timestamp": parts.timestamp(of, hi - 1, now),
         "sealed": starts.end[here] < arrived[of],
@@ -434,8 +469,8 @@ def _time_cuts_at(
         # No record of the snapshot's is that recent: no need to look for one.
         found = real_time_cut(topic, partition, log_start[p], theta) if theta <= parts.newest[p] else None
         if found is None:
-            # The first synthetic record j with timestamp >= θ: ceil((j+1)·per_ms/records) >= θ - now.
-            first = max(0, ((theta - now - 1) * int(parts.records[p])) // int(parts.per_ms[p]))
-            found = int(parts.next_offset[p] + min(first, arrived[p]) if parts.records[p] else parts.next_offset[p])
+            # the first synthetic record stamped at or after θ
+            first = int(parts.stamped_before(np.array([p]), np.array([theta]), now)[0])
+            found = int(parts.next_offset[p] + min(first, arrived[p]))
         offsets.append(found)
     return cuts.set_column(3, "offset", pa.array(offsets, pa.int64()))

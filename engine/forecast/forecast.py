@@ -125,6 +125,7 @@ class TopicForecast:
                     "bytes_per_second": r.bytes_per_second,
                     "records_per_second": r.records_per_second,
                     "record_bytes": r.record_bytes,
+                    "batch": r.batch,
                 }
                 for p, r in sorted(self.rates.items())
             ],

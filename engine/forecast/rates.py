@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.prune.record_times import FirstRecord
+from engine.store.batch import HEADER_SIZE
 
 #: (topic, partition, offset, θ) -> the partition's first record at or after that
 #: offset (and its log start) whose timestamp is >= θ
@@ -53,6 +54,14 @@ class Rate:
     #: records written per synthetic record: below 1 where the observed record's
     #: bytes are a fraction, rounded down to ``record_bytes`` (:func:`_in_whole_records`)
     records_per_synthetic: float = 1.0
+    #: records that arrive together, stamped alike (a producer's batch): the
+    #: synthetic records come ``batch`` at a time, every ``batch * per_ms / records`` ms
+    batch: int = 1
+    #: bytes each piece of a batch adds to its records' (the store's batch header: a
+    #: batch split over two segments has two), where the observed bytes are whole
+    #: batches of records of ``record_bytes``; else 0 and a record's bytes hold its
+    #: share of the header
+    header: int = 0
 
     @property
     def records_per_second(self) -> float:
@@ -61,7 +70,7 @@ class Rate:
 
     @property
     def bytes_per_second(self) -> float:
-        return self.records * 1000 / self.per_ms * self.record_bytes
+        return self.records * 1000 / self.per_ms * (self.record_bytes + self.header / self.batch)
 
 
 NO_INGEST = Rate(0, 1, DEFAULT_RECORD_BYTES, "none")
@@ -134,8 +143,33 @@ def observed_rates(
         later = first_record(names[p], numbers[p], max(offset, log_starts[p]), since + 1)
         at_first = records if later is None else later.offset - offset
         count, per_ms = steady_span(records, at_first, since, int(newest[k:hi].max()), now)
-        rates.append(_in_whole_records(count, per_ms, held_bytes, held_records, since))
+        batch = batch_of(records, at_first)
+        # a steady batched producer's bytes are whole batches, each piece a header
+        record_bytes, unaccounted = divmod(
+            held_bytes - HEADER_SIZE * batch_pieces(base[k:hi], next_[k:hi], offset, batch), held_records
+        )
+        if batch > 1 and record_bytes > 0 and unaccounted == 0:
+            rate = _reduced(count, per_ms, record_bytes, "observed", since)
+            rates.append(replace(rate, batch=batch, header=HEADER_SIZE))
+        else:
+            rate = _in_whole_records(count, per_ms, held_bytes, held_records, since)
+            rates.append(replace(rate, batch=batch))
     return rates
+
+
+def batch_pieces(base: np.ndarray, next_: np.ndarray, origin: int, batch: int) -> int:
+    """The pieces of batches of ``batch`` records from offset ``origin`` that the
+    segments ``[base, next)`` hold: a batch split over two segments is two."""
+    overlapped = -((origin - next_) // batch) - (base - origin) // batch
+    return int(np.sum(np.where(next_ > base, overlapped, 0)))
+
+
+def batch_of(records: int, at_first: int) -> int:
+    """The records a producer sends stamped alike, from the ``at_first`` of the
+    ``records`` counted that share the first one's timestamp: that many where they
+    are a whole number of such batches (a steady batched producer: ``ebb produce
+    --count N`` every few minutes), else one (batches of no one size)."""
+    return at_first if 1 < at_first < records and records % at_first == 0 else 1
 
 
 def _in_whole_records(count: int, per_ms: int, held_bytes: int, held_records: int, since: int) -> Rate:
@@ -155,6 +189,8 @@ def _in_whole_records(count: int, per_ms: int, held_bytes: int, held_records: in
 
 
 def given_rate(bytes_per_second: int, observed: Rate) -> Rate:
-    """``--rate``: ``bytes_per_second`` in records of the observed size."""
-    record_bytes = observed.record_bytes if observed.source == "observed" else DEFAULT_RECORD_BYTES
+    """``--rate``: ``bytes_per_second`` in records of the observed size (with their
+    share of a batch's header), one by one."""
+    shared = observed.record_bytes + observed.header // observed.batch
+    record_bytes = shared if observed.source == "observed" else DEFAULT_RECORD_BYTES
     return _reduced(bytes_per_second, 1000 * record_bytes, record_bytes, "given", None)

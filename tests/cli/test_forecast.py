@@ -502,41 +502,48 @@ def _kept_by_hand(segments: list, at: int, policy: dict[str, str]) -> tuple[int,
     """docs/RETENTION.md for these policies: the sealed segments are deleted as a
     prefix while past retention_time or while the newer ones hold retention_size; for
     records in time order a message-granularity cut deletes the same whole segments.
+    The cycle at ``at`` rolls an active segment whose first record is ``segment_roll``
+    old, beginning an empty one (the store rolls it only when the next record comes).
     Returns the bytes and segments kept."""
     retention = parse_duration(policy.get("retention_time", "none"))
     target = parse_size(policy.get("retention_size", "none"))
+    roll = parse_duration(policy.get("segment_roll", "none"))
     k = 0
     while k < len(segments) - 1 and (
         (retention is not None and segments[k].max_timestamp < at - retention)
         or (target is not None and sum(s.size_bytes for s in segments[k + 1 :]) >= target)
     ):
         k += 1
-    return sum(s.size_bytes for s in segments[k:]), len(segments) - k
+    active = segments[-1]
+    rolled = roll is not None and not active.sealed and active.size_bytes > 0 and active.first_timestamp + roll <= at
+    return sum(s.size_bytes for s in segments[k:]), len(segments) - k + rolled
 
 
-def test_rolling_segments_are_forecast_as_the_store_rolls_the_records(
-    data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
+def _forecast_equals_the_fed_store(
+    data_dir: Path, tmp_path: Path, ebb, policies: dict[str, dict[str, str]], batch: int, every: int
 ) -> None:
-    """The store is fed the records the forecast expects (a record a minute, on after
-    now) and retention is applied to its segments by hand: at every instant the
-    forecast holds the same bytes and segments."""
+    """Each topic is fed ``batch`` records stamped alike every ``every`` minutes (the
+    forecast's own assumption: a steady producer, the last batch now); a copy of the
+    data directory is fed on to each instant and retention is applied to its segments
+    by hand: at every instant the forecast holds the same bytes and segments."""
     _new_data_dir(data_dir)
 
-    def stamp(offset: int) -> int:  # a record a minute, the last one now
-        return NOW - (RECORDS - 1 - offset) * MINUTE
+    def stamp(offset: int) -> int:
+        return NOW - (RECORDS // batch - 1 - offset // batch) * every * MINUTE
 
     def feed(broker: Broker, topic: str, until: int) -> None:
         end = broker.describe(topic).partitions[0].row.next_offset
         while stamp(end) <= until:
-            broker.produce(topic, [NewRecord(b"v" * 100, timestamp=stamp(end))], partition=0)
-            end += 1
+            broker.produce(topic, [NewRecord(b"v" * 100, timestamp=stamp(end))] * batch, partition=0)
+            end += batch
 
     with Broker(data_dir, clock=lambda: NOW) as broker:
-        for topic, policy in ROLLING.items():
+        for topic, policy in policies.items():
             broker.create_topic(topic, 1, policy)
             feed(broker, topic, NOW)
     out = _forecast(ebb, "--horizon", "3h", "--step", "7m")
     assert out["instants"][-1] == NOW + 180 * MINUTE  # not a whole number of steps away
+    assert {r["batch"] for t in out["topics"] for r in t["rates"]} == {batch}
     fed = tmp_path / "fed"
     shutil.copytree(data_dir, fed)
     with Broker(fed, clock=lambda: NOW) as broker:
@@ -545,10 +552,29 @@ def test_rolling_segments_are_forecast_as_the_store_rolls_the_records(
             for point in forecast["points"]:
                 feed(broker, topic, point["at"])
                 segments = broker.describe(topic).partitions[0].segments
-                assert (point["bytes"], point["segments"]) == _kept_by_hand(segments, point["at"], ROLLING[topic]), (
+                assert (point["bytes"], point["segments"]) == _kept_by_hand(segments, point["at"], policies[topic]), (
                     topic,
                     point["at"],
                 )
+
+
+def test_rolling_segments_are_forecast_as_the_store_rolls_the_records(
+    data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
+) -> None:
+    """A record a minute under every kind of roll."""
+    _forecast_equals_the_fed_store(data_dir, tmp_path, ebb, ROLLING, batch=1, every=1)
+
+
+def test_a_producers_batches_are_forecast_as_the_store_appends_them(
+    data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
+) -> None:
+    """Four records stamped alike every three minutes (``ebb produce --count 4``): the
+    records arrive a batch at a time, and a segment holds what the store puts in it,
+    a batch split over two segments paying its header twice. Spread evenly a record at
+    a time, the forecast rolled and aged segments up to eleven minutes off the store's."""
+    policies = dict(ROLLING)
+    policies["timed"] = {"retention_time": "1h", "retention_size": "5000", "segment_size": str(SEGMENT)}
+    _forecast_equals_the_fed_store(data_dir, tmp_path, ebb, policies, batch=4, every=3)
 
 
 def test_an_idle_partition_is_rolled_by_the_cycles_and_ages_out(data_dir: Path, shared_spark: SparkEngine, ebb) -> None:

@@ -131,10 +131,10 @@ READINGS = [
 
 
 def _orders(request: Request, topics: list[str]) -> Forecast:
-    """:func:`_forecast` with two partitions, one quiet, and a group of each pace."""
+    """:func:`_forecast` with two partitions, one batched and one quiet, and a group of each pace."""
     plain = _forecast(request, topics)
     (topic,) = plain.topics
-    rates = {0: Rate(3, 1000, 290, "observed", NOW - HOUR, 0.75), 1: NO_INGEST}
+    rates = {0: Rate(3, 1000, 290, "observed", NOW - HOUR, 0.75, batch=3), 1: NO_INGEST}
     return dataclasses.replace(plain, topics=[dataclasses.replace(topic, rates=rates, readings=READINGS)])
 
 
@@ -178,7 +178,7 @@ def test_the_console_says_what_the_cli_says_of_rates_and_readings() -> None:
     assert "ingest rates observed over the last 4h (--rate overrides them)" in cli
     view = _as_cli_lines(lines)
     assert len(view) == 2 + len(READINGS) and set(view) <= set(cli)
-    assert "  partition 0: 870 B/s, 2.25 records/s (observed since 2026-11-21T11:00:00.000Z)" in view
+    assert "  partition 0: 870 B/s, 2.25 records/s in batches of 3 (observed since 2026-11-21T11:00:00.000Z)" in view
     assert "  group billing on partition 0: reads 0.00833 records/s (observed from its commits)" in view
 
 

@@ -110,7 +110,11 @@ def test_forecast_agrees_with_the_reference_model(
     for topic in got.topics:
         for partition, used in topic.rates.items():
             want = rates[(topic.topic, partition)]
-            assert (used.records * want.per_ms, used.record_bytes) == (want.records * used.per_ms, want.record_bytes)
+            assert (used.records * want.per_ms, used.record_bytes, used.batch) == (
+                want.records * used.per_ms,
+                want.record_bytes,
+                want.batch,
+            )
         for i, point in enumerate(topic.points):
             assert _as_model(point) == expected[topic.topic][i], f"{topic.topic} at instant {i}"
     totals = [sum(points[i]["bytes"] for points in expected.values()) for i in range(count)]

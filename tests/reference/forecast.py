@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from engine.store.batch import HEADER_SIZE
+
 from . import model
 from .catalog import Group, Partition, Position, RefCatalog, Segment
 
@@ -24,13 +26,16 @@ class RefRate:
     records: int  # per ``per_ms`` ms
     per_ms: int
     record_bytes: int
+    batch: int = 1  # records stamped alike
+    header: int = 0  # bytes a piece of a batch adds in a segment
 
     def arrived(self, elapsed: int) -> int:
-        return 0 if self.records == 0 else elapsed * self.records // self.per_ms
+        """Whole batches: the records of batch ``k`` arrive together, ``(k + 1)`` batch intervals after now."""
+        return 0 if self.records == 0 else elapsed * self.records // (self.batch * self.per_ms) * self.batch
 
     def timestamp(self, now: int, j: int) -> int:
-        """Synthetic record ``j`` (from 0): ``now + ceil((j + 1) * per_ms / records)``."""
-        return now + -(-(j + 1) * self.per_ms // self.records)
+        """Synthetic record ``j`` (from 0), in batch ``j // batch``."""
+        return now + -(-(j // self.batch + 1) * self.batch * self.per_ms // self.records)
 
 
 def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
@@ -74,16 +79,24 @@ def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
             else:
                 elapsed = now - first_ts
                 count, per_ms = (records if elapsed > 0 else 0), max(elapsed, 1)
+            # a producer's batches, when the records are a whole number of the first one's
+            batch = at_first if 1 < at_first < records and records % at_first == 0 else 1
+            # each piece of a batch in a segment (counted from the window's first record) has a header
+            pieces = sum(
+                len({(offset - first) // batch for offset in range(s.base, s.next)}) for s in partition.segments[k:]
+            )
+            if batch > 1 and (size - HEADER_SIZE * pieces) % held == 0 and size - HEADER_SIZE * pieces >= held:
+                return RefRate(count, per_ms, (size - HEADER_SIZE * pieces) // held, batch, HEADER_SIZE)
             if size % held == 0:
-                return RefRate(count, per_ms, record_bytes)
+                return RefRate(count, per_ms, record_bytes, batch)
             # whole synthetic records, more of them, at the observed bytes per second
             exact = Fraction(count * size, per_ms * held * record_bytes).limit_denominator(per_ms)
-            return RefRate(exact.numerator, exact.denominator, record_bytes)
+            return RefRate(exact.numerator, exact.denominator, record_bytes, batch)
     return RefRate(0, 1, DEFAULT_RECORD_BYTES)
 
 
 def given_rate(bytes_per_second: int, observed: RefRate, has_records: bool) -> RefRate:
-    record_bytes = observed.record_bytes if has_records else DEFAULT_RECORD_BYTES
+    record_bytes = observed.record_bytes + observed.header // observed.batch if has_records else DEFAULT_RECORD_BYTES
     return RefRate(bytes_per_second, 1000 * record_bytes, record_bytes)
 
 
@@ -126,9 +139,9 @@ def extended_partition(
         segments.append({"base": start, "next": start, "size": 0, "sealed": False, "timestamps": []})
         return segments[-1]
 
-    records = [(rate.timestamp(now, j), 0) for j in range(rate.arrived(at - now))]
-    cycles = [(cycle, 1) for cycle in range(now, at, prune_interval)]
-    for timestamp, is_cycle in sorted(records + cycles):
+    records = [(rate.timestamp(now, j), 0, j) for j in range(rate.arrived(at - now))]
+    cycles = [(cycle, 1, -1) for cycle in range(now, at, prune_interval)]
+    for timestamp, is_cycle, j in sorted(records + cycles):
         active = None if segments[-1]["sealed"] else segments[-1]
         if is_cycle:
             if active and active["timestamps"] and segment_roll is not None:
@@ -136,7 +149,9 @@ def extended_partition(
                     active["sealed"] = True
                     begin()
             continue
-        full = active is not None and active["size"] and active["size"] + rate.record_bytes > segment_size
+        # a batch's first record, or the first of its records in a segment, brings a header
+        piece = rate.header if j % rate.batch == 0 or active is None or not active["timestamps"] else 0
+        full = active is not None and active["size"] and active["size"] + piece + rate.record_bytes > segment_size
         rolls = (
             active is not None
             and segment_roll is not None
@@ -147,8 +162,9 @@ def extended_partition(
             if active is not None:
                 active["sealed"] = True
             active = begin()
+            piece = rate.header
         active["next"] += 1
-        active["size"] += rate.record_bytes
+        active["size"] += piece + rate.record_bytes
         active["timestamps"].append(timestamp)
     return replace(
         partition,

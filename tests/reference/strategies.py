@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from engine.store.batch import HEADER_SIZE
 from tests.reference.catalog import Group, Partition, Policy, Position, RefCatalog, Segment, Topic
 
 NOW = 1_700_000_000_000
@@ -108,15 +109,25 @@ def timestamps(draw: st.DrawFn, count: int, now: int) -> list[int]:
 @st.composite
 def partitions(draw: st.DrawFn, index: int, now: int) -> Partition:
     """1–8 segments (the last active, possibly empty), 1–6 records per sealed segment,
-    and a log start anywhere in ``[base of S_0, T]``."""
+    and a log start anywhere in ``[base of S_0, T]``. Sometimes a producer's steady
+    batches: records stamped alike, the same gap apart, often in segments of the
+    bytes the store gives them (a header per piece of a batch)."""
     count = draw(st.integers(1, 8))
     record_counts = [draw(st.integers(1, 6)) for _ in range(count - 1)] + [draw(st.integers(0, 6))]
-    all_ts = draw(timestamps(sum(record_counts), now))
-    base = draw(st.integers(0, 20))
+    base = first_offset = draw(st.integers(0, 20))
+    batch = draw(st.sampled_from([1, 1, 1, 2, 3]))
+    if batch > 1:
+        record_counts[-1] += -sum(record_counts) % batch  # whole batches
+        start, gap = now - draw(st.integers(0, 300)), draw(st.integers(1, 12))
+        all_ts = [start + (j // batch) * gap for j in range(sum(record_counts))]
+        record = draw(st.one_of(st.none(), st.integers(1, 30)))  # None: sizes drawn as usual
+    else:
+        all_ts, record = draw(timestamps(sum(record_counts), now)), None
     segments = []
     for k, n in enumerate(record_counts):
         active = k == count - 1
-        size = 0 if n == 0 else draw(segment_sizes)
+        pieces = len({(offset - first_offset) // batch for offset in range(base, base + n)})
+        size = 0 if n == 0 else draw(segment_sizes) if record is None else n * record + HEADER_SIZE * pieces
         segments.append(Segment(base, base + n, size, not active, tuple(all_ts[:n])))
         all_ts = all_ts[n:]
         base += n
