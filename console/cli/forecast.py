@@ -17,6 +17,7 @@ from console.cli.parser import command
 from console.cli.policy_flags import add_policy_flags, policy_changes
 from console.cli.prune import _pruner, add_spark_flags
 from console.cli.render import emit_json, instant, size, table
+from console.model.forecast_assumptions import ingest, pace, window
 from engine.broker import Broker
 from engine.clock import parse_instant
 from engine.errors import InvalidInput
@@ -25,7 +26,6 @@ from engine.policy.units import InvalidValue, describe_duration, parse_duration,
 
 if TYPE_CHECKING:
     from engine.forecast.forecast import Forecast, Request, TopicForecast
-    from engine.forecast.reading import Reading
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -150,7 +150,7 @@ def render(result: Forecast, changes: dict[str, str | None]) -> str:
     )
     out = [
         f"forecast {when}" + (f"; what-if: {what_if}" if what_if else ""),
-        f"ingest rates observed over the last {describe_duration(result.window_ms)} (--rate overrides them)",
+        f"{window(result.window_ms)} (--rate overrides them)",
     ]
     if result.disk_budget is not None:
         breach = result.disk_breach
@@ -174,19 +174,9 @@ def _render_topic(topic: TopicForecast, saved: TopicForecast | None) -> list[str
     versus = f" (with its saved policy: {_peak(saved)})" if saved is not None else ""
     out = [f"topic {topic.topic}: {_peak(topic)}{versus}"]
     for partition, rate in sorted(topic.rates.items()):
-        if rate.source == "observed":
-            since = f"observed since {instant(rate.since)}"
-        elif rate.source == "none":
-            since = "none: no record in the window, a longer --window may see one"
-        else:
-            since = rate.source  # given (--rate)
-        batches = f" in batches of {rate.batch}" if rate.batch > 1 else ""
-        out.append(
-            f"  partition {partition}: {size(round(rate.bytes_per_second))}/s, "
-            f"{rate.records_per_second:.3g} records/s{batches} ({since})"
-        )
+        out.append(f"  partition {partition}: {ingest(rate, hint=', a longer --window may see one')}")
     for reading in topic.readings:
-        out.append(f"  group {reading.group} on partition {reading.partition}: {_pace(reading)}")
+        out.append(f"  group {reading.group} on partition {reading.partition}: {pace(reading)}")
     for breach in topic.breaches:
         where = f" on partition {breach.partition}" if breach.partition is not None else ""
         who = f" by group {breach.group}" if breach.group is not None else ""
@@ -207,21 +197,6 @@ def _render_topic(topic: TopicForecast, saved: TopicForecast | None) -> list[str
         "  " + line for line in table(["AT", "ON DISK", "SEGMENTS", "DELETED", "BY RULE", "QUOTA"], rows).splitlines()
     ]
     return out
-
-
-#: where each way of reading comes from, after the pace
-_PACES = {
-    "observed": "observed from its commits",
-    "keeps_up": "keeps up: at the log end, or no pace observed yet",
-    "stalled": "--stalled",
-    "idle": "no commit in the window",
-}
-
-
-def _pace(reading: Reading) -> str:
-    rate = reading.records_per_second
-    pace = "reads nothing" if reading.source in ("stalled", "idle") else "reads as fast as records arrive"
-    return f"{pace if rate is None else f'reads {rate:.3g} records/s'} ({_PACES[reading.source]})"
 
 
 def _limit(kind: str, limit: int) -> str:

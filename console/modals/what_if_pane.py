@@ -2,7 +2,8 @@
 saved one would not, which groups would skip data they have not consumed, and a
 week's forecast of bytes on disk with the saved and with the edited policy, their
 size caps and the disk budget as lines (one Spark job, run in the pane's own worker
-thread; the chart draws from its message)."""
+thread; the chart draws from its message), and under the comparison what that
+forecast assumed of the ingest and the groups' reading."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from console.model.capacity import WhatIfCaps, week_ahead, what_if_caps
 from console.model.what_if import WhatIf
 from console.widgets.cells import Palette
 from console.widgets.charts import Chart, ChartLegend
+from console.widgets.forecast_assumptions import assumptions
 from console.widgets.forecast_chart import forecast_chart
 from engine.forecast.forecast import Forecast
 
@@ -129,6 +131,9 @@ class WhatIfPane(Horizontal):
     WhatIfPane #what-if-forecast-note {
         height: auto;
     }
+    WhatIfPane #what-if-assumptions {
+        display: none;
+    }
     """
 
     class ForecastReady(Message):
@@ -144,7 +149,9 @@ class WhatIfPane(Horizontal):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="what-if-text"):
-            yield Static(INVITATION, classes="muted")
+            yield Static(INVITATION, id="what-if-body", classes="muted")
+            # the chart's column is too narrow for these lines: they follow the comparison
+            yield Static(id="what-if-assumptions")
         with Vertical(id="what-if-forecast"):
             yield Chart(id="what-if-chart")
             yield ChartLegend(id="what-if-forecast-note")
@@ -153,7 +160,7 @@ class WhatIfPane(Horizontal):
         self.border_title = TITLE
 
     def _content(self, content: RenderableType, *, failed: bool = False, muted: bool = False) -> None:
-        body = self.query_one(Static)
+        body = self.query_one("#what-if-body", Static)
         body.update(content)
         body.set_class(failed, "-failed")
         body.set_class(muted, "muted")
@@ -166,6 +173,7 @@ class WhatIfPane(Horizontal):
     def failed(self, message: str) -> None:
         self._content(Text(f"No what-if: {message}"), failed=True)
         self.query_one("#what-if-forecast").display = False
+        self.query_one("#what-if-assumptions").display = False
 
     def show(self, what_if: WhatIf, changes: str, palette: Palette) -> None:
         self._content(render_what_if(what_if, changes, palette))
@@ -182,6 +190,7 @@ class WhatIfPane(Horizontal):
         in a worker; the chart shows it when done."""
         self.query_one("#what-if-forecast").display = True
         self.query_one("#what-if-forecast-note", ChartLegend).show(None, "forecasting a week ahead on Spark…")
+        self.query_one("#what-if-assumptions").display = False
         self._forecast(host, topic, dict(overrides))
 
     @work(thread=True, exclusive=True, group="what-if-forecast", exit_on_error=False)
@@ -201,6 +210,12 @@ class WhatIfPane(Horizontal):
         spec = forecast_chart(message.result, cap=caps.edited, saved_cap=caps.saved)
         self.query_one("#what-if-chart", Chart).show(spec)
         self.query_one("#what-if-forecast-note", ChartLegend).show(spec, peaks_line(message.result))
+        (edited,) = message.result.topics
+        shown = self.query_one("#what-if-assumptions", Static)
+        shown.update(
+            Group(Text("\nThe forecast charted assumes:", style="bold"), assumptions(edited, message.result.window_ms))
+        )
+        shown.display = True
 
     def on_what_if_pane_forecast_failed(self, message: ForecastFailed) -> None:
         self.query_one("#what-if-forecast-note", ChartLegend).show(None, f"No forecast: {message.error}")

@@ -1,7 +1,8 @@
 """Forecast: per topic, a chart of the bytes on disk over the past week (the
 journal's samples, engine/journal/history.py) and projected over the next one
 (``ebb forecast``, engine/forecast), with the caps drawn as lines and the first
-breach marked.
+breach marked; under it, what the forecast assumed of the ingest and of each group's
+reading, as ``ebb forecast`` words it.
 
 The topic list is a live view (a catalog read); the forecast of the selected topic
 is one Spark job, run in a worker thread with the read of its past when a topic is
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 
 from console import format
@@ -24,6 +25,7 @@ from console.model.capacity import HORIZON_MS, HOUR, size_cap, week_ahead
 from console.model.history import History, load_history
 from console.screens.base import LiveScreen
 from console.widgets.charts import Chart, ChartLegend
+from console.widgets.forecast_assumptions import assumptions
 from console.widgets.forecast_chart import forecast_chart
 from console.widgets.live_table import Column, LiveRow, LiveTable
 from engine.catalog.stats import partition_stats
@@ -43,11 +45,15 @@ class TopicsData:
 
 
 class ForecastScreen(LiveScreen[TopicsData]):
-    # The chart takes the room a topic list does not need: its legend and summary
-    # lines then fit under it at 120 columns, unwrapped.
+    # The chart takes the room a topic list does not need: its legend, summary and
+    # rate lines then fit under it at 120 columns, unwrapped.
     DEFAULT_CSS = """
     ForecastScreen #forecast-topics {
-        width: 44;
+        width: 40;
+    }
+    ForecastScreen #forecast-assumptions-box {
+        height: auto;
+        max-height: 10;
     }
     """
     VIEW_TITLE = "Forecast"
@@ -72,6 +78,9 @@ class ForecastScreen(LiveScreen[TopicsData]):
                 yield Chart(id="forecast-chart")
                 yield ChartLegend(id="forecast-legend")
                 yield Static("choose a topic and press enter to forecast it", id="forecast-summary")
+                # many partitions or groups scroll here rather than squeeze the chart
+                with VerticalScroll(id="forecast-assumptions-box"):
+                    yield Static(id="forecast-assumptions")
 
     def load(self, host: ConsoleHost) -> TopicsData:
         with host.reading() as broker:
@@ -98,6 +107,7 @@ class ForecastScreen(LiveScreen[TopicsData]):
         topic = self.query_one("#forecast-topics", LiveTable).selected_key
         if topic is not None:
             self.query_one("#forecast-summary", Static).update(f"forecasting {topic} on Spark…")
+            self.query_one("#forecast-assumptions", Static).update("")
             self._forecast(topic)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
@@ -131,10 +141,12 @@ class ForecastScreen(LiveScreen[TopicsData]):
         self.query_one("#forecast-chart", Chart).show(spec)
         self.query_one("#forecast-legend", ChartLegend).show(spec)
         self.query_one("#forecast-summary", Static).update(summary(topic, result, past))
+        self.query_one("#forecast-assumptions", Static).update(assumptions(topic, result.window_ms))
 
 
 def summary(topic: TopicForecast, result: Forecast, past: History | None = None) -> str:
-    """The lines under the chart: the past charted, peak, first breaches, rates used."""
+    """The lines under the chart: peak, first breaches, the past charted (the rates
+    and readings assumed follow, :func:`assumptions`)."""
     peak = max(topic.points, key=lambda p: p.bytes)
     # "after pruning": the forecast at +0 h is the plan of now applied, so its peak can
     # read below the bytes on disk the topic list shows (walk3 finding 10)
@@ -147,10 +159,6 @@ def summary(topic: TopicForecast, result: Forecast, past: History | None = None)
         lines.append(f"disk budget exceeded at +{(result.disk_breach.at - result.now) // HOUR} h")
     if not topic.breaches and result.disk_breach is None:
         lines.append("no cap, quota or budget exceeded within a week")
-    rates = sum(r.bytes_per_second for r in topic.rates.values())
-    lines.append(
-        f"ingest {format.size(round(rates))}/s over {len(topic.rates)} partition(s), observed over the last hour"
-    )
     samples = past.topics[0].times if past is not None and past.topics else ()
     lines.append(
         f"past: {len(samples)} sample(s) over the last {format.age(result.now - samples[0])}"

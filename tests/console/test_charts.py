@@ -33,6 +33,7 @@ from console.widgets.charts import (
     x_ticks,
 )
 from console.widgets.engine_panel import EnginePanel
+from console.widgets.forecast_assumptions import assumptions
 from console.widgets.forecast_chart import forecast_chart
 from engine.broker import Broker
 from engine.config import DEFAULT_CONFIG
@@ -41,6 +42,7 @@ from engine.forecast.rates import Rate
 from engine.journal.journal import Journal
 from tests.support.console_fixtures import HOUR, NOW, TERMINAL, TOPICS, settle
 from tests.support.history_fixtures import CYCLES, STEP_MS, write_disk_history
+from tests.support.rich_text import plain_lines
 
 #: the overrides orders is created with
 ORDERS = TOPICS["orders"][1]
@@ -264,6 +266,7 @@ async def test_the_what_if_charts_the_week_with_both_policies(make_console, spar
         spec = pane.query_one("#what-if-chart", Chart).spec
         note = str(pane.query_one("#what-if-forecast-note").render())
         shown = pane.query_one("#what-if-forecast").display
+        assumed = plain_lines(pane.query_one("#what-if-assumptions", Static).content)
         # the same forecast, asked directly: the chart shows its figures
         direct = app.host.forecast(
             week_ahead(NOW, DEFAULT_CONFIG),
@@ -284,6 +287,11 @@ async def test_the_what_if_charts_the_week_with_both_policies(make_console, spar
     caps = [(m.label, m.value, spec.on_chart(m)) for m in spec.marks if not m.vertical]
     assert caps == [("saved cap", 2 * (100 << 30), False), ("edited cap", 2 * 4096, True)]
     assert "\n─ saved cap 200.0 GiB (above)\n─ edited cap 8.0 KiB\n" in note
+    # under the comparison, what the forecast charted assumed: its rates and billing's reading
+    (topic,) = direct.topics
+    assert assumed[:2] == ["", "The forecast charted assumes:"]
+    assert assumed[2:] == plain_lines(assumptions(topic, direct.window_ms))
+    assert {r.group for r in topic.readings} >= {"billing"} and len(topic.rates) == 2
 
 
 def test_the_forecast_chart_draws_caps_and_budget_and_names_those_above_it() -> None:
@@ -363,6 +371,7 @@ async def test_without_spark_the_what_if_says_so_and_charts_nothing(make_console
         assert "the Spark engine is off" in str(pane.query_one(Static).render())
         assert not pane.query_one("#what-if-forecast").display
         assert pane.query_one("#what-if-chart", Chart).spec is None
+        assert not pane.query_one("#what-if-assumptions").display  # no forecast, nothing it assumed
 
 
 # -- snapshots ----------------------------------------------------------------------------------

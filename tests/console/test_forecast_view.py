@@ -1,18 +1,29 @@
 """The console's Forecast view: key 6 lists the topics; enter forecasts the selected
 one in a worker (here the host's forecast is given, without Spark) and charts it,
-with the first breach in the summary; a failing forecast says why in the view."""
+with the first breach in the summary and, under it, the rates and readings it assumed
+in ``ebb forecast``'s words; a failing forecast says why in the view."""
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
+import io
+from collections.abc import Callable
+from contextlib import redirect_stdout
+from pathlib import Path
+
 from textual.widgets import Static
 
+from console.cli import forecast as cli_forecast
+from console.cli.forecast import render
+from console.cli.main import main
+from console.model.forecast_assumptions import ingest, pace
 from console.screens.forecast import HOUR, ForecastScreen, summary
+from console.widgets.forecast_assumptions import assumptions
 from engine.forecast.forecast import Breach, Forecast, PartitionPoint, Point, Request, TopicForecast
-from engine.forecast.rates import Rate
+from engine.forecast.rates import NO_INGEST, Rate
+from engine.forecast.reading import Reading
 from tests.support.console_fixtures import NOW, TERMINAL, settle
-
-pytestmark = pytest.mark.asyncio
+from tests.support.rich_text import plain_lines
 
 
 def _forecast(request: Request, topics: list[str]) -> Forecast:
@@ -105,3 +116,175 @@ async def test_a_backlog_breach_names_its_quota_in_the_summary() -> None:
     topic = forecast.topics[0]
     lines = summary(TopicForecast(topic.topic, topic.rates, topic.points, [breach]), forecast).splitlines()
     assert "first breach: backlog_quota backlog_age at +2 h (group billing)" in lines
+
+
+# -- what the forecast assumed ------------------------------------------------------------------
+
+#: orders' groups, one way of reading each (the console forecasts with none stalled:
+#: a stalled reading comes from ``ebb forecast --stalled``, drawn all the same)
+READINGS = [
+    Reading("audit-reader", 0, "stalled"),
+    Reading("audit-reader", 1, "idle"),
+    Reading("billing", 0, "observed", 1, 120_000),
+    Reading("billing", 1, "keeps_up"),
+]
+
+
+def _orders(request: Request, topics: list[str]) -> Forecast:
+    """:func:`_forecast` with two partitions, one batched and one quiet, and a group of each pace."""
+    plain = _forecast(request, topics)
+    (topic,) = plain.topics
+    rates = {0: Rate(3, 1000, 290, "observed", NOW - HOUR, 0.75, batch=3), 1: NO_INGEST}
+    return dataclasses.replace(plain, topics=[dataclasses.replace(topic, rates=rates, readings=READINGS)])
+
+
+#: what the CLI says that the view does not: how to see the rate of a quiet partition
+CLI_HINT = ", a longer --window may see one"
+
+
+def _partitions(spans: str) -> list[int]:
+    """``0-2, 5`` -> [0, 1, 2, 5]."""
+    out: list[int] = []
+    for span in spans.split(", "):
+        first, _, last = span.partition("-")
+        out += range(int(first), int(last or first) + 1)
+    return out
+
+
+def _as_cli_lines(lines: list[str]) -> list[str]:
+    """The rate and group rows of the view's :func:`assumptions` (``lines``, plain) as
+    the lines ``ebb forecast`` prints for them."""
+    out, groups = [], False
+    for row in lines[1:]:
+        cells = [cell.strip() for cell in row.split("  ") if cell.strip()]
+        if cells[:2] == ["Group", "Part"]:
+            groups = True
+        elif groups:
+            group, partitions, words = cells
+            out += [f"  group {group} on partition {p}: {words}" for p in _partitions(partitions)]
+        else:
+            partition, words = cells
+            out.append(f"  partition {partition}: {words}")
+    return out
+
+
+def test_the_console_says_what_the_cli_says_of_rates_and_readings() -> None:
+    """Every partition's rate and every group's reading under the chart is the line
+    ``ebb forecast`` prints for it, figures and words; the window is the forecast's."""
+    result = dataclasses.replace(_orders(Request([NOW, NOW + HOUR], 4 * HOUR), ["orders"]), window_ms=4 * HOUR)
+    cli = render(result, {}).replace(CLI_HINT, "").splitlines()
+    lines = plain_lines(assumptions(result.topics[0], result.window_ms))
+    assert lines[0].split("  ")[-1] == "Ingest rates observed over the last 4h"
+    assert "ingest rates observed over the last 4h (--rate overrides them)" in cli
+    view = _as_cli_lines(lines)
+    assert len(view) == 2 + len(READINGS) and set(view) <= set(cli)
+    assert "  partition 0: 870 B/s, 2.25 records/s in batches of 3 (observed since 2026-11-21T11:00:00.000Z)" in view
+    assert "  group billing on partition 0: reads 0.00833 records/s (observed from its commits)" in view
+
+
+async def test_the_view_forecasts_what_ebb_forecast_does_and_says_it_alike(
+    make_console, console_data: Path, monkeypatch
+) -> None:
+    """The view's forecast of orders is the one ``ebb forecast orders`` asks for (a week
+    hourly, the last hour's rates, the data directory's budget and prune interval), and
+    the view shows its rates and readings as the CLI prints them."""
+    asked: dict[str, Request] = {}
+
+    def forecast(who: str) -> Callable[..., Forecast]:
+        def run(request: Request, topics: list[str], overrides=None) -> Forecast:
+            asked[who] = request
+            return _orders(request, list(topics))
+
+        return run
+
+    monkeypatch.setattr(
+        cli_forecast, "_run", lambda broker, args, request, names, overrides: forecast("cli")(request, names)
+    )
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        assert main(["--data-dir", str(console_data), "forecast", "orders", "--now", str(NOW)]) == 0
+    app = make_console()
+    monkeypatch.setattr(app.host, "forecast", forecast("console"))
+    async with app.run_test(size=TERMINAL) as pilot:
+        await _press(pilot, "6", *ORDERS)
+        shown = plain_lines(app.screen.query_one("#forecast-assumptions", Static).content)
+    assert asked["console"] == asked["cli"]
+    view = _as_cli_lines(shown)
+    assert len(view) == 2 + len(READINGS) and set(view) <= set(printed.getvalue().replace(CLI_HINT, "").splitlines())
+
+
+def test_a_topic_without_groups_says_nothing_of_groups() -> None:
+    result = _forecast(Request([NOW, NOW + HOUR], HOUR), ["metrics"])
+    lines = plain_lines(assumptions(result.topics[0], result.window_ms))
+    assert lines[0].split() == ["Part", "Ingest", "rates", "observed", "over", "the", "last", "1h"]
+    assert len(lines) == 2 and not any("Group" in line or "group" in line for line in lines)
+
+
+#: from the Forecast view's topic list, forecast orders (the 4th topic)
+ORDERS = ("down", "down", "down", "enter")
+
+
+async def _press(pilot, *keys: str) -> None:
+    """``keys`` on a settled console, one at a time, each settled."""
+    await settle(pilot)
+    for key in keys:
+        await pilot.press(key)
+        await settle(pilot)
+
+
+async def test_the_view_shows_what_the_forecast_of_the_topic_assumed(make_console, monkeypatch) -> None:
+    app = make_console()
+    monkeypatch.setattr(app.host, "forecast", _orders)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await _press(pilot, "6", *ORDERS)
+        shown = app.screen.query_one("#forecast-assumptions", Static)
+        text = "\n".join(plain_lines(shown.content))
+        assert "Ingest rates observed over the last 1h" in text
+        assert "reads 0.00833 records/s (observed from its commits)" in text
+        assert "reads nothing (--stalled)" in text and "reads nothing (no commit in the window)" in text
+        # under the chart, and all of it in view at the fixed size
+        chart = app.screen.query_one("#forecast-chart")
+        box = app.screen.query_one("#forecast-assumptions-box")
+        assert box.region.y >= chart.region.bottom and box.region.height == shown.region.height
+
+
+def test_forecast_assumptions_snapshot(snap_compare, make_console, monkeypatch) -> None:
+    """orders: the rates of its two partitions, and a group of each pace."""
+    app = make_console()
+    monkeypatch.setattr(app.host, "forecast", _orders)
+
+    async def run_before(pilot) -> None:
+        await _press(pilot, "6", *ORDERS)
+        # a table measures its new rows when idle: let it, before the picture
+        await pilot.pause(0.3)
+        await settle(pilot)
+
+    assert snap_compare(app, terminal_size=TERMINAL, run_before=run_before)
+
+
+def test_rates_read_without_an_exponent() -> None:
+    """``.3g`` printed a thousand records a second as ``1e+03`` (and a record a day as
+    ``1.16e-05``), in the CLI as in the view."""
+    fast = Rate(1, 1, 100, "observed", NOW - HOUR)
+    assert ingest(fast) == "97.7 KiB/s, 1,000 records/s (observed since 2026-11-21T11:00:00.000Z)"
+    assert pace(Reading("billing", 0, "observed", 1, 86_400_000)) == (
+        "reads 0.0000116 records/s (observed from its commits)"
+    )
+    assert pace(Reading("billing", 0, "observed", 123_456, 1)).startswith("reads 123,000,000 records/s")
+
+
+def test_a_group_reading_partitions_alike_is_one_row() -> None:
+    """Under the chart a group takes a row for the partitions it reads alike, where
+    the CLI prints a line each: the same lines once spread out again."""
+    keeps_up = [Reading("billing", p, "keeps_up") for p in (0, 1, 2, 5)]
+    readings = [*keeps_up, Reading("billing", 3, "observed", 1, 1000), Reading("billing", 4, "idle")]
+    readings.sort(key=lambda r: r.partition)
+    plain = _forecast(Request([NOW, NOW + HOUR], HOUR), ["orders"])
+    result = dataclasses.replace(plain, topics=[dataclasses.replace(plain.topics[0], readings=readings)])
+    lines = plain_lines(assumptions(result.topics[0], result.window_ms))
+    groups = [line.split()[:2] for line in lines[3:]]
+    assert groups == [["billing", "0-2,"], ["billing", "3"], ["billing", "4"]] and lines[3].split()[2] == "5"
+    cli = render(result, {}).splitlines()
+    view = _as_cli_lines(lines)
+    assert sorted(view) == sorted(line for line in cli if line.startswith(("  partition ", "  group ")))
+    assert len(view) == 1 + len(readings)
