@@ -261,3 +261,48 @@ def test_a_what_if_over_time_is_the_plan_of_a_copy_with_the_policy_changed(
     out = _forecast(ebb, "--horizon", "5h", "--step", "20m", *args)
     planned = _fed_plans(data_dir, tmp_path / "fed", shared_spark, GROUPED, out["instants"], change, _groups_read)
     assert _mismatches(out, planned) == []
+
+
+#: policies whose curve is the cycles', not a single plan's: segments rolled by the
+#: cycles (a partition quiet for longer than segment_roll), a deletion limit
+CYCLED = {
+    "rolled": (
+        {"segment_size": "4000", "segment_roll": "7m", "retention_time": "45m", "retention_size": "3000"},
+        [Ingest(MINUTE), Ingest(5 * MINUTE, 200, 40), Ingest(30 * MINUTE, 100, 8)],
+    ),
+    "limited": (
+        {"segment_size": "1000", "retention_time": "1h", "max_deletes_per_cycle": "1"},
+        [Ingest(MINUTE), Ingest(2 * MINUTE, 300)],
+    ),
+    "fine": (
+        {"segment_size": "2000", "retention_time": "1h", "retention_size": "5000", "max_partition_size": "7000",
+         "granularity": "message"},
+        [Ingest(MINUTE, 150)],
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("topic", list(CYCLED))
+def test_the_forecast_is_what_the_cycles_leave_on_a_copy_fed_the_ingest(
+    topic: str, data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
+) -> None:
+    """A cycle at every instant (``prune_interval`` the step): after each, the copy
+    holds what the forecast says, partition by partition."""
+    ingests = CYCLED[topic][1]
+    _build(data_dir, {topic: CYCLED[topic]})
+    with (data_dir / "ebb.toml").open("a") as config:
+        config.write('prune_interval = "20m"\n')
+    out = _forecast(ebb, "--horizon", "6h", "--step", "20m")
+    fed = tmp_path / "fed"
+    shutil.copytree(data_dir, fed)
+    with Broker(fed, clock=lambda: NOW) as broker:
+        pruner = Pruner(broker, shared_spark)
+        for point in out["topics"][0]["points"]:
+            for partition, ingest in enumerate(ingests):
+                _feed(broker, topic, partition, ingest, point["at"])
+            pruner.cycle(now=point["at"], topics=[topic])
+            on_disk = [
+                (p.size_bytes, len(p.segments), p.row.log_start_offset) for p in broker.describe(topic).partitions
+            ]
+            forecast = [(p["bytes"], p["segments"], p["log_start"]) for p in point["partitions"]]
+            assert forecast == on_disk, point["at"]
