@@ -306,3 +306,43 @@ def test_the_forecast_is_what_the_cycles_leave_on_a_copy_fed_the_ingest(
             ]
             forecast = [(p["bytes"], p["segments"], p["log_start"]) for p in point["partitions"]]
             assert forecast == on_disk, point["at"]
+
+
+#: the what-ifs whose curve is the cycles' (the flags WHAT_IFS leaves out)
+CYCLED_WHAT_IFS = {
+    "segment_roll": {"segment_roll": "9m"},
+    "max_deletes_per_cycle": {"max_deletes_per_cycle": "1"},
+    "both": {"segment_roll": "9m", "max_deletes_per_cycle": "1"},
+}
+
+
+@pytest.mark.parametrize("name", list(CYCLED_WHAT_IFS))
+def test_a_what_if_of_a_cycles_limit_or_roll_is_what_the_cycles_leave(
+    name: str, data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
+) -> None:
+    """The policy changed on the copy, a cycle at every instant: with both, the
+    deletion limit falls behind the rolled segments and the partition passes its cap,
+    at the instant the forecast names."""
+    change = CYCLED_WHAT_IFS[name]
+    ingests = [Ingest(MINUTE), Ingest(4 * MINUTE, 250, 40)]
+    _build(data_dir, {"w": ({"segment_size": "3000", "retention_time": "1h", "max_partition_size": "20000"}, ingests)})
+    with (data_dir / "ebb.toml").open("a") as config:
+        config.write('prune_interval = "20m"\n')
+    flags = [arg for field, value in change.items() for arg in (f"--{field.replace('_', '-')}", value)]
+    (forecast,) = _forecast(ebb, "--horizon", "5h", "--step", "20m", *flags)["topics"]
+    fed = tmp_path / "fed"
+    shutil.copytree(data_dir, fed)
+    over_cap = []
+    with Broker(fed, clock=lambda: NOW) as broker:
+        broker.alter_topic("w", change)
+        pruner = Pruner(broker, shared_spark)
+        for point in forecast["points"]:
+            for partition, ingest in enumerate(ingests):
+                _feed(broker, "w", partition, ingest, point["at"])
+            pruner.cycle(now=point["at"], topics=["w"])
+            on_disk = [(p.size_bytes, len(p.segments), p.row.log_start_offset) for p in broker.describe("w").partitions]
+            assert [(p["bytes"], p["segments"], p["log_start"]) for p in point["partitions"]] == on_disk, point["at"]
+            over_cap += [point["at"]] if any(size > 20000 for size, _, _ in on_disk) else []
+    breaches = [(b["kind"], b["at"]) for b in forecast["breaches"]]
+    assert breaches == ([("max_partition_size", over_cap[0])] if over_cap else [])
+    assert bool(over_cap) == (name == "both")
