@@ -282,30 +282,51 @@ CYCLED = {
 }  # fmt: skip
 
 
+def _cycled(
+    data_dir: Path, fed: Path, spark: SparkEngine, topics: Topics, instants: list[int], change: dict[str, str]
+) -> dict[tuple[str, int], list[tuple[int, int, int]]]:
+    """Per (topic, instant): each partition's bytes, segments and log start after a
+    cycle at that instant, on a copy with ``change`` saved, fed each partition's
+    ingest until then."""
+    shutil.copytree(data_dir, fed)
+    out = {}
+    with Broker(fed, clock=lambda: NOW) as broker:
+        for topic in topics if change else ():
+            broker.alter_topic(topic, change)
+        pruner = Pruner(broker, spark)
+        for at in instants:
+            for topic, (_, ingests) in topics.items():
+                for partition, ingest in enumerate(ingests):
+                    _feed(broker, topic, partition, ingest, at)
+            pruner.cycle(now=at, topics=list(topics))
+            for topic in topics:
+                out[(topic, at)] = [
+                    (p.size_bytes, len(p.segments), p.row.log_start_offset) for p in broker.describe(topic).partitions
+                ]
+    return out
+
+
+def _cycle_every_step(data_dir: Path) -> None:
+    with (data_dir / "ebb.toml").open("a") as config:
+        config.write('prune_interval = "20m"\n')
+
+
+def _points(forecast: dict) -> list[list[tuple[int, int, int]]]:
+    return [[(p["bytes"], p["segments"], p["log_start"]) for p in point["partitions"]] for point in forecast["points"]]
+
+
 @pytest.mark.parametrize("topic", list(CYCLED))
 def test_the_forecast_is_what_the_cycles_leave_on_a_copy_fed_the_ingest(
     topic: str, data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
 ) -> None:
     """A cycle at every instant (``prune_interval`` the step): after each, the copy
     holds what the forecast says, partition by partition."""
-    ingests = CYCLED[topic][1]
-    _build(data_dir, {topic: CYCLED[topic]})
-    with (data_dir / "ebb.toml").open("a") as config:
-        config.write('prune_interval = "20m"\n')
+    topics = {topic: CYCLED[topic]}
+    _build(data_dir, topics)
+    _cycle_every_step(data_dir)
     out = _forecast(ebb, "--horizon", "6h", "--step", "20m")
-    fed = tmp_path / "fed"
-    shutil.copytree(data_dir, fed)
-    with Broker(fed, clock=lambda: NOW) as broker:
-        pruner = Pruner(broker, shared_spark)
-        for point in out["topics"][0]["points"]:
-            for partition, ingest in enumerate(ingests):
-                _feed(broker, topic, partition, ingest, point["at"])
-            pruner.cycle(now=point["at"], topics=[topic])
-            on_disk = [
-                (p.size_bytes, len(p.segments), p.row.log_start_offset) for p in broker.describe(topic).partitions
-            ]
-            forecast = [(p["bytes"], p["segments"], p["log_start"]) for p in point["partitions"]]
-            assert forecast == on_disk, point["at"]
+    on_disk = _cycled(data_dir, tmp_path / "fed", shared_spark, topics, out["instants"], {})
+    assert _points(out["topics"][0]) == [on_disk[(topic, at)] for at in out["instants"]]
 
 
 #: the what-ifs whose curve is the cycles' (the flags WHAT_IFS leaves out)
@@ -324,25 +345,20 @@ def test_a_what_if_of_a_cycles_limit_or_roll_is_what_the_cycles_leave(
     deletion limit falls behind the rolled segments and the partition passes its cap,
     at the instant the forecast names."""
     change = CYCLED_WHAT_IFS[name]
-    ingests = [Ingest(MINUTE), Ingest(4 * MINUTE, 250, 40)]
-    _build(data_dir, {"w": ({"segment_size": "3000", "retention_time": "1h", "max_partition_size": "20000"}, ingests)})
-    with (data_dir / "ebb.toml").open("a") as config:
-        config.write('prune_interval = "20m"\n')
+    topics = {
+        "w": (
+            {"segment_size": "3000", "retention_time": "1h", "max_partition_size": "20000"},
+            [Ingest(MINUTE), Ingest(4 * MINUTE, 250, 40)],
+        )
+    }
+    _build(data_dir, topics)
+    _cycle_every_step(data_dir)
     flags = [arg for field, value in change.items() for arg in (f"--{field.replace('_', '-')}", value)]
-    (forecast,) = _forecast(ebb, "--horizon", "5h", "--step", "20m", *flags)["topics"]
-    fed = tmp_path / "fed"
-    shutil.copytree(data_dir, fed)
-    over_cap = []
-    with Broker(fed, clock=lambda: NOW) as broker:
-        broker.alter_topic("w", change)
-        pruner = Pruner(broker, shared_spark)
-        for point in forecast["points"]:
-            for partition, ingest in enumerate(ingests):
-                _feed(broker, "w", partition, ingest, point["at"])
-            pruner.cycle(now=point["at"], topics=["w"])
-            on_disk = [(p.size_bytes, len(p.segments), p.row.log_start_offset) for p in broker.describe("w").partitions]
-            assert [(p["bytes"], p["segments"], p["log_start"]) for p in point["partitions"]] == on_disk, point["at"]
-            over_cap += [point["at"]] if any(size > 20000 for size, _, _ in on_disk) else []
+    out = _forecast(ebb, "--horizon", "5h", "--step", "20m", *flags)
+    on_disk = _cycled(data_dir, tmp_path / "fed", shared_spark, topics, out["instants"], change)
+    (forecast,) = out["topics"]
+    assert _points(forecast) == [on_disk[("w", at)] for at in out["instants"]]
+    over_cap = [at for at in out["instants"] if any(size > 20000 for size, _, _ in on_disk[("w", at)])]
     breaches = [(b["kind"], b["at"]) for b in forecast["breaches"]]
     assert breaches == ([("max_partition_size", over_cap[0])] if over_cap else [])
     assert bool(over_cap) == (name == "both")
