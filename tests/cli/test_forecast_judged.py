@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,23 +80,21 @@ class Planned:
     log_start: int
 
 
-def _fed_plans(
+def _fed_copy(
     data_dir: Path,
     fed: Path,
     spark: SparkEngine,
     topics: Topics,
     instants: list[int],
-    what_if: dict[str, str] | None = None,
+    change: dict[str, str | None] | None = None,
     read: Callable[[Broker, int], None] | None = None,
-) -> dict[tuple[str, int], tuple[dict[int, Planned], int]]:
-    """Per (topic, instant): each partition's plan, and the bytes the plan deletes, on
-    a copy fed the records of each partition's ingest until the instant."""
+) -> Iterator[tuple[Broker, Pruner, int]]:
+    """A copy of ``data_dir`` with ``change`` saved, at each of ``instants`` once fed
+    the records of each partition's ingest until then (and ``read`` by the groups)."""
     shutil.copytree(data_dir, fed)
-    out = {}
     with Broker(fed, clock=lambda: NOW) as broker:
-        if what_if:
-            for topic in topics:
-                broker.alter_topic(topic, what_if)
+        for topic in topics if change else ():
+            broker.alter_topic(topic, change or {})
         pruner = Pruner(broker, spark)
         for at in instants:
             for topic, (_, ingests) in topics.items():
@@ -104,23 +102,39 @@ def _fed_plans(
                     _feed(broker, topic, partition, ingest, at)
             if read is not None:
                 read(broker, at)
-            plan = pruner.plan(now=at, topics=list(topics))
-            segments = plan.tables["segments"].to_pylist()
-            for topic in topics:
-                parts = {}
-                for row in plan.tables["partitions"].to_pylist():
-                    if row["topic"] != topic:
-                        continue
-                    kept = [
-                        s
-                        for s in segments
-                        if (s["topic"], s["partition"]) == (topic, row["partition"]) and s["decision"] == "keep"
-                    ]
-                    parts[row["partition"]] = Planned(
-                        sum(s["size_bytes"] for s in kept), len(kept), row["new_log_start_offset"]
-                    )
-                deleted = sum(s["size_bytes"] for s in segments if s["topic"] == topic and s["decision"] == "delete")
-                out[(topic, at)] = (parts, deleted)
+            yield broker, pruner, at
+
+
+def _fed_plans(
+    data_dir: Path,
+    fed: Path,
+    spark: SparkEngine,
+    topics: Topics,
+    instants: list[int],
+    what_if: dict[str, str | None] | None = None,
+    read: Callable[[Broker, int], None] | None = None,
+) -> dict[tuple[str, int], tuple[dict[int, Planned], int]]:
+    """Per (topic, instant): each partition's plan, and the bytes the plan deletes, on
+    a copy fed the records of each partition's ingest until the instant."""
+    out = {}
+    for _, pruner, at in _fed_copy(data_dir, fed, spark, topics, instants, what_if, read):
+        plan = pruner.plan(now=at, topics=list(topics))
+        segments = plan.tables["segments"].to_pylist()
+        for topic in topics:
+            parts = {}
+            for row in plan.tables["partitions"].to_pylist():
+                if row["topic"] != topic:
+                    continue
+                kept = [
+                    s
+                    for s in segments
+                    if (s["topic"], s["partition"]) == (topic, row["partition"]) and s["decision"] == "keep"
+                ]
+                parts[row["partition"]] = Planned(
+                    sum(s["size_bytes"] for s in kept), len(kept), row["new_log_start_offset"]
+                )
+            deleted = sum(s["size_bytes"] for s in segments if s["topic"] == topic and s["decision"] == "delete")
+            out[(topic, at)] = (parts, deleted)
     return out
 
 
@@ -288,21 +302,13 @@ def _cycled(
     """Per (topic, instant): each partition's bytes, segments and log start after a
     cycle at that instant, on a copy with ``change`` saved, fed each partition's
     ingest until then."""
-    shutil.copytree(data_dir, fed)
     out = {}
-    with Broker(fed, clock=lambda: NOW) as broker:
-        for topic in topics if change else ():
-            broker.alter_topic(topic, change)
-        pruner = Pruner(broker, spark)
-        for at in instants:
-            for topic, (_, ingests) in topics.items():
-                for partition, ingest in enumerate(ingests):
-                    _feed(broker, topic, partition, ingest, at)
-            pruner.cycle(now=at, topics=list(topics))
-            for topic in topics:
-                out[(topic, at)] = [
-                    (p.size_bytes, len(p.segments), p.row.log_start_offset) for p in broker.describe(topic).partitions
-                ]
+    for broker, pruner, at in _fed_copy(data_dir, fed, spark, topics, instants, change):
+        pruner.cycle(now=at, topics=list(topics))
+        for topic in topics:
+            out[(topic, at)] = [
+                (p.size_bytes, len(p.segments), p.row.log_start_offset) for p in broker.describe(topic).partitions
+            ]
     return out
 
 
