@@ -135,7 +135,9 @@ def observed_rates(
         k = lo + start[0]
         held_bytes, held_records = int(size[k:hi].sum()), max(int(next_[hi - 1] - base[k]), 1)
         since, offset = int(first[k]), int(base[k])
-        if since < now - window_ms:  # the segment began before the window
+        # The segment began before the window, or before the log start (records of
+        # it that a message-granularity cut deleted are not in the ingest).
+        if since < now - window_ms or offset < log_starts[p]:
             found = first_record(names[p], numbers[p], log_starts[p], now - window_ms)
             if found is not None:
                 offset, since = found

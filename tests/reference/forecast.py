@@ -54,7 +54,7 @@ def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
             held = partition.next_offset - segment.base
             record_bytes = max(1, size // held)
             first, first_ts = segment.base, segment.first_ts
-            if first_ts < now - window:
+            if first_ts < now - window or first < partition.log_start:
                 later = [
                     (offset, ts)
                     for s in partition.segments[k:]
