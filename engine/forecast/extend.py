@@ -23,10 +23,10 @@ Synthetic records come in batches of ``batch`` records stamped alike (one record
 each unless the producer sends batches, engine/forecast/rates.py): record ``j``
 (from 0) of a partition is in batch ``k = j // batch``, stamped
 ``now + ceil((k + 1) * batch * per_ms / records)``; by ``t``, ``batch * ((t - now) *
-records // (batch * per_ms))`` records have arrived. A segment takes records up to
-``segment_size`` and,
-with a ``segment_roll``, those stamped less than that after its first one (the
-store's rule). A group that committed within the rate window keeps its lag (it
+records // (batch * per_ms))`` records have arrived. A segment takes the records
+that fit in ``segment_size`` (with a batch header per piece of a batch where the rate
+has one) and, with a ``segment_roll``, those stamped less than that after its first
+one (the store's rule). A group that committed within the rate window keeps its lag (it
 reads as fast as records arrive), or reads at the pace observed from its commits
 (engine/forecast/reading.py), and commits at ``t``; one that did not, or is named
 stalled, stays where it is.

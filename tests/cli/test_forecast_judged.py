@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,15 +86,16 @@ def _fed_copy(
     spark: SparkEngine,
     topics: Topics,
     instants: list[int],
-    change: dict[str, str | None] | None = None,
+    changes: dict[str, dict[str, str | None]] | None = None,
     read: Callable[[Broker, int], None] | None = None,
 ) -> Iterator[tuple[Broker, Pruner, int]]:
-    """A copy of ``data_dir`` with ``change`` saved, at each of ``instants`` once fed
-    the records of each partition's ingest until then (and ``read`` by the groups)."""
+    """A copy of ``data_dir`` with each topic's change of ``changes`` saved, at each
+    of ``instants`` once fed the records of each partition's ingest until then (and
+    ``read`` by the groups)."""
     shutil.copytree(data_dir, fed)
     with Broker(fed, clock=lambda: NOW) as broker:
-        for topic in topics if change else ():
-            broker.alter_topic(topic, change or {})
+        for topic, change in (changes or {}).items():
+            broker.alter_topic(topic, change)
         pruner = Pruner(broker, spark)
         for at in instants:
             for topic, (_, ingests) in topics.items():
@@ -111,13 +112,13 @@ def _fed_plans(
     spark: SparkEngine,
     topics: Topics,
     instants: list[int],
-    what_if: dict[str, str | None] | None = None,
+    what_ifs: dict[str, dict[str, str | None]] | None = None,
     read: Callable[[Broker, int], None] | None = None,
 ) -> dict[tuple[str, int], tuple[dict[int, Planned], int]]:
     """Per (topic, instant): each partition's plan, and the bytes the plan deletes, on
     a copy fed the records of each partition's ingest until the instant."""
     out = {}
-    for _, pruner, at in _fed_copy(data_dir, fed, spark, topics, instants, what_if, read):
+    for _, pruner, at in _fed_copy(data_dir, fed, spark, topics, instants, what_ifs, read):
         plan = pruner.plan(now=at, topics=list(topics))
         segments = plan.tables["segments"].to_pylist()
         for topic in topics:
@@ -171,11 +172,11 @@ SCENARIOS = {
 }
 
 
-@pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_the_forecast_is_the_plan_of_a_copy_fed_the_ingest(
-    scenario: str, data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
+    data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
 ) -> None:
-    topics = SCENARIOS[scenario]
+    """Every scenario's topic in one data directory, forecast and fed together."""
+    topics = {topic: spec for scenario in SCENARIOS.values() for topic, spec in scenario.items()}
     _build(data_dir, topics)
     out = _forecast(ebb, *topics, "--horizon", "6h", "--step", "25m")
     planned = _fed_plans(data_dir, tmp_path / "fed", shared_spark, topics, out["instants"])
@@ -203,29 +204,32 @@ def _slow_position(partition: int, at: int) -> int:
     return min(end, end_now - SLOW_BEHIND[partition] + read)
 
 
-def _groups(broker: Broker) -> None:
-    """``fast`` commits the end every minute (it keeps up), ``slow`` reads half as
-    fast as partition 0 is written (and catches partition 1 up), ``stuck`` committed
-    once, three hours ago, at the start."""
-    for group in ("fast", "slow", "stuck"):
-        broker.create_group("grouped", group)
-    broker.commit("grouped", "stuck", 0, 0, at_ms=NOW - 180 * MINUTE)
-    broker.commit("grouped", "stuck", 1, 0, at_ms=NOW - 180 * MINUTE)
-    for k in range(20, -1, -1):
-        at = NOW - k * MINUTE
-        for partition, ingest in enumerate(GROUPED["grouped"][1]):
-            end = ingest.history - (k * MINUTE + ingest.gap - 1) // ingest.gap
-            broker.commit("grouped", "fast", partition, end, at_ms=at)
-            if k % 2 == 0:
-                broker.commit("grouped", "slow", partition, _slow_position(partition, at), at_ms=at)
+def _groups(broker: Broker, topics: Iterable[str] = ("grouped",)) -> None:
+    """On each of ``topics`` (GROUPED's topic under other names): ``fast`` commits the
+    end every minute (it keeps up), ``slow`` reads half as fast as partition 0 is
+    written (and catches partition 1 up), ``stuck`` committed once, three hours ago,
+    at the start."""
+    for topic in topics:
+        for group in ("fast", "slow", "stuck"):
+            broker.create_group(topic, group)
+        broker.commit(topic, "stuck", 0, 0, at_ms=NOW - 180 * MINUTE)
+        broker.commit(topic, "stuck", 1, 0, at_ms=NOW - 180 * MINUTE)
+        for k in range(20, -1, -1):
+            at = NOW - k * MINUTE
+            for partition, ingest in enumerate(GROUPED["grouped"][1]):
+                end = ingest.history - (k * MINUTE + ingest.gap - 1) // ingest.gap
+                broker.commit(topic, "fast", partition, end, at_ms=at)
+                if k % 2 == 0:
+                    broker.commit(topic, "slow", partition, _slow_position(partition, at), at_ms=at)
 
 
-def _groups_read(broker: Broker, at: int) -> None:
-    """What the groups commit at ``at`` (the records until then fed)."""
-    for partition in (0, 1):
-        end = broker.describe("grouped").partitions[partition].row.next_offset
-        broker.commit("grouped", "fast", partition, end, at_ms=at)
-        broker.commit("grouped", "slow", partition, _slow_position(partition, at), at_ms=at)
+def _groups_read(broker: Broker, at: int, topics: Iterable[str] = ("grouped",)) -> None:
+    """What the groups of ``topics`` commit at ``at`` (the records until then fed)."""
+    for topic in topics:
+        for partition in (0, 1):
+            end = broker.describe(topic).partitions[partition].row.next_offset
+            broker.commit(topic, "fast", partition, end, at_ms=at)
+            broker.commit(topic, "slow", partition, _slow_position(partition, at), at_ms=at)
 
 
 def test_groups_read_in_the_forecast_as_they_read_on_the_copy(
@@ -262,19 +266,30 @@ WHAT_IFS = {
 }
 
 
-@pytest.mark.parametrize("field", list(WHAT_IFS))
 def test_a_what_if_over_time_is_the_plan_of_a_copy_with_the_policy_changed(
-    field: str, data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
+    data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
 ) -> None:
-    change = {field: WHAT_IFS[field]}
-    if field == "backlog_policy":
-        change["backlog_size"] = WHAT_IFS["backlog_size"]
-    _build(data_dir, GROUPED, _groups)
-    flags = [f"--{name.replace('_', '-')}" for name in change]
-    args = [arg for name, flag in zip(change, flags) for arg in ((flag,) if name == "hold" else (flag, change[name]))]
-    out = _forecast(ebb, "--horizon", "5h", "--step", "20m", *args)
-    planned = _fed_plans(data_dir, tmp_path / "fed", shared_spark, GROUPED, out["instants"], change, _groups_read)
-    assert _mismatches(out, planned) == []
+    """Each policy flag's what-if on a topic of its own (GROUPED's, named after the
+    flag), all planned on one copy with each topic's change saved: one fed copy for
+    every flag rather than one each."""
+    changes: dict[str, dict[str, str | None]] = {}
+    for field, value in WHAT_IFS.items():
+        changes[f"what-if-{field}"] = {field: value}
+        if field == "backlog_policy":
+            changes[f"what-if-{field}"]["backlog_size"] = WHAT_IFS["backlog_size"]
+    topics = dict.fromkeys(changes, GROUPED["grouped"])
+    _build(data_dir, topics, lambda broker: _groups(broker, topics))
+    forecasts = {}
+    for topic, change in changes.items():
+        flags = [f"--{name.replace('_', '-')}" for name in change]
+        args = [a for name, flag in zip(change, flags) for a in ((flag,) if name == "hold" else (flag, change[name]))]
+        forecasts[topic] = _forecast(ebb, topic, "--horizon", "5h", "--step", "20m", *args)
+    (instants,) = {tuple(out["instants"]) for out in forecasts.values()}
+    planned = _fed_plans(
+        data_dir, tmp_path / "fed", shared_spark, topics, list(instants), changes,
+        lambda broker, at: _groups_read(broker, at, topics),
+    )  # fmt: skip
+    assert {topic: _mismatches(out, planned) for topic, out in forecasts.items()} == dict.fromkeys(changes, [])
 
 
 #: policies whose curve is the cycles', not a single plan's: segments rolled by the
@@ -297,13 +312,18 @@ CYCLED = {
 
 
 def _cycled(
-    data_dir: Path, fed: Path, spark: SparkEngine, topics: Topics, instants: list[int], change: dict[str, str]
+    data_dir: Path,
+    fed: Path,
+    spark: SparkEngine,
+    topics: Topics,
+    instants: list[int],
+    changes: dict[str, dict[str, str | None]] | None = None,
 ) -> dict[tuple[str, int], list[tuple[int, int, int]]]:
     """Per (topic, instant): each partition's bytes, segments and log start after a
-    cycle at that instant, on a copy with ``change`` saved, fed each partition's
-    ingest until then."""
+    cycle at that instant, on a copy with each topic's change of ``changes`` saved,
+    fed each partition's ingest until then."""
     out = {}
-    for broker, pruner, at in _fed_copy(data_dir, fed, spark, topics, instants, change):
+    for broker, pruner, at in _fed_copy(data_dir, fed, spark, topics, instants, changes):
         pruner.cycle(now=at, topics=list(topics))
         for topic in topics:
             out[(topic, at)] = [
@@ -321,18 +341,18 @@ def _points(forecast: dict) -> list[list[tuple[int, int, int]]]:
     return [[(p["bytes"], p["segments"], p["log_start"]) for p in point["partitions"]] for point in forecast["points"]]
 
 
-@pytest.mark.parametrize("topic", list(CYCLED))
 def test_the_forecast_is_what_the_cycles_leave_on_a_copy_fed_the_ingest(
-    topic: str, data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
+    data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
 ) -> None:
     """A cycle at every instant (``prune_interval`` the step): after each, the copy
-    holds what the forecast says, partition by partition."""
-    topics = {topic: CYCLED[topic]}
-    _build(data_dir, topics)
+    holds what the forecast says, topic by topic and partition by partition."""
+    _build(data_dir, CYCLED)
     _cycle_every_step(data_dir)
     out = _forecast(ebb, "--horizon", "6h", "--step", "20m")
-    on_disk = _cycled(data_dir, tmp_path / "fed", shared_spark, topics, out["instants"], {})
-    assert _points(out["topics"][0]) == [on_disk[(topic, at)] for at in out["instants"]]
+    on_disk = _cycled(data_dir, tmp_path / "fed", shared_spark, CYCLED, out["instants"])
+    assert {t["topic"]: _points(t) for t in out["topics"]} == {
+        topic: [on_disk[(topic, at)] for at in out["instants"]] for topic in CYCLED
+    }
 
 
 #: the what-ifs whose curve is the cycles' (the flags WHAT_IFS leaves out)
@@ -343,31 +363,29 @@ CYCLED_WHAT_IFS = {
 }
 
 
-@pytest.mark.parametrize("name", list(CYCLED_WHAT_IFS))
 def test_a_what_if_of_a_cycles_limit_or_roll_is_what_the_cycles_leave(
-    name: str, data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
+    data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
 ) -> None:
-    """The policy changed on the copy, a cycle at every instant: with both, the
-    deletion limit falls behind the rolled segments and the partition passes its cap,
-    at the instant the forecast names."""
-    change = CYCLED_WHAT_IFS[name]
-    topics = {
-        "w": (
-            {"segment_size": "3000", "retention_time": "1h", "max_partition_size": "20000"},
-            [Ingest(MINUTE), Ingest(4 * MINUTE, 250, 40)],
-        )
-    }
+    """Each what-if on a topic of its own, the policy changed on the copy, a cycle at
+    every instant: with both, the deletion limit falls behind the rolled segments and
+    the partition passes its cap, at the instant the forecast names."""
+    policy = {"segment_size": "3000", "retention_time": "1h", "max_partition_size": "20000"}
+    topics = {name: (policy, [Ingest(MINUTE), Ingest(4 * MINUTE, 250, 40)]) for name in CYCLED_WHAT_IFS}
     _build(data_dir, topics)
     _cycle_every_step(data_dir)
-    flags = [arg for field, value in change.items() for arg in (f"--{field.replace('_', '-')}", value)]
-    out = _forecast(ebb, "--horizon", "5h", "--step", "20m", *flags)
-    on_disk = _cycled(data_dir, tmp_path / "fed", shared_spark, topics, out["instants"], change)
-    (forecast,) = out["topics"]
-    assert _points(forecast) == [on_disk[("w", at)] for at in out["instants"]]
-    over_cap = [at for at in out["instants"] if any(size > 20000 for size, _, _ in on_disk[("w", at)])]
-    breaches = [(b["kind"], b["at"]) for b in forecast["breaches"]]
-    assert breaches == ([("max_partition_size", over_cap[0])] if over_cap else [])
-    assert bool(over_cap) == (name == "both")
+    forecasts = {}
+    for name, change in CYCLED_WHAT_IFS.items():
+        flags = [arg for field, value in change.items() for arg in (f"--{field.replace('_', '-')}", value)]
+        (forecasts[name],) = _forecast(ebb, name, "--horizon", "5h", "--step", "20m", *flags)["topics"]
+    instants = [point["at"] for point in forecasts["both"]["points"]]
+    changes: dict[str, dict[str, str | None]] = {name: dict(change) for name, change in CYCLED_WHAT_IFS.items()}
+    on_disk = _cycled(data_dir, tmp_path / "fed", shared_spark, topics, instants, changes)
+    for name, forecast in forecasts.items():
+        assert _points(forecast) == [on_disk[(name, at)] for at in instants], name
+        over_cap = [at for at in instants if any(size > 20000 for size, _, _ in on_disk[(name, at)])]
+        breaches = [(b["kind"], b["at"]) for b in forecast["breaches"]]
+        assert breaches == ([("max_partition_size", over_cap[0])] if over_cap else []), name
+        assert bool(over_cap) == (name == "both"), name
 
 
 def test_the_rate_after_a_message_cut_inside_a_segment_counts_only_what_is_left(
