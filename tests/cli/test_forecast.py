@@ -58,13 +58,6 @@ def steady(data_dir: Path) -> int:
     return sizes[0] // RECORDS
 
 
-@pytest.fixture
-def shared_spark(spark_engine: SparkEngine, monkeypatch: pytest.MonkeyPatch) -> SparkEngine:
-    monkeypatch.setattr(spark_engine, "stop", lambda: None)
-    monkeypatch.setattr("engine.prune.session.spark_engine_for", lambda *args, **kwargs: spark_engine)
-    return spark_engine
-
-
 def _forecast(ebb, *args: str) -> dict:
     result = ebb("forecast", "--now", str(NOW), "--json", *args)
     assert result.code == 0, result.err

@@ -205,14 +205,6 @@ def test_consume_no_commit_reads_without_creating_the_group(ebb, seeded: Path) -
     refused(ebb("--read-only", "consume", "t", "--group", "newcomer"), "consume")
 
 
-@pytest.fixture
-def shared_spark(spark_engine: SparkEngine, monkeypatch: pytest.MonkeyPatch) -> SparkEngine:
-    """``explain`` on the session's Spark engine, which it must not stop."""
-    monkeypatch.setattr(spark_engine, "stop", lambda: None)
-    monkeypatch.setattr("engine.prune.session.spark_engine_for", lambda *args, **kwargs: spark_engine)
-    return spark_engine
-
-
 def test_explain_works_read_only_and_changes_neither_catalog_nor_segments(
     ebb, seeded: Path, shared_spark: SparkEngine
 ) -> None:
