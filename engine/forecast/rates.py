@@ -14,7 +14,9 @@ timestamp over the time to their last record while the ingest is steady,
 of the segments that hold them, in whole bytes (the records counted a little faster
 where that rounds down, :func:`_in_whole_records`, so that the bytes per second are
 the observed ones). A burst before the window does not count, even in the segment
-that reaches into it. With no record in the window the partition has no ingest.
+that reaches into it. One batch in the window (its records stamped alike: one record
+of a partition written every 45 minutes) is no rate: the count begins at the batch
+before it, however old. With no record in the window the partition has no ingest.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.prune.record_times import FirstRecord
+from engine.prune.record_times import EARLIEST, FirstRecord
 from engine.store.batch import HEADER_SIZE
 
 #: (topic, partition, offset, θ) -> the partition's first record at or after that
@@ -141,8 +143,15 @@ def observed_rates(
             found = first_record(names[p], numbers[p], log_starts[p], now - window_ms)
             if found is not None:
                 offset, since = found
-        records = int(next_[hi - 1] - offset)
         later = first_record(names[p], numbers[p], max(offset, log_starts[p]), since + 1)
+        if later is None:
+            # One batch in the window is no rate: counted from the batch before
+            # (a record every 45 minutes, the last 30 minutes ago, read 1.5 times fast)
+            earlier = _batch_before(first_record, names[p], numbers[p], log_starts[p], offset, since)
+            if earlier is not None:
+                offset, since = earlier
+                later = first_record(names[p], numbers[p], offset, since + 1)
+        records = int(next_[hi - 1] - offset)
         at_first = records if later is None else later.offset - offset
         count, per_ms = steady_span(records, at_first, since, int(newest[k:hi].max()), now)
         batch = batch_of(records, at_first)
@@ -157,6 +166,20 @@ def observed_rates(
             rate = _in_whole_records(count, per_ms, held_bytes, held_records, since)
             rates.append(replace(rate, batch=batch))
     return rates
+
+
+def _batch_before(
+    first_record: FirstRecordOf, topic: str, partition: int, log_start: int, offset: int, since: int
+) -> FirstRecord | None:
+    """The first record of the batch before the one at ``offset`` (stamped
+    ``since``): the first record at or after the log start stamped like the record
+    just before ``offset``; None where there is none, or it is not older."""
+    if offset <= log_start:
+        return None
+    before = first_record(topic, partition, offset - 1, EARLIEST)
+    if before is None or before.timestamp >= since:
+        return None
+    return first_record(topic, partition, log_start, before.timestamp)
 
 
 def batch_pieces(base: np.ndarray, next_: np.ndarray, origin: int, batch: int) -> int:

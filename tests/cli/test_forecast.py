@@ -312,6 +312,26 @@ def test_a_steady_ingest_whose_last_record_is_now_is_forecast_at_its_rate(
     assert abs(breach["at"] - (NOW + (days + 1) * MINUTE)) <= 60 * MINUTE
 
 
+@pytest.mark.parametrize("last_ago", [30 * MINUTE, 0], ids=["last 30 minutes ago", "last stamped now"])
+def test_a_partition_written_less_often_than_the_window_is_forecast_at_its_rate(
+    data_dir: Path, shared_spark: SparkEngine, ebb, last_ago: int
+) -> None:
+    """A batch of two records every 90 minutes: the 1h window holds one batch, which
+    read as two records over the 30 minutes since it (three times fast), or as no
+    ingest when stamped now; the count now begins at the batch before."""
+    _new_data_dir(data_dir)
+    with Broker(data_dir, clock=lambda: NOW) as broker:
+        broker.create_topic("sparse", 1, {"segment_size": "1 MiB"})
+        for b in range(8):
+            at = NOW - last_ago - (7 - b) * 90 * MINUTE
+            broker.produce("sparse", [NewRecord(b"v" * 100, timestamp=at) for _ in range(2)], partition=0)
+    (rate,) = _forecast(ebb, "--horizon", "1h", "--step", "1h")["topics"][0]["rates"]
+    assert rate["source"] == "observed"
+    assert rate["since"] == NOW - last_ago - 90 * MINUTE
+    assert rate["records_per_second"] == pytest.approx(2 / (90 * 60))
+    assert rate["batch"] == 2
+
+
 def test_a_burst_before_the_window_does_not_count_in_the_rate(data_dir: Path, shared_spark: SparkEngine, ebb) -> None:
     """A burst five hours ago, then a record a minute, all in one segment: the rate is
     the window's (the last hour's), not the segment's since its first record, which

@@ -38,13 +38,19 @@ class RefRate:
         return now + -(-(j // self.batch + 1) * self.batch * self.per_ms // self.records)
 
 
+def _stamped_after(records: list[tuple[int, int]], start: int, ts_: int) -> list[int]:
+    """The offsets from ``start`` of ``records`` (offset, timestamp) stamped after ``ts_``."""
+    return [offset for offset, ts in records if offset >= start and ts > ts_]
+
+
 def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
     """From the first record in the window (at most ``window`` old, at or after the
     log start; from the first record of its segment if that segment began in the
     window) to the end: their records over the time since the first of them, or,
     while the time since their last record is at most their mean gap between
     batches (a steady ingest), the records after those stamped like the first over
-    the time from their first record to their last. A record's bytes: the bytes of
+    the time from their first record to their last; where the window holds one batch
+    (its records stamped alike), from the batch before it. A record's bytes: the bytes of
     the segments from the oldest one that reaches into the window over their records,
     rounded down, with the rate scaled up to keep the bytes per second when that
     rounds."""
@@ -63,13 +69,14 @@ def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
                 ]
                 if later:
                     first, first_ts = later[0]
+            every = [(offset, ts) for s in partition.segments for offset, ts in s.records()]
+            later = _stamped_after(every, max(first, partition.log_start), first_ts)
+            before = [ts for offset, ts in every if partition.log_start <= offset < first]
+            if not later and before and before[-1] < first_ts:
+                # one batch in the window: counted from the batch before it
+                first, first_ts = next((o, ts) for o, ts in every if o >= partition.log_start and ts >= before[-1])
+                later = _stamped_after(every, first, first_ts)
             records = partition.next_offset - first
-            later = [
-                offset
-                for s in partition.segments[k:]
-                for offset, ts in s.records()
-                if offset >= max(first, partition.log_start) and ts > first_ts
-            ]
             at_first = later[0] - first if later else records  # the records stamped like the first
             last = max(s.max_ts for s in partition.segments[k:] if not s.empty)
             span = last - first_ts
