@@ -42,6 +42,7 @@ from engine.catalog.catalog import Catalog
 from engine.forecast import forecast as forecasting
 from engine.forecast.extend import extend
 from engine.forecast.reading import observed_reads, readings
+from engine.forecast.summary import summarize
 from engine.prune.planner import Planner
 from engine.prune.record_times import time_cut
 from engine.prune.session import SparkEngine
@@ -104,7 +105,7 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
         )  # fmt: skip
         virtual = extension.snapshot.tables["segments"].num_rows
         vplan_s, plan = timed(planner.plan, extension.snapshot, every_segment=False)  # as the forecast plans
-        summary_s, _ = timed(forecasting.summarize, extension, plan.tables, snapshot, rates, reads, request.window_ms)
+        summary_s, _ = timed(summarize, extension, plan.tables, snapshot, rates, reads, request.window_ms)
         print(f"  parts:      snapshot and rates {snap_s:.2f} s; {len(topic_batches)} batch(es) of topics, the first "
               f"({len(topic_batches[0])} topics): virtual snapshot {extend_s:.2f} s ({virtual:,} segments, "
               f"{virtual / max(1, snapshot.tables['segments'].num_rows):.0f}x today's), plan {vplan_s:.2f} s, "

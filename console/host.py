@@ -35,7 +35,8 @@ from engine.store.lock import LockTimeout
 if TYPE_CHECKING:
     # Imported where used: planning, forecasting and the schedule load Arrow and
     # numpy (half a second), which the console's first paint does not need.
-    from engine.forecast.forecast import Forecast, Request
+    from engine.forecast.forecast import Request
+    from engine.forecast.result import Forecast
     from engine.prune.planner import Plan
     from engine.prune.pruner import Pruner
     from engine.prune.scheduler import Scheduler

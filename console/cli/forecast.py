@@ -25,7 +25,8 @@ from engine.policy.effective import merge_overrides
 from engine.policy.units import InvalidValue, describe_duration, parse_duration, parse_size
 
 if TYPE_CHECKING:
-    from engine.forecast.forecast import Forecast, Request, TopicForecast
+    from engine.forecast.forecast import Request
+    from engine.forecast.result import Forecast, TopicForecast
 
 
 def register(commands: argparse._SubParsersAction) -> None:

@@ -27,7 +27,7 @@ from console.widgets.cells import Palette
 from console.widgets.charts import Chart, ChartLegend
 from console.widgets.forecast_assumptions import assumptions
 from console.widgets.forecast_chart import forecast_chart
-from engine.forecast.forecast import Forecast
+from engine.forecast.result import Forecast
 
 TITLE = "What-if"
 INVITATION = (

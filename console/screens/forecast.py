@@ -30,7 +30,7 @@ from console.widgets.forecast_chart import forecast_chart
 from console.widgets.live_table import Column, LiveRow, LiveTable
 from engine.catalog.stats import partition_stats
 from engine.config import DEFAULT_CONFIG, Config
-from engine.forecast.forecast import Forecast, TopicForecast
+from engine.forecast.result import Forecast, TopicForecast
 
 COLUMNS = (Column("topic", "Topic"), Column("partitions", "Partitions"), Column("bytes", "On disk"))
 

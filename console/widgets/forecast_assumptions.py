@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 
 from console.model.forecast_assumptions import ingest, pace, window
-from engine.forecast.forecast import TopicForecast
+from engine.forecast.result import TopicForecast
 
 
 def _table(*headers: str) -> Table:

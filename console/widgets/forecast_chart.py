@@ -8,7 +8,7 @@ from __future__ import annotations
 from console.model.capacity import HOUR
 from console.model.history import History
 from console.widgets.charts import ChartSpec, Mark, Series, relative
-from engine.forecast.forecast import Forecast, TopicForecast
+from engine.forecast.result import Forecast, TopicForecast
 
 
 def _projection(topic: TopicForecast, now: int, label: str, role: str) -> Series:

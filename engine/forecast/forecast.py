@@ -1,13 +1,8 @@
 """The capacity forecast: every instant from now to the horizon, planned in one
-Spark job (engine/forecast/extend.py), summed per topic and instant.
-
-At each instant a topic has its bytes and segments on disk after that instant's
-cycle, each partition's log start, and the bytes deleted since now by reason. A
-breach is the first instant at which a cap deletes (``max_partition_size`` or
-``max_time``: retention no longer keeps the partition under it) or a partition keeps
-more than a cap after the cycle (a hold: bytes over ``max_partition_size``, data older
-than ``max_time``), a group is over a backlog quota, or the topics together hold more
-than the disk budget.
+Spark job per batch of topics (engine/forecast/extend.py), read back per topic and
+instant (engine/forecast/summary.py) into a :class:`~engine.forecast.result.Forecast`;
+here: what is asked (:class:`Request`), the batches, and the disk budget's breach,
+which is over every topic forecast.
 """
 
 from __future__ import annotations
@@ -15,8 +10,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,7 +21,9 @@ from engine.config import DEFAULT_CONFIG
 from engine.errors import InvalidInput, InvalidPolicy
 from engine.forecast.extend import Extension, extend
 from engine.forecast.rates import Rate, given_rate, observed_rates
-from engine.forecast.reading import Reading, by_topic, observed_reads, readings
+from engine.forecast.reading import Reading, observed_reads, readings
+from engine.forecast.result import Breach, Forecast
+from engine.forecast.summary import summarize
 from engine.policy.effective import EffectivePolicy, resolve
 from engine.prune.planner import Planner
 from engine.prune.record_times import FirstRecord, RecordTimes, first_record, time_cut
@@ -37,126 +34,6 @@ MAX_INSTANTS = 5000
 
 _Item = TypeVar("_Item")
 _Result = TypeVar("_Result")
-
-#: the cap each reason code means a breach of
-_CAP_OF_REASON = {"DELETE_MAX_SIZE": "max_partition_size", "DELETE_MAX_TIME": "max_time"}
-
-
-@dataclass(frozen=True)
-class Breach:
-    kind: str  # max_partition_size | max_time | backlog_quota | disk_budget
-    at: int
-    limit: int | None
-    partition: int | None = None
-    group: str | None = None
-    #: of a backlog_quota breach: the quota exceeded (backlog_size, else backlog_age)
-    quota: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "at": self.at,
-            "limit": self.limit,
-            "partition": self.partition,
-            "group": self.group,
-            "quota": self.quota,
-        }
-
-
-@dataclass(frozen=True)
-class PartitionPoint:
-    partition: int
-    bytes: int
-    segments: int
-    log_start: int
-
-
-@dataclass(frozen=True)
-class Point:
-    """A topic at one instant, after that instant's cycle."""
-
-    at: int
-    bytes: int
-    segments: int
-    partitions: list[PartitionPoint]
-    bytes_deleted: int
-    segments_deleted: int
-    #: reason code -> bytes deleted since now for it
-    deleted_by_reason: dict[str, int]
-    quota_exceeded: bool
-    #: (group, partition) over a backlog quota
-    over_quota: list[tuple[str, int]] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "at": self.at,
-            "bytes": self.bytes,
-            "segments": self.segments,
-            "bytes_deleted": self.bytes_deleted,
-            "segments_deleted": self.segments_deleted,
-            "deleted_by_reason": self.deleted_by_reason,
-            "quota_exceeded": self.quota_exceeded,
-            "over_quota": [{"group": g, "partition": p} for g, p in self.over_quota],
-            "partitions": [
-                {"partition": p.partition, "bytes": p.bytes, "segments": p.segments, "log_start": p.log_start}
-                for p in self.partitions
-            ],
-        }
-
-
-@dataclass(frozen=True)
-class TopicForecast:
-    topic: str
-    #: partition -> the ingest rate used
-    rates: dict[int, Rate]
-    points: list[Point]
-    breaches: list[Breach]
-    #: how each group reads each partition, by group and partition
-    readings: list[Reading] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "topic": self.topic,
-            "rates": [
-                {
-                    "partition": p,
-                    "source": r.source,
-                    "since": r.since,
-                    "bytes_per_second": r.bytes_per_second,
-                    "records_per_second": r.records_per_second,
-                    "record_bytes": r.record_bytes,
-                    "batch": r.batch,
-                }
-                for p, r in sorted(self.rates.items())
-            ],
-            "readings": [r.to_json() for r in self.readings],
-            "breaches": [b.to_json() for b in self.breaches],
-            "points": [p.to_json() for p in self.points],
-        }
-
-
-@dataclass(frozen=True)
-class Forecast:
-    now: int
-    instants: list[int]
-    window_ms: int
-    topics: list[TopicForecast]
-    disk_budget: int | None
-    #: the first instant at which the topics together hold more than the budget
-    disk_breach: Breach | None
-    #: with a what-if, the same topics under their saved policy (same job)
-    saved: list[TopicForecast] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "now": self.now,
-            "instants": self.instants,
-            "window_ms": self.window_ms,
-            "disk_budget": self.disk_budget,
-            "disk_breach": None if self.disk_breach is None else self.disk_breach.to_json(),
-            "topics": [t.to_json() for t in self.topics],
-            "saved": None if self.saved is None else [t.to_json() for t in self.saved],
-        }
 
 
 @dataclass(frozen=True)
@@ -348,40 +225,6 @@ def batches(variant: Variant, instants: Sequence[int], variants: int) -> list[li
     return result
 
 
-def _past_max_time(virtual: Snapshot, partitions: pa.Table) -> set[tuple[str, int]]:
-    """The (virtual topic, partition)s that keep data older than ``max_time`` after
-    the cycle: the cap deletes it unless a hold or ``max_deletes_per_cycle`` stops it,
-    so only those topics are looked at. Segment granularity: a sealed segment past
-    the log start whose newest record is older; message granularity: records below
-    the ``max_time`` time cut."""
-    topics = virtual.tables["topics"]
-    stopped = pc.and_(
-        pc.is_valid(topics["max_time"]), pc.or_(topics["hold"], pc.is_valid(topics["max_deletes_per_cycle"]))
-    )
-    policies = topics.filter(stopped).select(["topic", "max_time", "granularity"])
-    if policies.num_rows == 0:
-        return set()
-    starts = partitions.select(["topic", "partition", "new_log_start_offset"]).join(policies, "topic")
-    segments = virtual.tables["segments"]
-    segments = segments.filter(pc.is_in(segments["topic"], value_set=policies["topic"]))
-    segments = segments.join(starts, ["topic", "partition"], join_type="inner")
-    older = pc.and_(
-        pc.and_(segments["sealed"], pc.greater(segments["next_offset"], segments["new_log_start_offset"])),
-        pc.less(segments["max_timestamp"], pc.subtract(virtual.now, segments["max_time"])),
-    )
-    by_segment = segments.filter(pc.and_(older, pc.equal(segments["granularity"], "segment")))
-    cuts = virtual.tables["time_cuts"]
-    cuts = cuts.filter(pc.equal(cuts["kind"], "max_time")).join(starts, ["topic", "partition"], join_type="inner")
-    by_record = cuts.filter(
-        pc.and_(pc.equal(cuts["granularity"], "message"), pc.greater(cuts["offset"], cuts["new_log_start_offset"]))
-    )
-    return {
-        (topic, partition)
-        for table in (by_segment, by_record)
-        for topic, partition in zip(table["topic"].to_pylist(), table["partition"].to_pylist())
-    }
-
-
 def _merged(parts: Sequence[Forecast], request: Request) -> Forecast:
     """One forecast of the topics of ``parts`` (batches of one request), with the
     disk budget's breach over all of them."""
@@ -414,116 +257,3 @@ def rates_for(snapshot: Snapshot, request: Request, catalog: Catalog, records: R
     if request.rate is None:
         return observed
     return [given_rate(request.rate, rate) for rate in observed]
-
-
-def summarize(
-    extension: Extension,
-    plan: Mapping[str, pa.Table],
-    snapshot: Snapshot,
-    rates: Sequence[Rate],
-    reads: Sequence[Reading],
-    window_ms: int,
-) -> Forecast:
-    """The forecast from the plan of the virtual snapshot, without a disk budget
-    (a budget is over every topic: see :func:`forecast`); ``rates`` and ``reads``
-    per row of the snapshot's partitions and positions."""
-    names = extension.names
-    width = len(extension.topics)
-    segments = plan["segments"]
-    # Deleted rows only: what stays is what was there (the extension's totals) less that.
-    deleted = segments.filter(pc.equal(segments["decision"], "delete"))
-    deleted = deleted.group_by(["topic", "partition", "reason"]).aggregate(
-        [("size_bytes", "sum"), ("size_bytes", "count")]
-    )
-    by_reason: dict[str, list[dict[str, Any]]] = {}
-    # In partition order: a breach names the first partition that breaches, the
-    # same one every run (a group-by's rows come in any order).
-    for r in sorted(deleted.to_pylist(), key=lambda r: (r["partition"], r["reason"])):
-        by_reason.setdefault(r["topic"], []).append(r)
-    partitions = snapshot.tables["partitions"]
-    row_of = {
-        (t, p): i for i, (t, p) in enumerate(zip(partitions["topic"].to_pylist(), partitions["partition"].to_pylist()))
-    }
-    index = {name: v for v, name in enumerate(names)}
-    columns = ["topic", "partition", "new_log_start_offset", "segments_deleted", "bytes_deleted", "roll"]
-    starts: dict[str, list[tuple[int, int]]] = {}
-    held: dict[tuple[str, int], tuple[int, int]] = {}
-    for name, partition, start, gone, freed, rolls in zip(*(plan["partitions"][c].to_pylist() for c in columns)):
-        if name not in index:
-            continue  # another variant's (a what-if's saved policy)
-        starts.setdefault(name, []).append((partition, start))
-        i, t = divmod(index[name], width)
-        total_bytes, total_segments = extension.on_disk[i]
-        row = row_of[(extension.topics[t], partition)]
-        # the cycle's roll seals the active segment and begins an empty one
-        held[(name, partition)] = (int(total_bytes[row]) - freed, int(total_segments[row]) - gone + bool(rolls))
-    past_max_time = _past_max_time(extension.snapshot, plan["partitions"])
-    #: virtual topic -> (group, partition) -> the quota it is over
-    over: dict[str, dict[tuple[str, int], str]] = {}
-    groups = plan["groups"]
-    for r in groups.filter(groups["over_quota"]).to_pylist():
-        exceeded = "backlog_size" if r["over_backlog_size"] else "backlog_age"
-        over.setdefault(r["topic"], {})[(r["group"], r["partition"])] = exceeded
-    blocked = dict(zip(plan["topics"]["topic"].to_pylist(), plan["topics"]["quota_exceeded"].to_pylist()))
-    policies = {r["topic"]: r for r in snapshot.tables["topics"].to_pylist()}
-    topic_rates: dict[str, dict[int, Rate]] = {}
-    for topic, partition, rate in zip(partitions["topic"].to_pylist(), partitions["partition"].to_pylist(), rates):
-        topic_rates.setdefault(topic, {})[partition] = rate
-    topic_reads = by_topic(snapshot.tables["positions"], reads)
-
-    result = []
-    for t, topic in enumerate(extension.topics):
-        points: list[Point] = []
-        #: kind -> the topic's first breach of that kind
-        first: dict[str, Breach] = {}
-        for i, at in enumerate(extension.instants):
-            name = names[i * width + t]
-            parts = [
-                PartitionPoint(p, *held.get((name, p), (0, 0)), log_start)
-                for p, log_start in sorted(starts.get(name, []))
-            ]
-            reasons: dict[str, int] = {}
-            for r in by_reason.get(name, []):
-                reasons[r["reason"]] = reasons.get(r["reason"], 0) + r["size_bytes_sum"]
-                cap = _CAP_OF_REASON.get(r["reason"])
-                if cap is not None:
-                    first.setdefault(cap, Breach(cap, at, policies[topic][cap], partition=r["partition"]))
-            # A hold (or max_deletes_per_cycle) stops the cap deleting, not the
-            # partition growing past it.
-            size_cap = policies[topic]["max_partition_size"]
-            past = [p.partition for p in parts if size_cap is not None and p.bytes > size_cap]
-            if past:
-                first.setdefault("max_partition_size", Breach("max_partition_size", at, size_cap, partition=past[0]))
-            aged = [p.partition for p in parts if (name, p.partition) in past_max_time]
-            if aged:
-                first.setdefault("max_time", Breach("max_time", at, policies[topic]["max_time"], partition=aged[0]))
-            quota = sorted(over.get(name, {}))
-            if quota:
-                group, partition = quota[0]
-                exceeded = over[name][quota[0]]
-                breach = Breach("backlog_quota", at, policies[topic][exceeded], partition, group, exceeded)
-                first.setdefault("backlog_quota", breach)
-            rows = by_reason.get(name, [])
-            points.append(
-                Point(
-                    at,
-                    sum(p.bytes for p in parts),
-                    sum(p.segments for p in parts),
-                    parts,
-                    sum(r["size_bytes_sum"] for r in rows),
-                    sum(r["size_bytes_count"] for r in rows),
-                    dict(sorted(reasons.items())),
-                    bool(blocked.get(name)),
-                    quota,
-                )
-            )
-        result.append(
-            TopicForecast(
-                topic,
-                topic_rates.get(topic, {}),
-                points,
-                sorted(first.values(), key=lambda b: b.at),
-                topic_reads.get(topic, []),
-            )
-        )
-    return Forecast(extension.instants[0], extension.instants, window_ms, result, None, None)

@@ -17,7 +17,8 @@ import pytest
 from console.cli.forecast import render
 from console.cli.main import main
 from engine.broker import Broker
-from engine.forecast.forecast import Forecast, instants
+from engine.forecast.forecast import instants
+from engine.forecast.result import Forecast
 from engine.policy.units import parse_duration, parse_size
 from engine.prune.pruner import Pruner
 from engine.prune.session import SparkEngine

@@ -37,8 +37,9 @@ from console.widgets.forecast_assumptions import assumptions
 from console.widgets.forecast_chart import forecast_chart
 from engine.broker import Broker
 from engine.config import DEFAULT_CONFIG
-from engine.forecast.forecast import Breach, Forecast, PartitionPoint, Point, Request, TopicForecast
+from engine.forecast.forecast import Request
 from engine.forecast.rates import Rate
+from engine.forecast.result import Breach, Forecast, PartitionPoint, Point, TopicForecast
 from engine.journal.journal import Journal
 from tests.support.console_fixtures import HOUR, NOW, TERMINAL, TOPICS, settle
 from tests.support.history_fixtures import CYCLES, STEP_MS, write_disk_history

@@ -19,9 +19,10 @@ from console.cli.main import main
 from console.model.forecast_assumptions import ingest, pace
 from console.screens.forecast import HOUR, ForecastScreen, summary
 from console.widgets.forecast_assumptions import assumptions
-from engine.forecast.forecast import Breach, Forecast, PartitionPoint, Point, Request, TopicForecast
+from engine.forecast.forecast import Request
 from engine.forecast.rates import NO_INGEST, Rate
 from engine.forecast.reading import Reading
+from engine.forecast.result import Breach, Forecast, PartitionPoint, Point, TopicForecast
 from tests.support.console_fixtures import NOW, TERMINAL, settle
 from tests.support.rich_text import plain_lines
 

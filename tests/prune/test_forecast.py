@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from engine.catalog.catalog import Catalog
 from engine.forecast import forecast as forecasting
 from engine.forecast.extend import extend, virtual_name
-from engine.forecast.forecast import Point, Request, forecast, rates_for
+from engine.forecast.forecast import Request, forecast, rates_for
 from engine.forecast.rates import Rate
 from engine.forecast.reading import observed_reads, readings
+from engine.forecast.result import Point
 from engine.prune import tables
 from engine.prune.planner import Planner
 from engine.prune.record_times import time_cut
