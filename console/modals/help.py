@@ -23,6 +23,14 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ),
     ("Topic", (("v", "plan this topic now (a dry plan; allowed read-only)"),)),
     (
+        "Forecast",
+        (
+            ("enter / f", "forecast the selected topic / again"),
+            ("w", "rate window: 1h, 6h, 1d, 7d (ebb forecast --window)"),
+            ("g", "assume a group stalled, or reading again (--stalled)"),
+        ),
+    ),
+    (
         "Journal",
         (
             ("enter / c", "only the selected cycle's actions / every cycle again"),

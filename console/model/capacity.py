@@ -1,6 +1,7 @@
 """The console's capacity forecasts (the Forecast view, the policy editor's what-if):
 ``ebb forecast``'s defaults, a week ahead hourly with rates observed over the last
-hour, and the byte limits their charts draw as lines."""
+hour (the Forecast view can widen the window and assume groups stalled, as
+``--window`` and ``--stalled`` do), and the byte limits their charts draw as lines."""
 
 from __future__ import annotations
 
@@ -14,16 +15,26 @@ from engine.policy.effective import EffectivePolicy
 
 HOUR = 3_600_000
 HORIZON_MS, STEP_MS, WINDOW_MS = 7 * 24 * HOUR, HOUR, HOUR
+#: the rate windows the Forecast view steps through (``w``), ``ebb forecast``'s default first
+WINDOWS = (WINDOW_MS, 6 * HOUR, 24 * HOUR, 7 * 24 * HOUR)
 
 
-def week_ahead(now: int, config: Config) -> Request:
-    """With the disk budget and prune interval of ``config``, as ``ebb forecast`` reads them."""
+def week_ahead(now: int, config: Config, window_ms: int = WINDOW_MS, stalled: frozenset[str] = frozenset()) -> Request:
+    """With the disk budget and prune interval of ``config``, as ``ebb forecast`` reads
+    them, and its ``--window`` and ``--stalled``."""
     return Request(
         instants(now, HORIZON_MS, STEP_MS),
-        WINDOW_MS,
+        window_ms,
+        stalled=stalled,
         disk_budget=config.disk_budget,
         prune_interval_ms=config.prune_interval_ms,
     )
+
+
+def next_window(window_ms: int) -> int:
+    """The window of :data:`WINDOWS` after ``window_ms`` (after the last, the first)."""
+    later = [w for w in WINDOWS if w > window_ms]
+    return later[0] if later else WINDOWS[0]
 
 
 def size_cap(policy: EffectivePolicy, partitions: int) -> int | None:

@@ -6,7 +6,10 @@ reading, as ``ebb forecast`` words it.
 
 The topic list is a live view (a catalog read); the forecast of the selected topic
 is one Spark job, run in a worker thread with the read of its past when a topic is
-chosen (``enter``) and again with ``f``, never on the refresh tick.
+chosen (``enter``) and again with ``f``, never on the refresh tick. ``w`` widens the
+rate window (``--window``: a partition written less often than the window shows no
+ingest) and ``g`` assumes a group of the topic stalled (``--stalled``), each forecasting
+again.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from textual.widgets import DataTable, Static
 
 from console import format
 from console.host import ConsoleHost
-from console.model.capacity import HORIZON_MS, HOUR, size_cap, week_ahead
+from console.modals.stall_picker import StallPicker
+from console.model.capacity import HORIZON_MS, HOUR, WINDOW_MS, next_window, size_cap, week_ahead
 from console.model.history import History, load_history
 from console.screens.base import LiveScreen
 from console.widgets.charts import Chart, ChartLegend
@@ -60,6 +64,8 @@ class ForecastScreen(LiveScreen[TopicsData]):
     BINDINGS = [
         Binding("enter", "forecast", "Forecast", show=True),
         Binding("f", "forecast", "Forecast again", show=False),
+        Binding("w", "window", "Rate window", show=True),
+        Binding("g", "stall", "Stall a group", show=True),
     ]
 
     def __init__(self) -> None:
@@ -68,6 +74,11 @@ class ForecastScreen(LiveScreen[TopicsData]):
         self._config = DEFAULT_CONFIG
         #: the topic whose forecast is on screen, and the forecast
         self.shown: TopicForecast | None = None
+        #: the rate window the forecasts observe ingest over (``--window``)
+        self.window_ms = WINDOW_MS
+        #: groups of the shown topic assumed stalled (``--stalled``); a topic chosen
+        #: afresh starts with none (its groups are others)
+        self.stalled: frozenset[str] = frozenset()
 
     def compose_view(self) -> ComposeResult:
         with Horizontal():
@@ -106,19 +117,49 @@ class ForecastScreen(LiveScreen[TopicsData]):
     def action_forecast(self) -> None:
         topic = self.query_one("#forecast-topics", LiveTable).selected_key
         if topic is not None:
-            self.query_one("#forecast-summary", Static).update(f"forecasting {topic} on Spark…")
-            self.query_one("#forecast-assumptions", Static).update("")
-            self._forecast(topic)
+            if self.shown is None or topic != self.shown.topic:
+                self.stalled = frozenset()
+            self._start(topic)
+
+    def _start(self, topic: str) -> None:
+        self.query_one("#forecast-summary", Static).update(f"forecasting {topic} on Spark…")
+        self.query_one("#forecast-assumptions", Static).update("")
+        self._forecast(topic, self.window_ms, self.stalled)
+
+    def action_window(self) -> None:
+        """The next rate window; the topic on screen forecast again under it."""
+        self.window_ms = next_window(self.window_ms)
+        if self.shown is None:
+            self.notify(f"rate window {format.age(self.window_ms)}: press enter to forecast")
+        else:
+            self._start(self.shown.topic)
+
+    def action_stall(self) -> None:
+        shown = self.shown
+        if shown is None:
+            self.notify("forecast a topic first (enter)")
+            return
+        groups = list(dict.fromkeys(reading.group for reading in shown.readings))
+        if not groups:
+            self.notify(f"{shown.topic} has no groups")
+            return
+
+        def flip(group: str | None) -> None:
+            if group is not None:
+                self.stalled = self.stalled ^ {group}
+                self._start(shown.topic)
+
+        self.app.push_screen(StallPicker(groups, self.stalled), flip)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         self.action_forecast()
 
     @work(thread=True, exclusive=True, group="forecast", exit_on_error=False)
-    def _forecast(self, topic: str) -> None:
+    def _forecast(self, topic: str, window_ms: int, stalled: frozenset[str]) -> None:
         host = self.ebb.host
         now = host.clock()
-        request = week_ahead(now, self._config)
+        request = week_ahead(now, self._config, window_ms, stalled)
         try:
             with host.reading() as broker, broker.catalog.read():
                 past = load_history(broker.catalog, (), now, topic=topic, since=now - HORIZON_MS)

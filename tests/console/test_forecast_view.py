@@ -289,3 +289,59 @@ def test_a_group_reading_partitions_alike_is_one_row() -> None:
     view = _as_cli_lines(lines)
     assert sorted(view) == sorted(line for line in cli if line.startswith(("  partition ", "  group ")))
     assert len(view) == 1 + len(readings)
+
+
+# -- steering the forecast: the rate window and stalled groups -----------------------------------
+
+
+def _honouring(asked: list[Request]) -> Callable[[Request, list[str]], Forecast]:
+    """:func:`_orders`, recording each request, with the groups it names stalled."""
+
+    def run(request: Request, topics: list[str]) -> Forecast:
+        asked.append(request)
+        result = _orders(request, topics)
+        (topic,) = result.topics
+        readings = [
+            Reading(r.group, r.partition, "stalled") if r.group in request.stalled else r for r in topic.readings
+        ]
+        return dataclasses.replace(result, topics=[dataclasses.replace(topic, readings=readings)])
+
+    return run
+
+
+async def test_w_widens_the_rate_window_and_forecasts_again(make_console, monkeypatch) -> None:
+    """1h, 6h, 1d, 7d, then 1h again: each the window of a new forecast of the shown
+    topic, and the one the view says its rates were observed over."""
+    app = make_console()
+    asked: list[Request] = []
+    monkeypatch.setattr(app.host, "forecast", _honouring(asked))
+    async with app.run_test(size=TERMINAL) as pilot:
+        await _press(pilot, "6", *ORDERS)
+        for _ in range(4):
+            await _press(pilot, "w")
+        text = "\n".join(plain_lines(app.screen.query_one("#forecast-assumptions", Static).content))
+    assert [r.window_ms // HOUR for r in asked] == [1, 6, 24, 168, 1]
+    assert {len(r.instants) for r in asked} == {7 * 24 + 1}
+    assert "Ingest rates observed over the last 1h" in text
+
+
+async def test_g_assumes_a_group_stalled_and_again_reading(make_console, monkeypatch) -> None:
+    """The picker lists the topic's groups; choosing billing forecasts with billing
+    stalled, and the view says so; choosing it again forecasts it reading. Another
+    topic starts with none stalled."""
+    app = make_console()
+    asked: list[Request] = []
+    monkeypatch.setattr(app.host, "forecast", _honouring(asked))
+    async with app.run_test(size=TERMINAL) as pilot:
+        await _press(pilot, "6", *ORDERS, "g")
+        picker = app.screen.query_one("#stall-groups")
+        assert [str(picker.get_option_at_index(i).prompt) for i in range(picker.option_count)] == [
+            "audit-reader: as observed",
+            "billing: as observed",
+        ]
+        await _press(pilot, "down", "enter")
+        text = "\n".join(plain_lines(app.screen.query_one("#forecast-assumptions", Static).content))
+        assert "reads 0.00833 records/s" not in text and "billing" in text
+        await _press(pilot, "g", "down", "enter")
+        await _press(pilot, "up", "enter")
+    assert [sorted(r.stalled) for r in asked] == [[], ["billing"], [], []]
