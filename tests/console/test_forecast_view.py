@@ -345,3 +345,16 @@ async def test_g_assumes_a_group_stalled_and_again_reading(make_console, monkeyp
         await _press(pilot, "g", "down", "enter")
         await _press(pilot, "up", "enter")
     assert [sorted(r.stalled) for r in asked] == [[], ["billing"], [], []]
+
+
+def test_stall_picker_snapshot(snap_compare, make_console, monkeypatch) -> None:
+    """orders forecast with billing stalled, the picker open over it again."""
+    app = make_console()
+    monkeypatch.setattr(app.host, "forecast", _honouring([]))
+
+    async def run_before(pilot) -> None:
+        await _press(pilot, "6", *ORDERS, "g", "down", "enter", "g")
+        await pilot.pause(0.3)
+        await settle(pilot)
+
+    assert snap_compare(app, terminal_size=TERMINAL, run_before=run_before)
