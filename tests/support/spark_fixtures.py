@@ -32,6 +32,9 @@ __all__ = [
 ]  # fmt: skip
 
 CONNECT_START_TIMEOUT = 120.0  # the port opened after 5-9 s when measured; CI is slower
+#: how often a start looks again at a server's port or log: a look costs nothing next
+#: to the seconds a JVM takes, and a coarser one only adds to each start
+_POLL_SECONDS = 0.05
 _PR_SET_PDEATHSIG = 1
 
 
@@ -245,7 +248,7 @@ def _wait_for(ready: Callable[[], bool], proc: subprocess.Popen[bytes]) -> None:
             raise RuntimeError(f"{proc.args[1]} exited with status {proc.returncode}")
         if time.monotonic() > deadline:
             raise RuntimeError(f"{proc.args[1]} not ready after {CONNECT_START_TIMEOUT:g} s")
-        time.sleep(0.25)
+        time.sleep(_POLL_SECONDS)
 
 
 def _wait_for_port(proc: subprocess.Popen[bytes], port: int) -> bool:
@@ -258,7 +261,7 @@ def _wait_for_port(proc: subprocess.Popen[bytes], port: int) -> bool:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return True
         except OSError:
-            time.sleep(0.25)
+            time.sleep(_POLL_SECONDS)
     raise RuntimeError(f"Spark Connect server not listening on port {port} after {CONNECT_START_TIMEOUT:g} s")
 
 
