@@ -3,20 +3,16 @@ or as a real subprocess (for kills and for checking what reaches the terminal)."
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 
-from console.cli.main import main
 from engine.broker import Broker
 from engine.prune.session import MASTER_ENV
-from tests.support.cli import REPO, CliResult, ebb_command
+from tests.support.cli import REPO, CliResult, ebb_command, run_main
 
 # Commands that plan run Spark in their own process, as `--spark-master local[*]`
 # would: the shared Spark service (a background server that outlives the command) is
@@ -40,18 +36,11 @@ def broker(data_dir: Path) -> Iterator[Broker]:
 
 
 @pytest.fixture
-def ebb(data_dir: Path, monkeypatch: pytest.MonkeyPatch):
+def ebb(data_dir: Path):
     """Run ``ebb --data-dir DATA ARGS...`` in-process; stdin may be given as text."""
 
     def run(*args: str, stdin: str = "") -> CliResult:
-        out, err = io.StringIO(), io.StringIO()
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
-        with redirect_stdout(out), redirect_stderr(err):
-            try:
-                code = main(["--data-dir", str(data_dir), *args])
-            except SystemExit as exit_:
-                code = exit_.code if isinstance(exit_.code, int) else 1
-        return CliResult(code, out.getvalue(), err.getvalue())
+        return run_main(["--data-dir", str(data_dir), *args], stdin)
 
     return run
 

@@ -3,7 +3,9 @@ a Spark Connect server that cannot see the data directory, and a standalone clus
 
 Each must make exactly the plan the local session makes of the same data directory
 at the same instant (``explain`` shows every segment's decision), then apply it. The
-servers are test-owned JVMs on loopback (tests/spark_fixtures.py). The Connect server
+servers are test-owned JVMs on loopback (tests/support/spark_fixtures.py); the
+commands of a test run in one subprocess on one Spark application
+(tests/support/one_spark_process.py). The Connect server
 runs in a mount namespace where the data directory's parent is an empty tmpfs, as a
 server on another machine would see it: the snapshot can only reach it as Arrow.
 """
@@ -22,6 +24,7 @@ from engine.prune.planner import Plan
 from engine.prune.pruner import Pruner
 from engine.prune.session import SparkEngine
 from tests.support.cli import CliResult
+from tests.support.one_spark_process import run_in_one_process
 from tests.support.seed_scenarios import MIN, T0, write
 
 NOW = T0 + 3 * 60 * MIN
@@ -61,19 +64,28 @@ def _ok(result: CliResult) -> dict:
     return json.loads(result.out)
 
 
-def _same_cycle_as_local(ebb_process, local_plan: Plan, *where: str) -> None:  # type: ignore[no-untyped-def]
+def _same_cycle_as_local(data_dir: Path, local_plan: Plan, *where: str) -> None:
     expected = local_plan.tables["segments"].sort_by(
         [("topic", "ascending"), ("partition", "ascending"), ("base_offset", "ascending")]
     )
+    # The commands in this order, as separate `ebb` runs would be, on one Spark application.
+    results = iter(
+        run_in_one_process(
+            data_dir,
+            *[("explain", topic, "--now", str(NOW), "--json", *where) for topic in TOPICS],
+            ("prune", "--now", str(NOW), "--json", *where),
+            *[("topic", "describe", topic, "--json") for topic in TOPICS],
+        )
+    )
     for topic in TOPICS:
-        explained = _ok(ebb_process("explain", topic, "--now", str(NOW), "--json", *where, timeout=300))
+        explained = _ok(next(results))
         want = [{k: v for k, v in row.items() if k != "topic"} for row in expected.to_pylist() if row["topic"] == topic]
         assert explained["segments"] == want, topic
     deleted = local_plan.deletions().to_pylist()
     assert {r["reason"] for r in deleted} >= {"DELETE_TIME", "DELETE_MAX_SIZE"}, "the scenario must exercise the rules"
     assert "KEEP_BARRIER" in expected["reason"].to_pylist()
 
-    cycle = _ok(ebb_process("prune", "--now", str(NOW), "--json", *where, timeout=300))
+    cycle = _ok(next(results))
     assert cycle["status"] == "done"
     assert sorted(
         (a["topic"], a["partition"], a["base_offset"]) for a in cycle["actions"] if a["action"] == "delete_segment"
@@ -82,7 +94,7 @@ def _same_cycle_as_local(ebb_process, local_plan: Plan, *where: str) -> None:  #
         (r["topic"], r["partition"]): r["new_log_start_offset"] for r in local_plan.tables["partitions"].to_pylist()
     }
     for topic in TOPICS:
-        described = _ok(ebb_process("topic", "describe", topic, "--json"))
+        described = _ok(next(results))
         assert {(topic, p["partition"]): p["log_start_offset"] for p in described["partitions"]} == {
             key: start for key, start in starts.items() if key[0] == topic
         }
@@ -92,7 +104,6 @@ def test_a_connect_server_that_cannot_see_the_data_directory_makes_the_local_pla
     spark_connect_server_elsewhere: str,
     local_plan: Plan,
     data_dir: Path,
-    ebb_process,  # type: ignore[no-untyped-def]
 ) -> None:
     # The server really cannot see it: a file of the data directory is not there for it.
     here = data_dir / "visible-here.txt"
@@ -104,7 +115,7 @@ def test_a_connect_server_that_cannot_see_the_data_directory_makes_the_local_pla
     finally:
         engine.stop()
 
-    _same_cycle_as_local(ebb_process, local_plan, "--spark-remote", spark_connect_server_elsewhere)
+    _same_cycle_as_local(data_dir, local_plan, "--spark-remote", spark_connect_server_elsewhere)
     log = (data_dir / "logs" / "spark.log").read_text()
     assert f"snapshot transport for {spark_connect_server_elsewhere}: arrow" in log
     assert not list((data_dir / "snapshots").glob("snapshot-*")), "input files left behind"
@@ -114,10 +125,9 @@ def test_a_standalone_cluster_makes_the_local_plan(
     spark_standalone_cluster: str,
     local_plan: Plan,
     data_dir: Path,
-    ebb_process,  # type: ignore[no-untyped-def]
 ) -> None:
     # Small executors: the worker offers 1 core and 1 GiB.
     (data_dir / "ebb.toml").write_text('[spark.conf]\n"spark.executor.memory" = "512m"\n"spark.cores.max" = "1"\n')
-    _same_cycle_as_local(ebb_process, local_plan, "--spark-master", spark_standalone_cluster)
+    _same_cycle_as_local(data_dir, local_plan, "--spark-master", spark_standalone_cluster)
     log = (data_dir / "logs" / "spark.log").read_text()
     assert f"snapshot transport for {spark_standalone_cluster}: files" in log

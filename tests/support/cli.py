@@ -3,10 +3,14 @@ command must leave as it was."""
 
 from __future__ import annotations
 
+import io
 import sqlite3
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
+
+from console.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -16,6 +20,21 @@ class CliResult:
     code: int
     out: str
     err: str
+
+
+def run_main(argv: list[str], stdin: str = "") -> CliResult:
+    """``ebb ARGV`` in this process, ``stdin`` its standard input (put back after)."""
+    out, err = io.StringIO(), io.StringIO()
+    saved, sys.stdin = sys.stdin, io.TextIOWrapper(io.BytesIO(stdin.encode()))
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else 1
+    finally:
+        sys.stdin = saved
+    return CliResult(code, out.getvalue(), err.getvalue())
 
 
 def ebb_command(data_dir: Path, *args: str) -> list[str]:
