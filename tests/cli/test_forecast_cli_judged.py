@@ -177,3 +177,31 @@ def test_hourly_big_records_breach_where_arithmetic_says_with_a_step_that_does_n
 
 def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+#: a record every 90 s for an hour, saved with a week's retention; the what-if is half
+#: an hour's retention and a size cap below what that retention keeps (20 records of
+#: more than 150 bytes), so the cap deletes from now on
+NINETY = {"ninety": (["--segment-size", "2000", "--retention-time", "7d"], Ingest(90_000, 100, 40))}
+WHAT_IF = ["--retention-time", "30m", "--max-partition-size", "3000"]
+
+
+def test_a_what_if_over_time_is_explain_with_the_same_flags_on_a_fed_copy(
+    data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
+) -> None:
+    """Each instant's point is ``explain --now T`` with the what-if's flags on a copy
+    fed a record every 90 s until ``T``; the what-if breaches its cap now, and the
+    saved policy's curve, planned in the same job, keeps every record."""
+    _build(ebb, data_dir, NINETY)
+    args = ["--now", NOW, "--horizon", "50m", "--step", "30m", *WHAT_IF]
+    out = json.loads(_ok(ebb("forecast", *map(str, args), "--json")))
+    ((rate,),) = [t["rates"] for t in out["topics"]]
+    assert rate["records_per_second"] * 90 == 1.0
+    instants = out["instants"]
+    planned = _fed_plans(ebb, data_dir, tmp_path / "fed", NINETY, instants, *WHAT_IF)
+    assert _curve(out, "ninety") == [planned[("ninety", at)] for at in instants]
+    ((breach,),) = [t["breaches"] for t in out["topics"]]
+    assert (breach["kind"], breach["at"]) == ("max_partition_size", NOW)
+    assert all(bytes_ <= 3000 for point in _curve(out, "ninety") for bytes_, _, _ in point.values())
+    ((saved,),) = [out["saved"]]
+    assert [point["partitions"][0]["log_start"] for point in saved["points"]] == [0] * len(instants)
