@@ -6,17 +6,17 @@ A rate is a fraction, ``records`` per ``per_ms`` milliseconds, with records of
 integer arithmetic: the same records at the same instants on every machine and in
 the reference model of the tests.
 
-Observed: the partition's records from the first one in the window (at most
-``window`` old, at or after the log start) to the end; the rate is their records
-over the time from that first record to now (those after the first record's
-timestamp over the time to their last record while the ingest is steady,
-:func:`steady_span`), and a record's bytes are the bytes over the records
-of the segments that hold them, in whole bytes (the records counted a little faster
-where that rounds down, :func:`_in_whole_records`, so that the bytes per second are
-the observed ones). A burst before the window does not count, even in the segment
-that reaches into it. One batch in the window (its records stamped alike: one record
-of a partition written every 45 minutes) is no rate: the count begins at the batch
-before it, however old. With no record in the window the partition has no ingest.
+Observed, for a partition with a record in the window (at most ``window`` old): its
+records stamped less than ``window`` before its last one (at or after the log
+start), over the time from the record before them (however old: one batch in the
+window, of a partition written every 90 minutes, is a rate too) to their last one
+while the ingest is steady, or to now once it is quiet (:func:`steady_span`);
+``since`` is where that time begins.
+A record's bytes are the bytes over the records of the segments that hold them, in
+whole bytes (the records counted a little faster where that rounds down,
+:func:`_in_whole_records`, so that the bytes per second are the observed ones). A
+burst before the window does not count, even in the segment that reaches into it.
+With no record in the window the partition has no ingest.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -49,7 +50,7 @@ class Rate:
     records: int
     per_ms: int
     record_bytes: int
-    #: where it came from: "observed" (then ``since`` is the first timestamp counted),
+    #: where it came from: "observed" (then ``since`` is where the time it is measured over begins),
     #: "given" (``--rate``) or "none" (no data in the window)
     source: str
     since: int | None = None
@@ -95,18 +96,43 @@ def partition_rows(table: pa.Table, partitions: pa.Table) -> np.ndarray:
     return pc.index_in(keys(table), value_set=keys(partitions)).fill_null(-1).to_numpy()
 
 
-def steady_span(records: int, at_first: int, first: int, last: int, now: int) -> tuple[int, int]:
+#: how many mean gaps between batches a gap may be and the ingest still be steady:
+#: a key's partition is written at irregular gaps (1 and 5 minutes apart in turn)
+STEADY_GAPS = 2
+
+
+class Span(NamedTuple):
+    """A rate: ``records`` per ``per_ms`` ms, measured over the time from ``since``."""
+
+    records: int
+    per_ms: int
+    since: int
+
+
+def steady_span(records: int, at_first: int, first: int, last: int, now: int, previous: int | None = None) -> Span:
     """``records`` from ``first`` to ``last``, the first ``at_first`` of them at
-    ``first`` (a batch whose records share its timestamp), as a rate (count, per ms).
-    The records after those span the time to the last one: while the time since the
-    last is within a mean gap between batches (a steady ingest), the rate is theirs
-    over that span (over the time since the first record it would overstate a steady
-    rate: by 1/(N - 1) for N records a gap apart, by a batch in N for N batches); once
-    the partition has been quiet for longer than that, the quiet time counts."""
+    ``first`` (a batch whose records share its timestamp), as a rate.
+
+    N batches span the N gaps from the record before them (stamped ``previous``) to
+    the last one: paired so, records a gap apart count exactly, and so do irregular
+    gaps that repeat (a key's partition written 1 and 5 minutes apart in turn: from
+    the first to the last record, a window spans one gap fewer than it holds, a short
+    or a long one). The gap before the first counts where it is at most
+    :data:`STEADY_GAPS` mean gaps of those in the window (or the window holds one
+    batch: a partition written every 90 minutes); a longer one is a start, not a gap,
+    and the records after the first batch span the time from it to the last. Once
+    the time since the last is more than :data:`STEADY_GAPS` mean gaps, the partition
+    has been quiet and the quiet time counts."""
     after = records - at_first
-    if after > 0 and last > first and (now - last) * after <= (last - first) * at_first:
-        return after, last - first
-    return records, now - first
+    inside = last - first  # the window's gaps: after / at_first of them
+    if previous is not None and previous < first and (first - previous) * after <= STEADY_GAPS * inside * at_first:
+        span = last - previous
+        if (now - last) * records <= STEADY_GAPS * span * at_first:
+            return Span(records, span, previous)
+        return Span(records, now - previous, previous)
+    if after > 0 and inside > 0 and (now - last) * after <= inside * at_first:
+        return Span(after, inside, first)
+    return Span(records, now - first, first)
 
 
 def observed_rates(
@@ -134,27 +160,27 @@ def observed_rates(
         if len(start) == 0:
             rates.append(NO_INGEST)
             continue
-        k = lo + start[0]
+        # The window ends at the last record: a pattern of gaps that repeats within it
+        # (a key's partition) is counted whole, whatever the time since the last.
+        held = next_[lo:hi] > base[lo:hi]
+        last = int(newest[lo:hi][held].max())
+        before = min(last - window_ms, last - 1)  # the window holds the last record at least
+        k = lo + int(np.flatnonzero(held & (newest[lo:hi] > before))[0])
         held_bytes, held_records = int(size[k:hi].sum()), max(int(next_[hi - 1] - base[k]), 1)
         since, offset = int(first[k]), int(base[k])
         # The segment began before the window, or before the log start (records of
         # it that a message-granularity cut deleted are not in the ingest).
-        if since < now - window_ms or offset < log_starts[p]:
-            found = first_record(names[p], numbers[p], log_starts[p], now - window_ms)
+        if since <= before or offset < log_starts[p]:
+            found = first_record(names[p], numbers[p], log_starts[p], before + 1)
             if found is not None:
                 offset, since = found
         later = first_record(names[p], numbers[p], max(offset, log_starts[p]), since + 1)
-        if later is None:
-            # One batch in the window is no rate: counted from the batch before
-            # (a record every 45 minutes, the last 30 minutes ago, read 1.5 times fast)
-            earlier = _batch_before(first_record, names[p], numbers[p], log_starts[p], offset, since)
-            if earlier is not None:
-                offset, since = earlier
-                later = first_record(names[p], numbers[p], offset, since + 1)
         records = int(next_[hi - 1] - offset)
         at_first = records if later is None else later.offset - offset
-        count, per_ms = steady_span(records, at_first, since, int(newest[k:hi].max()), now)
-        batch = batch_of(records, at_first)
+        previous = _stamp_before(first_record, names[p], numbers[p], log_starts[p], offset, since)
+        count, per_ms, measured_from = steady_span(records, at_first, since, last, now, previous)
+        batch = batch_of(records, at_first, preceded=measured_from < since)
+        since = measured_from
         # a steady batched producer's bytes are whole batches, each piece a header
         record_bytes, unaccounted = divmod(
             held_bytes - HEADER_SIZE * batch_pieces(base[k:hi], next_[k:hi], offset, batch), held_records
@@ -168,18 +194,15 @@ def observed_rates(
     return rates
 
 
-def _batch_before(
+def _stamp_before(
     first_record: FirstRecordOf, topic: str, partition: int, log_start: int, offset: int, since: int
-) -> FirstRecord | None:
-    """The first record of the batch before the one at ``offset`` (stamped
-    ``since``): the first record at or after the log start stamped like the record
-    just before ``offset``; None where there is none, or it is not older."""
+) -> int | None:
+    """The timestamp of the record just before ``offset`` (at or after the log
+    start), where it is older than ``since``; else None."""
     if offset <= log_start:
         return None
     before = first_record(topic, partition, offset - 1, EARLIEST)
-    if before is None or before.timestamp >= since:
-        return None
-    return first_record(topic, partition, log_start, before.timestamp)
+    return None if before is None or before.timestamp >= since else before.timestamp
 
 
 def batch_pieces(base: np.ndarray, next_: np.ndarray, origin: int, batch: int) -> int:
@@ -189,12 +212,15 @@ def batch_pieces(base: np.ndarray, next_: np.ndarray, origin: int, batch: int) -
     return int(np.sum(np.where(next_ > base, overlapped, 0)))
 
 
-def batch_of(records: int, at_first: int) -> int:
+def batch_of(records: int, at_first: int, *, preceded: bool) -> int:
     """The records a producer sends stamped alike, from the ``at_first`` of the
     ``records`` counted that share the first one's timestamp: that many where they
     are a whole number of such batches (a steady batched producer: ``ebb produce
-    --count N`` every few minutes), else one (batches of no one size)."""
-    return at_first if 1 < at_first < records and records % at_first == 0 else 1
+    --count N`` every few minutes), all of them where they all do and an older record
+    ``preceded`` them (one batch in the window), else one (batches of no one size)."""
+    if 1 < at_first < records and records % at_first == 0:
+        return at_first
+    return records if 1 < at_first == records and preceded else 1
 
 
 def _in_whole_records(count: int, per_ms: int, held_bytes: int, held_records: int, since: int) -> Rate:

@@ -19,6 +19,8 @@ from .catalog import Group, Partition, Position, RefCatalog, Segment
 
 #: a record's bytes when a rate is given for a partition with no records in the window
 DEFAULT_RECORD_BYTES = 1024
+#: mean gaps between batches a gap may be in a steady ingest
+STEADY_GAPS = 2
 
 
 @dataclass(frozen=True)
@@ -44,50 +46,69 @@ def _stamped_after(records: list[tuple[int, int]], start: int, ts_: int) -> list
 
 
 def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
-    """From the first record in the window (at most ``window`` old, at or after the
-    log start; from the first record of its segment if that segment began in the
-    window) to the end: their records over the time since the first of them, or,
-    while the time since their last record is at most their mean gap between
-    batches (a steady ingest), the records after those stamped like the first over
-    the time from their first record to their last; where the window holds one batch
-    (its records stamped alike), from the batch before it. A record's bytes: the bytes of
-    the segments from the oldest one that reaches into the window over their records,
-    rounded down, with the rate scaled up to keep the bytes per second when that
-    rounds."""
+    """With a record in the window (at most ``window`` old): from the first record
+    stamped less than ``window`` before the last one (at or after the log start; from
+    the first record of its segment if that segment began after that) to the end.
+    With the record before them, where the gap to the first is at most two mean gaps
+    of the window's (always, with one batch in the window): their records over the
+    time from it to the last, or to now once the time since the last is more than
+    two mean gaps. Else while the time since the last is at most a mean gap, the
+    records after those stamped like the first over the time from the first to the
+    last; else all of them over the time since the first. A record's bytes: the
+    bytes of the segments from the oldest one that reaches into the window over their
+    records, rounded down, with the rate scaled up to keep the bytes per second when
+    that rounds."""
+    if not any(not s.empty and s.max_ts >= now - window for s in partition.segments):
+        return RefRate(0, 1, DEFAULT_RECORD_BYTES)
+    last = max(s.max_ts for s in partition.segments if not s.empty)
+    # the window ends at the last record, and holds it at least
+    opens_after = min(last - window, last - 1)
     for k, segment in enumerate(partition.segments):
-        if not segment.empty and segment.max_ts >= now - window:
+        if not segment.empty and segment.max_ts > opens_after:
             size = sum(s.size for s in partition.segments[k:])
             held = partition.next_offset - segment.base
             record_bytes = max(1, size // held)
             first, first_ts = segment.base, segment.first_ts
-            if first_ts < now - window or first < partition.log_start:
+            if first_ts <= opens_after or first < partition.log_start:
                 later = [
                     (offset, ts)
                     for s in partition.segments[k:]
                     for offset, ts in s.records()
-                    if offset >= partition.log_start and ts >= now - window
+                    if offset >= partition.log_start and ts > opens_after
                 ]
                 if later:
                     first, first_ts = later[0]
             every = [(offset, ts) for s in partition.segments for offset, ts in s.records()]
             later = _stamped_after(every, max(first, partition.log_start), first_ts)
-            before = [ts for offset, ts in every if partition.log_start <= offset < first]
-            if not later and before and before[-1] < first_ts:
-                # one batch in the window: counted from the batch before it
-                first, first_ts = next((o, ts) for o, ts in every if o >= partition.log_start and ts >= before[-1])
-                later = _stamped_after(every, first, first_ts)
             records = partition.next_offset - first
             at_first = later[0] - first if later else records  # the records stamped like the first
-            last = max(s.max_ts for s in partition.segments[k:] if not s.empty)
-            span = last - first_ts
-            after = records - at_first
-            if after > 0 and span > 0 and (now - last) * after <= span * at_first:
-                count, per_ms = after, span
+            batches = Fraction(records, at_first)
+            mean_gap_inside = Fraction(last - first_ts, batches - 1) if batches > 1 else None
+            before = [ts for offset, ts in every if partition.log_start <= offset < first]
+            # the record before the window, where the gap to the first is one of the ingest's
+            previous = (
+                before[-1]
+                if before
+                and before[-1] < first_ts
+                and (mean_gap_inside is None or first_ts - before[-1] <= STEADY_GAPS * mean_gap_inside)
+                else None
+            )
+            if previous is not None:
+                span = last - previous  # as many gaps as batches
+                quiet = now - last > STEADY_GAPS * Fraction(span) / batches
+                count, per_ms = (records, now - previous) if quiet else (records, span)
+            elif batches > 1 and last > first_ts and now - last <= mean_gap_inside:
+                count, per_ms = records - at_first, last - first_ts
             else:
-                elapsed = now - first_ts
-                count, per_ms = (records if elapsed > 0 else 0), max(elapsed, 1)
+                count, per_ms = records, now - first_ts
+            if per_ms <= 0:
+                count, per_ms = 0, 1
             # a producer's batches, when the records are a whole number of the first one's
-            batch = at_first if 1 < at_first < records and records % at_first == 0 else 1
+            # (or one batch, after an older record)
+            if 1 < at_first < records and records % at_first == 0:
+                batch = at_first
+            else:
+                batch = records if 1 < at_first == records and previous is not None else 1
             # each piece of a batch in a segment (counted from the window's first record) has a header
             pieces = sum(
                 len({(offset - first) // batch for offset in range(s.base, s.next)}) for s in partition.segments[k:]
