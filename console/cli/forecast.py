@@ -178,14 +178,10 @@ def _render_topic(topic: TopicForecast, saved: TopicForecast | None) -> list[str
         out.append(f"  partition {partition}: {ingest(rate, hint=', a longer --window may see one')}")
     for reading in topic.readings:
         out.append(f"  group {reading.group} on partition {reading.partition}: {pace(reading)}")
-    for breach in topic.breaches:
-        where = f" on partition {breach.partition}" if breach.partition is not None else ""
-        who = f" by group {breach.group}" if breach.group is not None else ""
-        quota = f" {breach.quota}" if breach.quota is not None else ""
-        limit = "" if breach.limit is None else f" ({_limit(breach.quota or breach.kind, breach.limit)})"
-        out.append(f"  first breach: {breach.kind}{quota}{limit} at {instant(breach.at)}{where}{who}")
-    if not topic.breaches:
-        out.append("  no cap or quota exceeded within the horizon")
+    out += _breaches(topic, "")
+    if saved is not None:
+        # the saved policy's breaches too: the what-if's "none" read as the topic's
+        out += _breaches(saved, "with its saved policy, ")
     rows = [
         [
             instant(p.at), size(p.bytes), p.segments, size(p.bytes_deleted),
@@ -195,9 +191,22 @@ def _render_topic(topic: TopicForecast, saved: TopicForecast | None) -> list[str
         for p in topic.points
     ]  # fmt: skip
     out += [
-        "  " + line for line in table(["AT", "ON DISK", "SEGMENTS", "DELETED", "BY RULE", "QUOTA"], rows).splitlines()
+        "  " + line
+        for line in table(["AT", "ON DISK", "SEGMENTS", "DELETED SINCE NOW", "BY RULE", "QUOTA"], rows).splitlines()
     ]
     return out
+
+
+def _breaches(topic: TopicForecast, whose: str) -> list[str]:
+    """A line per first breach of ``topic``, or one saying there is none."""
+    out = []
+    for breach in topic.breaches:
+        where = f" on partition {breach.partition}" if breach.partition is not None else ""
+        who = f" by group {breach.group}" if breach.group is not None else ""
+        quota = f" {breach.quota}" if breach.quota is not None else ""
+        limit = "" if breach.limit is None else f" ({_limit(breach.quota or breach.kind, breach.limit)})"
+        out.append(f"  {whose}first breach: {breach.kind}{quota}{limit} at {instant(breach.at)}{where}{who}")
+    return out or [f"  {whose}no cap or quota exceeded within the horizon"]
 
 
 def _limit(kind: str, limit: int) -> str:

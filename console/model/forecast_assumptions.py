@@ -45,10 +45,14 @@ def ingest(rate: Rate, *, hint: str = "") -> str:
     else:
         since = rate.source  # given (--rate)
     batches = f" in batches of {rate.batch}" if rate.batch > 1 else ""
-    return (
-        f"{describe_size(round(rate.bytes_per_second))}/s, "
-        f"{_per_second(rate.records_per_second)} records/s{batches} ({since})"
-    )
+    records = f"{_per_second(rate.records_per_second)} records/s{batches}"
+    return f"{_bytes_per_second(rate.bytes_per_second)}, {records} ({since})"
+
+
+def _bytes_per_second(value: float) -> str:
+    """``870 B/s``, ``0.26 B/s`` (a sparse partition's, not ``0 B/s`` beside its records),
+    ``97.7 KiB/s``."""
+    return f"{_per_second(value)} B/s" if value < 1000 else f"{describe_size(round(value))}/s"
 
 
 def pace(reading: Reading) -> str:

@@ -358,3 +358,24 @@ def test_stall_picker_snapshot(snap_compare, make_console, monkeypatch) -> None:
         await settle(pilot)
 
     assert snap_compare(app, terminal_size=TERMINAL, run_before=run_before)
+
+
+def test_a_sparse_partitions_bytes_read_beside_its_records() -> None:
+    """A 950-byte record an hour is 0.264 B/s: rounded to whole bytes it read
+    ``0 B/s`` beside ``0.000278 records/s``."""
+    hourly = Rate(1, HOUR, 950, "observed", NOW - HOUR)
+    assert ingest(hourly) == "0.264 B/s, 0.000278 records/s (observed since 2026-11-21T11:00:00.000Z)"
+
+
+def test_a_what_if_says_the_saved_policys_breaches_too() -> None:
+    """A what-if that breaches nothing said only that, while the saved policy breached
+    a cap (in the JSON's ``saved``, not in the text)."""
+    saved = _forecast(Request([NOW + i * HOUR for i in range(4)], HOUR), ["orders"])
+    what_if = dataclasses.replace(saved.topics[0], breaches=[])
+    lines = render(dataclasses.replace(saved, topics=[what_if], saved=saved.topics), {"retention_time": "1h"})
+    assert "  no cap or quota exceeded within the horizon" in lines.splitlines()
+    assert any(
+        line.startswith("  with its saved policy, first breach: max_partition_size (4 MiB) at ")
+        for line in lines.splitlines()
+    )
+    assert "DELETED SINCE NOW" in lines
