@@ -109,15 +109,15 @@ class Span(NamedTuple):
     since: int
 
 
-def steady_span(records: int, at_first: int, first: int, last: int, now: int, previous: int | None = None) -> Span:
+def steady_span(records: int, at_first: int, first: int, last: int, now: int, previous: int | None) -> Span:
     """``records`` from ``first`` to ``last``, the first ``at_first`` of them at
     ``first`` (a batch whose records share its timestamp), as a rate.
 
-    N batches span the N gaps from the record before them (stamped ``previous``) to
-    the last one: paired so, records a gap apart count exactly, and so do irregular
-    gaps that repeat (a key's partition written 1 and 5 minutes apart in turn: from
-    the first to the last record, a window spans one gap fewer than it holds, a short
-    or a long one). The gap before the first counts where it is at most
+    N batches span the N gaps from the record before them (stamped ``previous``, if
+    older than ``first``) to the last one: paired so, records a gap apart count
+    exactly, and so do irregular gaps that repeat (a key's partition written 1 and 5
+    minutes apart in turn: from the first to the last record, a window spans one gap
+    fewer than it holds, a short or a long one). The gap before the first counts where it is at most
     :data:`STEADY_GAPS` mean gaps of those in the window (or the window holds one
     batch: a partition written every 90 minutes); a longer one is a start, not a gap,
     and the records after the first batch span the time from it to the last. Once
@@ -156,28 +156,27 @@ def observed_rates(
     bounds = np.searchsorted(row, np.arange(partitions.num_rows + 1), side="left")
     for p in range(partitions.num_rows):
         lo, hi = bounds[p], bounds[p + 1]
-        start = np.flatnonzero(counted[lo:hi])
-        if len(start) == 0:
+        if not counted[lo:hi].any():
             rates.append(NO_INGEST)
             continue
         # The window ends at the last record: a pattern of gaps that repeats within it
         # (a key's partition) is counted whole, whatever the time since the last.
         held = next_[lo:hi] > base[lo:hi]
         last = int(newest[lo:hi][held].max())
-        before = min(last - window_ms, last - 1)  # the window holds the last record at least
-        k = lo + int(np.flatnonzero(held & (newest[lo:hi] > before))[0])
+        opens_after = min(last - window_ms, last - 1)  # the window holds the last record at least
+        k = lo + int(np.flatnonzero(held & (newest[lo:hi] > opens_after))[0])
         held_bytes, held_records = int(size[k:hi].sum()), max(int(next_[hi - 1] - base[k]), 1)
         since, offset = int(first[k]), int(base[k])
         # The segment began before the window, or before the log start (records of
         # it that a message-granularity cut deleted are not in the ingest).
-        if since <= before or offset < log_starts[p]:
-            found = first_record(names[p], numbers[p], log_starts[p], before + 1)
+        if since <= opens_after or offset < log_starts[p]:
+            found = first_record(names[p], numbers[p], log_starts[p], opens_after + 1)
             if found is not None:
                 offset, since = found
         later = first_record(names[p], numbers[p], max(offset, log_starts[p]), since + 1)
         records = int(next_[hi - 1] - offset)
         at_first = records if later is None else later.offset - offset
-        previous = _stamp_before(first_record, names[p], numbers[p], log_starts[p], offset, since)
+        previous = _stamp_before(first_record, names[p], numbers[p], log_starts[p], offset)
         count, per_ms, measured_from = steady_span(records, at_first, since, last, now, previous)
         batch = batch_of(records, at_first, preceded=measured_from < since)
         since = measured_from
@@ -194,15 +193,13 @@ def observed_rates(
     return rates
 
 
-def _stamp_before(
-    first_record: FirstRecordOf, topic: str, partition: int, log_start: int, offset: int, since: int
-) -> int | None:
-    """The timestamp of the record just before ``offset`` (at or after the log
-    start), where it is older than ``since``; else None."""
+def _stamp_before(first_record: FirstRecordOf, topic: str, partition: int, log_start: int, offset: int) -> int | None:
+    """The timestamp of the record just before ``offset``, at or after the log start;
+    None where there is none."""
     if offset <= log_start:
         return None
     before = first_record(topic, partition, offset - 1, EARLIEST)
-    return None if before is None or before.timestamp >= since else before.timestamp
+    return None if before is None else before.timestamp
 
 
 def batch_pieces(base: np.ndarray, next_: np.ndarray, origin: int, batch: int) -> int:
