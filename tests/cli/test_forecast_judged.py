@@ -107,18 +107,12 @@ def _fed_copy(
 
 
 def _fed_plans(
-    data_dir: Path,
-    fed: Path,
-    spark: SparkEngine,
-    topics: Topics,
-    instants: list[int],
-    what_ifs: dict[str, dict[str, str | None]] | None = None,
-    read: Callable[[Broker, int], None] | None = None,
+    copy: Iterator[tuple[Broker, Pruner, int]], topics: Topics
 ) -> dict[tuple[str, int], tuple[dict[int, Planned], int]]:
     """Per (topic, instant): each partition's plan, and the bytes the plan deletes, on
-    a copy fed the records of each partition's ingest until the instant."""
+    ``copy`` (:func:`_fed_copy`) at each of its instants."""
     out = {}
-    for _, pruner, at in _fed_copy(data_dir, fed, spark, topics, instants, what_ifs, read):
+    for _, pruner, at in copy:
         plan = pruner.plan(now=at, topics=list(topics))
         segments = plan.tables["segments"].to_pylist()
         for topic in topics:
@@ -179,7 +173,7 @@ def test_the_forecast_is_the_plan_of_a_copy_fed_the_ingest(
     topics = {topic: spec for scenario in SCENARIOS.values() for topic, spec in scenario.items()}
     _build(data_dir, topics)
     out = _forecast(ebb, *topics, "--horizon", "6h", "--step", "25m")
-    planned = _fed_plans(data_dir, tmp_path / "fed", shared_spark, topics, out["instants"])
+    planned = _fed_plans(_fed_copy(data_dir, tmp_path / "fed", shared_spark, topics, out["instants"]), topics)
     assert _mismatches(out, planned) == []
 
 
@@ -242,7 +236,8 @@ def test_groups_read_in_the_forecast_as_they_read_on_the_copy(
         ("fast", 0): "keeps_up", ("fast", 1): "keeps_up", ("slow", 0): "observed", ("slow", 1): "observed",
         ("stuck", 0): "idle", ("stuck", 1): "idle",
     }  # fmt: skip
-    planned = _fed_plans(data_dir, tmp_path / "fed", shared_spark, GROUPED, out["instants"], read=_groups_read)
+    copy = _fed_copy(data_dir, tmp_path / "fed", shared_spark, GROUPED, out["instants"], read=_groups_read)
+    planned = _fed_plans(copy, GROUPED)
     assert _mismatches(out, planned) == []
 
 
@@ -285,10 +280,11 @@ def test_a_what_if_over_time_is_the_plan_of_a_copy_with_the_policy_changed(
         args = [a for name, flag in zip(change, flags) for a in ((flag,) if name == "hold" else (flag, change[name]))]
         forecasts[topic] = _forecast(ebb, topic, "--horizon", "5h", "--step", "20m", *args)
     (instants,) = {tuple(out["instants"]) for out in forecasts.values()}
-    planned = _fed_plans(
+    copy = _fed_copy(
         data_dir, tmp_path / "fed", shared_spark, topics, list(instants), changes,
         lambda broker, at: _groups_read(broker, at, topics),
     )  # fmt: skip
+    planned = _fed_plans(copy, topics)
     assert {topic: _mismatches(out, planned) for topic, out in forecasts.items()} == dict.fromkeys(changes, [])
 
 
@@ -312,18 +308,12 @@ CYCLED = {
 
 
 def _cycled(
-    data_dir: Path,
-    fed: Path,
-    spark: SparkEngine,
-    topics: Topics,
-    instants: list[int],
-    changes: dict[str, dict[str, str | None]] | None = None,
+    copy: Iterator[tuple[Broker, Pruner, int]], topics: Topics
 ) -> dict[tuple[str, int], list[tuple[int, int, int]]]:
     """Per (topic, instant): each partition's bytes, segments and log start after a
-    cycle at that instant, on a copy with each topic's change of ``changes`` saved,
-    fed each partition's ingest until then."""
+    cycle at that instant on ``copy`` (:func:`_fed_copy`)."""
     out = {}
-    for broker, pruner, at in _fed_copy(data_dir, fed, spark, topics, instants, changes):
+    for broker, pruner, at in copy:
         pruner.cycle(now=at, topics=list(topics))
         for topic in topics:
             out[(topic, at)] = [
@@ -349,7 +339,7 @@ def test_the_forecast_is_what_the_cycles_leave_on_a_copy_fed_the_ingest(
     _build(data_dir, CYCLED)
     _cycle_every_step(data_dir)
     out = _forecast(ebb, "--horizon", "6h", "--step", "20m")
-    on_disk = _cycled(data_dir, tmp_path / "fed", shared_spark, CYCLED, out["instants"])
+    on_disk = _cycled(_fed_copy(data_dir, tmp_path / "fed", shared_spark, CYCLED, out["instants"]), CYCLED)
     assert {t["topic"]: _points(t) for t in out["topics"]} == {
         topic: [on_disk[(topic, at)] for at in out["instants"]] for topic in CYCLED
     }
@@ -379,7 +369,7 @@ def test_a_what_if_of_a_cycles_limit_or_roll_is_what_the_cycles_leave(
         (forecasts[name],) = _forecast(ebb, name, "--horizon", "5h", "--step", "20m", *flags)["topics"]
     instants = [point["at"] for point in forecasts["both"]["points"]]
     changes: dict[str, dict[str, str | None]] = {name: dict(change) for name, change in CYCLED_WHAT_IFS.items()}
-    on_disk = _cycled(data_dir, tmp_path / "fed", shared_spark, topics, instants, changes)
+    on_disk = _cycled(_fed_copy(data_dir, tmp_path / "fed", shared_spark, topics, instants, changes), topics)
     for name, forecast in forecasts.items():
         assert _points(forecast) == [on_disk[(name, at)] for at in instants], name
         over_cap = [at for at in instants if any(size > 20000 for size, _, _ in on_disk[(name, at)])]
