@@ -20,7 +20,7 @@ from engine.catalog.catalog import Catalog
 from engine.config import DEFAULT_CONFIG
 from engine.errors import InvalidInput, InvalidPolicy
 from engine.forecast.extend import Extension, extend
-from engine.forecast.rates import Rate, given_rate, observed_rates
+from engine.forecast.rates import Rate, given_rate, observed_rates, unobserved_record_bytes
 from engine.forecast.reading import Reading, observed_reads, readings
 from engine.forecast.result import Breach, Forecast
 from engine.forecast.summary import summarize
@@ -180,7 +180,7 @@ class Variant:
             name: _segment_size(resolve((overrides or {}).get(name, catalog.overrides(name)), defaults))
             for name in names
         }
-        return cls(label, snapshot, rates_for(snapshot, request, catalog, records), sizes)
+        return cls(label, snapshot, rates_for(snapshot, request, catalog, records, sizes), sizes)
 
     def only(self, topics: Sequence[str]) -> tuple[Snapshot, list[Rate]]:
         """The snapshot of ``topics`` alone, and the rates of its partitions."""
@@ -246,8 +246,11 @@ def _segment_size(policy: EffectivePolicy) -> int:
     return size
 
 
-def rates_for(snapshot: Snapshot, request: Request, catalog: Catalog, records: RecordTimes) -> list[Rate]:
-    """The rate of each partition of ``snapshot``: observed, or ``request.rate``."""
+def rates_for(
+    snapshot: Snapshot, request: Request, catalog: Catalog, records: RecordTimes, segment_sizes: Mapping[str, int]
+) -> list[Rate]:
+    """The rate of each partition of ``snapshot``: observed, or ``request.rate`` (in
+    records of a size that fits ``segment_sizes``, per topic, where none is observed)."""
     tables_ = snapshot.tables
 
     def first(topic: str, partition: int, log_start: int, theta: int) -> FirstRecord | None:
@@ -256,4 +259,9 @@ def rates_for(snapshot: Snapshot, request: Request, catalog: Catalog, records: R
     observed = observed_rates(tables_["segments"], tables_["partitions"], snapshot.now, request.window_ms, first)
     if request.rate is None:
         return observed
-    return [given_rate(request.rate, rate) for rate in observed]
+    topics = tables_["partitions"]["topic"].to_pylist()
+    of_topic: dict[str, list[Rate]] = {}
+    for topic, rate in zip(topics, observed):
+        of_topic.setdefault(topic, []).append(rate)
+    unobserved = {topic: unobserved_record_bytes(rates, segment_sizes[topic]) for topic, rates in of_topic.items()}
+    return [given_rate(request.rate, rate, unobserved[topic]) for topic, rate in zip(topics, observed)]

@@ -22,7 +22,7 @@ With no record in the window the partition has no ingest.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import NamedTuple
@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.prune.record_times import EARLIEST, FirstRecord
-from engine.store.batch import HEADER_SIZE
+from engine.store.batch import HEADER_SIZE, MAX_BATCH_BYTES, RECORD_OVERHEAD
 
 #: (topic, partition, offset, θ) -> the partition's first record at or after that
 #: offset (and its log start) whose timestamp is >= θ
@@ -236,9 +236,29 @@ def _in_whole_records(count: int, per_ms: int, held_bytes: int, held_records: in
     return replace(synthetic, records_per_synthetic=held_records * record_bytes / held_bytes)
 
 
-def given_rate(bytes_per_second: int, observed: Rate) -> Rate:
+def shared_bytes(observed: Rate) -> int:
+    """An observed record's bytes with its share of a batch's header."""
+    return observed.record_bytes + observed.header // observed.batch
+
+
+def unobserved_record_bytes(siblings: Sequence[Rate], segment_size: int) -> int:
+    """A record's bytes for ``--rate`` on a partition with no observed record: those
+    of the topic's first partition that has one (``siblings``: the topic's partitions'
+    observed rates, in order), as its producers write them; else
+    :data:`DEFAULT_RECORD_BYTES`, or as many as a record alone in a segment of
+    ``segment_size`` may take (a 1 KiB record a segment of 1000 bytes cannot hold
+    was forecast as a segment of its own, over the size no segment of the store
+    passes)."""
+    for rate in siblings:
+        if rate.source == "observed":
+            return shared_bytes(rate)
+    alone = min(segment_size, MAX_BATCH_BYTES)
+    return max(min(DEFAULT_RECORD_BYTES, alone), HEADER_SIZE + RECORD_OVERHEAD)
+
+
+def given_rate(bytes_per_second: int, observed: Rate, unobserved_bytes: int) -> Rate:
     """``--rate``: ``bytes_per_second`` in records of the observed size (with their
-    share of a batch's header), one by one."""
-    shared = observed.record_bytes + observed.header // observed.batch
-    record_bytes = shared if observed.source == "observed" else DEFAULT_RECORD_BYTES
+    share of a batch's header), one by one; ``unobserved_bytes`` each where the
+    partition has no observed record (:func:`unobserved_record_bytes`)."""
+    record_bytes = shared_bytes(observed) if observed.source == "observed" else unobserved_bytes
     return _reduced(bytes_per_second, 1000 * record_bytes, record_bytes, "given", None)

@@ -150,9 +150,9 @@ def test_the_extended_snapshot_is_the_models_catalog_at_each_instant(
             snapshot = build_snapshot(catalog, records, defaults=generated.defaults, now=now)
             request = Request(instants, window, rate)
             observed = observed_reads(catalog, [t.name for t in generated.topics])
+            sizes = {t.name: t.policy.segment_size for t in generated.topics}
             extension = extend(
-                snapshot, instants, rates_for(snapshot, request, catalog, records),
-                {t.name: t.policy.segment_size for t in generated.topics},
+                snapshot, instants, rates_for(snapshot, request, catalog, records, sizes), sizes,
                 readings=readings(snapshot.tables, observed, now, window, frozenset()),
                 prune_interval_ms=interval,
                 real_time_cut=lambda *args: time_cut(catalog, records, *args),

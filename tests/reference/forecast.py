@@ -12,12 +12,12 @@ import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from engine.store.batch import HEADER_SIZE
+from engine.store.batch import HEADER_SIZE, MAX_BATCH_BYTES, RECORD_OVERHEAD
 
 from . import model
 from .catalog import Group, Partition, Position, RefCatalog, Segment
 
-#: a record's bytes when a rate is given for a partition with no records in the window
+#: a record's bytes when a rate is given for a topic with no records in the window
 DEFAULT_RECORD_BYTES = 1024
 #: mean gaps between batches a gap may be in a steady ingest
 STEADY_GAPS = 2
@@ -123,20 +123,33 @@ def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
     return RefRate(0, 1, DEFAULT_RECORD_BYTES)
 
 
-def given_rate(bytes_per_second: int, observed: RefRate, has_records: bool) -> RefRate:
-    record_bytes = observed.record_bytes + observed.header // observed.batch if has_records else DEFAULT_RECORD_BYTES
+def given_rate(bytes_per_second: int, record_bytes: int) -> RefRate:
     return RefRate(bytes_per_second, 1000 * record_bytes, record_bytes)
 
 
+def _shared(rate: RefRate) -> int:
+    """A record's bytes with its share of a batch's header."""
+    return rate.record_bytes + rate.header // rate.batch
+
+
 def rates(catalog: RefCatalog, window: int, given: int | None = None) -> dict[tuple[str, int], RefRate]:
+    """Observed, or ``given`` bytes/s: in records of the partition's observed size,
+    else of the topic's first partition with one, else of 1 KiB or what a segment
+    holds of a record alone (at least a record of no bytes with its header)."""
     out = {}
     for topic in catalog.topics:
-        for partition in topic.partitions:
-            rate = observed_rate(partition, catalog.now, window)
-            if given is not None:
-                seen = any(not s.empty and s.max_ts >= catalog.now - window for s in partition.segments)
-                rate = given_rate(given, rate, seen)
-            out[(topic.name, partition.index)] = rate
+        observed = {p.index: observed_rate(p, catalog.now, window) for p in topic.partitions}
+        seen = {
+            p.index: any(not s.empty and s.max_ts >= catalog.now - window for s in p.segments) for p in topic.partitions
+        }
+        if given is None:
+            out.update({(topic.name, index): rate for index, rate in observed.items()})
+            continue
+        siblings = [_shared(observed[index]) for index in sorted(observed) if seen[index]]
+        alone = min(topic.policy.segment_size, MAX_BATCH_BYTES)
+        fallback = siblings[0] if siblings else max(min(DEFAULT_RECORD_BYTES, alone), HEADER_SIZE + RECORD_OVERHEAD)
+        for index, rate in observed.items():
+            out[(topic.name, index)] = given_rate(given, _shared(rate) if seen[index] else fallback)
     return out
 
 
