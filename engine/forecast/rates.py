@@ -38,7 +38,7 @@ from engine.store.batch import HEADER_SIZE, MAX_BATCH_BYTES, RECORD_OVERHEAD
 #: offset (and its log start) whose timestamp is >= θ
 FirstRecordOf = Callable[[str, int, int, int], FirstRecord | None]
 
-#: a record's bytes when a rate is given (``--rate``) for a partition with no records
+#: a record's bytes when a rate is given (``--rate``) for a topic with no records in the window
 DEFAULT_RECORD_BYTES = 1024
 
 
