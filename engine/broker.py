@@ -251,12 +251,12 @@ class Broker:
             )
         return self._writers[key]
 
-    def choose_partition(self, topic: str, key: bytes | None, sequence: int) -> int:
-        """Keyed records go by key hash (stable); others round-robin by ``sequence``."""
-        count = self.catalog.topic(topic).partitions
-        if key is not None:
-            return zlib.crc32(key) % count
-        return sequence % count
+    def _keyless_start(self, topic: str) -> int:
+        """The partition a producer's first keyless batch goes to: the one written
+        least (lowest end offset; the first of equals). Producers that send a record
+        or a batch at a time then spread over the partitions as one long run does,
+        rather than each beginning at partition 0 and piling onto it."""
+        return min(self.catalog.partitions(topic), key=lambda row: (row.next_offset, row.partition)).partition
 
     def append(self, topic: str, partition: int, records: Sequence[NewRecord]) -> AppendResult:
         """Append to one partition; returns once the records are durable and cataloged.
@@ -349,8 +349,9 @@ class Broker:
         *,
         on_ack: Callable[[int, AppendResult], None] | None = None,
     ) -> list[tuple[int, AppendResult]]:
-        """Append records, choosing partitions when none is given, in appends of at
-        most one batch each; returns (partition, result) per append, in order, and
+        """Append records, choosing partitions when none is given (a key's by its
+        hash; keyless records a batch at a time, round-robin from the partition
+        written least), in appends of at most one batch each; returns (partition, result) per append, in order, and
         calls ``on_ack`` as each append becomes durable.
 
         A :class:`QuotaExceeded`, a record too large for a segment or an
@@ -373,16 +374,20 @@ class Broker:
                 on_ack(*results[-1])
 
         sequence = 0
+        keyless_start: int | None = None
         try:
             for record in records:
                 size = record_size(record)
                 if size > largest:
                     raise unfit_record(sequence, size, segment_size)
-                p = (
-                    partition
-                    if partition is not None
-                    else self.choose_partition(topic, record.key, sequence // MAX_BATCH_RECORDS)
-                )
+                if partition is not None:
+                    p = partition
+                elif record.key is not None:
+                    p = zlib.crc32(record.key) % count  # stable: a key's records stay in order
+                else:
+                    if keyless_start is None:
+                        keyless_start = self._keyless_start(topic)
+                    p = (keyless_start + sequence // MAX_BATCH_RECORDS) % count
                 sequence += 1
                 chunk = pending.setdefault(p, [])
                 chunk.append(record)

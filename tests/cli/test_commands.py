@@ -98,6 +98,22 @@ def test_produce_from_stdin_and_consume_with_commit(ebb) -> None:
     assert by_name["g"]["kind"] == "reader"
 
 
+def test_producers_of_one_keyless_record_each_spread_over_the_partitions(ebb, data_dir: Path) -> None:
+    """Each ``ebb produce`` is a producer of its own: begun at partition 0 every
+    time, a record per call would all land there."""
+    ebb("topic", "create", "spread", "--partitions", "3")
+    for n in range(7):
+        assert ebb("produce", "spread", stdin=f"r{n}\n").code == 0
+    described = json.loads(ebb("topic", "describe", "spread", "--json").out)
+    ends = sorted((p["partition"], p["next_offset"]) for p in described["partitions"])
+    assert ends == [(0, 3), (1, 2), (2, 2)]
+    # A run of batches goes on from the partition written least.
+    assert ebb("produce", "spread", "--count", "2500", stdin="x\n").code == 0
+    described = json.loads(ebb("topic", "describe", "spread", "--json").out)
+    ends = sorted((p["partition"], p["next_offset"]) for p in described["partitions"])
+    assert ends == [(0, 503), (1, 1002), (2, 1002)]
+
+
 def test_group_create_commit_and_delete(ebb) -> None:
     ebb("topic", "create", "t", "--partitions", "2")
     ebb("produce", "t", "--partition", "1", "--count", "10")
