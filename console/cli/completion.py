@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 #: argument destinations that name an existing topic, an existing group
 _TOPIC_DESTS = {"topic", "topics"}
 _GROUP_DESTS = {"group", "stalled"}
-#: sub-commands whose name argument is a new one (nothing to complete)
-_CREATING = {"create"}
+#: (command, sub-command) -> the argument that names something new (nothing to
+#: complete); the others name what exists: ``group create``'s topic does
+_NEW_NAMES = {("topic", "create"): "name", ("group", "create"): "group"}
 SHELLS = ("bash", "zsh", "fish")
 
 
@@ -57,7 +58,7 @@ def autocomplete(parser: argparse.ArgumentParser) -> None:
             action.completer = completer  # type: ignore[attr-defined]
         if action.dest not in _TOPIC_DESTS | _GROUP_DESTS | {"name"}:
             continue
-        if parent.prog.split()[-1] in _CREATING:
+        if _NEW_NAMES.get(tuple(parent.prog.split()[-2:])) == action.dest:
             # A new name: no file names, no existing names.
             action.completer = argcomplete.completers.SuppressCompleter()  # type: ignore[attr-defined]
         else:
