@@ -56,6 +56,8 @@ def autocomplete(parser: argparse.ArgumentParser) -> None:
             # a mapping of value -> description (none here)
             completer = argcomplete.completers.ChoicesCompleter(dict.fromkeys(values[action.dest], ""))
             action.completer = completer  # type: ignore[attr-defined]
+        if action.dest == "theme":
+            action.completer = _themes  # type: ignore[attr-defined]
         if action.dest not in _TOPIC_DESTS | _GROUP_DESTS | {"name"}:
             continue
         if _NEW_NAMES.get(tuple(parent.prog.split()[-2:])) == action.dest:
@@ -79,6 +81,14 @@ def _known_values() -> dict[str, list[str]]:
         "status": sorted({*get_args(CycleStatus), *get_args(ActionStatus)}),
         **{f"policy_{name}": list(field.choices) for name, field in FIELDS.items() if field.choices},
     }
+
+
+def _themes(prefix: str, **_: object) -> list[str]:
+    """The console's ``--theme``: imported only when it is completed (Textual's theme
+    type comes with them), so that other tab presses do not pay for it."""
+    from themes import theme_names
+
+    return [name for name in theme_names() if name.startswith(prefix)]
 
 
 def _actions(parser: argparse.ArgumentParser) -> Iterator[tuple[argparse.ArgumentParser, argparse.Action]]:

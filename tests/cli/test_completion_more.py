@@ -28,3 +28,8 @@ def test_group_create_completes_the_existing_topic_not_the_new_group(data: Path,
     assert topics == {"orders", "audit-log"}
     new_group, _ = _complete(f"ebb --data-dir {data} group create orders ", tmp_path)
     assert new_group == set()
+
+
+def test_console_themes_are_completed_not_file_names(tmp_path: Path) -> None:
+    themes, _ = _complete("ebb console --theme ebbtide-", tmp_path)
+    assert themes == {"ebbtide-dark", "ebbtide-light", "ebbtide-high-contrast"}
