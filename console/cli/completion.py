@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 #: argument destinations that name an existing topic, an existing group
 _TOPIC_DESTS = {"topic", "topics"}
 _GROUP_DESTS = {"group", "stalled"}
-#: (command, sub-command) -> the argument that names something new (nothing to
+#: "command sub-command" -> the argument that names something new (nothing to
 #: complete); the others name what exists: ``group create``'s topic does
-_NEW_NAMES = {("topic", "create"): "name", ("group", "create"): "group"}
+_NEW_NAMES = {"topic create": "name", "group create": "group"}
 SHELLS = ("bash", "zsh", "fish")
 
 
@@ -60,7 +60,7 @@ def autocomplete(parser: argparse.ArgumentParser) -> None:
             action.completer = _themes  # type: ignore[attr-defined]
         if action.dest not in _TOPIC_DESTS | _GROUP_DESTS | {"name"}:
             continue
-        if _NEW_NAMES.get(tuple(parent.prog.split()[-2:])) == action.dest:
+        if _NEW_NAMES.get(" ".join(parent.prog.split()[-2:])) == action.dest:
             # A new name: no file names, no existing names.
             action.completer = argcomplete.completers.SuppressCompleter()  # type: ignore[attr-defined]
         else:
@@ -103,21 +103,44 @@ def _actions(parser: argparse.ArgumentParser) -> Iterator[tuple[argparse.Argumen
 def _names(read: Callable[[argparse.Namespace, Catalog], list[str]]) -> Callable[..., list[str]]:
     def complete(prefix: str, parsed_args: argparse.Namespace, **_: object) -> list[str]:
         try:
-            from engine.catalog.catalog import Catalog
-            from engine.datadir import DataDir, default_data_dir
-
-            path = DataDir(getattr(parsed_args, "data_dir", None) or default_data_dir()).catalog_path
-            if not Path(path).exists():
+            path = _catalog_path(getattr(parsed_args, "data_dir", None))
+            if not path.exists():
                 return []
-            catalog = Catalog.open(path)
+            catalog = _read_only_catalog(path)
             try:
                 return [name for name in read(parsed_args, catalog) if name.startswith(prefix)]
             finally:
-                catalog.close()
+                # Not catalog.close(): that writes the metadata files the catalog owes.
+                catalog.db.close()
         except Exception:  # noqa: BLE001 - a completer answers nothing rather than print a traceback
             return []
 
     return complete
+
+
+def _catalog_path(data_dir: Path | None) -> Path:
+    """The catalog of ``--data-dir`` as the command will see it: the shell hands the
+    completer the line as typed (``COMP_LINE``), and expands ``~`` and ``$VAR`` only
+    when the command runs."""
+    from engine.datadir import DataDir, default_data_dir
+
+    written = None if data_dir is None else Path(os.path.expandvars(os.path.expanduser(str(data_dir))))
+    return DataDir(written or default_data_dir()).catalog_path
+
+
+def _read_only_catalog(path: Path) -> Catalog:
+    """The catalog at ``path`` on a read-only connection: a tab press must write
+    nothing, and :meth:`Catalog.open` creates the tables of an empty file and the
+    triggers that keep the metadata files. Its readers are plain queries."""
+    import sqlite3
+
+    import sqlite_utils
+
+    from engine.catalog.catalog import Catalog
+
+    # a second at most: the shell waits on it (a reader of a WAL catalog rarely waits)
+    conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=1)
+    return Catalog(sqlite_utils.Database(conn, execute_plugins=False))
 
 
 def _topics(_args: argparse.Namespace, catalog: Catalog) -> list[str]:

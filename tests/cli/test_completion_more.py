@@ -4,6 +4,7 @@ has it before expanding it, and a tab press that never writes to the data direct
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -33,3 +34,37 @@ def test_group_create_completes_the_existing_topic_not_the_new_group(data: Path,
 def test_console_themes_are_completed_not_file_names(tmp_path: Path) -> None:
     themes, _ = _complete("ebb console --theme ebbtide-", tmp_path)
     assert themes == {"ebbtide-dark", "ebbtide-light", "ebbtide-high-contrast"}
+
+
+@pytest.mark.parametrize("written", ["~/data", "$HOME/data", "${HOME}/data"])
+def test_a_data_directory_is_expanded_as_the_shell_will(data: Path, tmp_path: Path, written: str) -> None:
+    """Bash hands the completer the command line as typed (COMP_LINE): ``~`` and
+    ``$HOME`` are expanded only when the command runs, so they found no catalog."""
+    assert data == tmp_path / "data"
+    topics, err = _complete(f"ebb --data-dir {written} topic describe ", tmp_path, {"HOME": str(tmp_path)})
+    assert topics == {"orders", "audit-log"} and err == ""
+
+
+def _digests(root: Path) -> dict[str, str]:
+    """Every file of ``root`` but SQLite's own -wal and -shm, which a reader may make."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.endswith(("-wal", "-shm"))
+    }
+
+
+def test_a_tab_press_writes_nothing(data: Path, tmp_path: Path) -> None:
+    """Completion opened the catalog as a command does, which creates its tables: an
+    empty ``catalog.db`` (a data directory's creation interrupted, a ``touch``) was
+    given the whole schema by pressing TAB."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "catalog.db").touch()
+    names, err = _complete(f"ebb --data-dir {empty} topic describe ", tmp_path)
+    assert names == set() and "Traceback" not in err
+    assert (empty / "catalog.db").stat().st_size == 0
+    before = _digests(data)
+    names, _ = _complete(f"ebb --data-dir {data} group delete orders ", tmp_path)
+    assert names == {"billing"}
+    assert _digests(data) == before
