@@ -12,6 +12,7 @@ import socket
 import urllib.request
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine.broker import Broker
@@ -77,3 +78,34 @@ def test_duration_sums_equal_the_journals_milliseconds_over_seconds(data_dir: Pa
         labels = frozenset({"trigger": "schedule", "phase": phase}.items())
         assert samples[("ebbtide_cycle_duration_seconds_sum", labels)] == sum(c[field] for c in cycles) / 1000
         assert samples[("ebbtide_cycle_duration_seconds_count", labels)] == len(cycles)
+
+
+@pytest.mark.parametrize("written", ["::1:9464", "0:0:0:0:0:0:0:1:9464"])
+def test_an_ipv6_address_without_brackets_is_refused(data_dir: Path, ebb, written: str) -> None:
+    """``::1:9464`` was served on ``::1`` port 9464, and the engine announced
+    ``http://::1:9464/metrics``, which no client takes; ``::1:9464`` could as well be
+    an address with no port. A URL writes it ``[::1]:9464``: so must the config."""
+    data_dir.mkdir(parents=True)
+    (data_dir / "ebb.toml").write_text(f'[engine]\nmetrics = "{written}"\n')
+    result = ebb("topic", "list")
+    assert result.code == 2 and result.out == ""
+    (line,) = result.err.splitlines()
+    assert line.startswith("ebb: error: config file") and "[engine] metrics address" in line
+    assert "in brackets" in line
+
+
+@pytest.mark.parametrize(
+    ("written", "named"), [(" 127.0.0.1:{port} ", "127.0.0.1:{port}"), ("LocalHost:{port}", "localhost:{port}")]
+)
+def test_the_address_is_announced_as_it_is_served(data_dir: Path, written: str, named: str) -> None:
+    """The engine's first line gives ``http://{address}/metrics``: the address as the
+    config wrote it put blanks in that URL; a host name is case-insensitive."""
+    port = _free_port()
+    data_dir.mkdir(parents=True)
+    server = MetricsServer(written.format(port=port), data_dir, None)
+    server.start()
+    try:
+        assert server.address == named.format(port=port)
+        assert ("ebbtide_catalog_readable", frozenset()) in _scrape(port)
+    finally:
+        server.stop()
