@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -241,6 +242,35 @@ def _compare(samples: Samples, ebb) -> list[str]:
     return wrong
 
 
+def _readme_queries() -> tuple[set[str], list[tuple[str, set[str]]]]:
+    """The metric names README.md's Metrics section uses, and each of its PromQL
+    queries' metric with the labels it groups or selects by."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Metrics (Prometheus)") :]
+    section = section[: section.index("\n## ", 1)]
+    names = set(re.findall(r"\bebbtide_[a-z_]+", section))
+    promql = section[section.index("```promql") : section.index("```", section.index("```promql") + 3)]
+    queries = []
+    for line in promql.splitlines()[1:]:
+        (metric,) = re.findall(r"\bebbtide_[a-z_]+", line)
+        labels = {label.strip() for group in re.findall(r"by \(([^)]*)\)", line) for label in group.split(",")}
+        labels |= set(re.findall(r"([a-z_]+)=\"", line))
+        queries.append((metric, labels))
+    return names, queries
+
+
+def _readme_names_wrong(samples: Samples) -> list[str]:
+    """The README's names and labels that a real scrape does not have."""
+    served = {name for name, _ in samples}
+    families = served | {name.removesuffix(suffix) for name in served for suffix in ("_bucket", "_count", "_sum")}
+    names, queries = _readme_queries()
+    wrong = [f"{name} is not scraped" for name in sorted(names - families)]
+    for metric, labels in queries:
+        scraped = {label for name, labelset in samples if name == metric for label, _ in labelset}
+        wrong += [f"{metric} has no label {label}" for label in sorted(labels - scraped)]
+    return wrong
+
+
 def _steady(samples: Samples) -> Samples:
     return {key: value for key, value in samples.items() if key[0] != _STEADY}
 
@@ -269,6 +299,7 @@ def test_a_running_engine_is_scraped_as_the_cli_reads_it_and_stops_clean(data_di
         else:
             pytest.fail("every read of the CLI overlapped a cycle")
         assert wrong == []
+        assert _readme_names_wrong(before) == []
         assert before[("ebbtide_spark_session_state", frozenset({"state": "ready"}.items()))] == 1
         assert before[("ebbtide_cycles_total", frozenset({"trigger": "manual", "status": "done"}.items()))] == 1
         assert before[("ebbtide_cycles_total", frozenset({"trigger": "schedule", "status": "paused"}.items()))] >= 1
