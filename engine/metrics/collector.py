@@ -29,6 +29,9 @@ from engine.prune.record_times import RecordAges
 #: the states of :attr:`engine.prune.session.SparkEngine.state`, and the console's
 #: ``off`` (it runs no engine)
 SPARK_STATES = ("off", "stopped", "starting", "ready", "failed")
+#: cycle statuses a cycle leaves (``ebb log --cycles`` shows it): counted only once
+#: it has ended, or the series of the one it leaves would go down
+UNFINISHED = ("running",)
 #: cycle phase durations, seconds: plans take seconds, applies milliseconds to minutes
 DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
@@ -88,10 +91,13 @@ class EbbCollector(Collector):
         yield _gauge("ebbtide_engine_paused", "1 while deletion is paused (ebb pause)", [], {(): paused})
         # trigger: a scheduled cycle's times apart from a manual truncate's or purge's
         cycles = CounterMetricFamily(
-            "ebbtide_cycles", "prune cycles in the journal, by trigger and status", labels=["trigger", "status"]
+            "ebbtide_cycles",
+            "prune cycles that ended, in the journal, by trigger and status",
+            labels=["trigger", "status"],
         )
         for (trigger, status), count in by_status.items():
-            cycles.add_metric([trigger, status], count)
+            if status not in UNFINISHED:
+                cycles.add_metric([trigger, status], count)
         yield cycles
         durations = HistogramMetricFamily(
             "ebbtide_cycle_duration_seconds",

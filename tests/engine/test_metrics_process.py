@@ -216,7 +216,8 @@ def _compare(samples: Samples, ebb) -> list[str]:
                 )
     check("ebbtide_engine_paused", {}, 0)
     cycles = _json(ebb, "log", "--cycles", "--limit", "0")
-    for (trigger, status), count in Counter((c["trigger"], c["status"]) for c in cycles).items():
+    ended = Counter((c["trigger"], c["status"]) for c in cycles if c["status"] != "running")
+    for (trigger, status), count in ended.items():
         check("ebbtide_cycles_total", {"trigger": trigger, "status": status}, count)
     for trigger in {c["trigger"] for c in cycles}:
         finished = [c for c in cycles if c["trigger"] == trigger and c["finished"] is not None]
@@ -318,3 +319,21 @@ def test_a_running_engine_is_scraped_as_the_cli_reads_it_and_stops_clean(data_di
     else:
         os.killpg(engine.proc.pid, signal.SIGKILL)
         pytest.fail("the engine's Spark JVM outlived it")
+
+
+def test_a_cycle_is_counted_once_it_has_ended(data_dir: Path) -> None:
+    """A counter only goes up: a cycle counted as ``running`` while it applies (or
+    until the next cycle recovers it, when its engine was killed) and then as
+    ``done`` took the ``running`` series back down, a reset to ``rate()``."""
+    with Broker(data_dir) as broker:
+        journal = Journal(broker.catalog)
+        started = 1_700_000_000_000
+        cycle = journal.start_cycle(
+            trigger="schedule", actor="engine", scope="all", now=started, started=started,
+            spark_master="local[1]", plan_ms=40,
+        )  # fmt: skip
+        running = _scrape_in_process(data_dir)
+        journal.finish_cycle(cycle, status="done", finished=started + 5, planned=0, applied=0, bytes_freed=0)
+    ended = _scrape_in_process(data_dir)
+    assert [labels for name, labels in running if name == "ebbtide_cycles_total"] == []
+    assert ended[("ebbtide_cycles_total", frozenset({"trigger": "schedule", "status": "done"}.items()))] == 1
