@@ -4,11 +4,13 @@ has it before expanding it, and a tab press that never writes to the data direct
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 from pathlib import Path
 
 import pytest
 
+from console.cli.main import build_parser
 from engine.broker import Broker
 from tests.cli.test_completion import _complete
 
@@ -68,3 +70,40 @@ def test_a_tab_press_writes_nothing(data: Path, tmp_path: Path) -> None:
     names, _ = _complete(f"ebb --data-dir {data} group delete orders ", tmp_path)
     assert names == {"billing"}
     assert _digests(data) == before
+
+
+def _leaf_commands() -> dict[str, argparse.ArgumentParser]:
+    """``"group move"`` -> its parser, for every command that takes no sub-command."""
+    leaves: dict[str, argparse.ArgumentParser] = {}
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs and path:
+            leaves[path] = parser
+        for action in subs:
+            for name, sub in action.choices.items():
+                walk(sub, f"{path} {name}".strip())
+
+    walk(build_parser(), "")
+    return leaves
+
+
+def test_every_command_completes_every_flag_of_its_own(tmp_path: Path) -> None:
+    leaves = _leaf_commands()
+    assert {"group move", "forecast", "engine", "spark status", "completion"} <= set(leaves)
+    for path, parser in leaves.items():
+        offered, err = _complete(f"ebb {path} -", tmp_path)
+        assert offered == {o for a in parser._actions for o in a.option_strings}, path
+        assert err == ""
+
+
+def test_the_default_data_directory_is_not_created(tmp_path: Path) -> None:
+    """No ``--data-dir`` and no ``$EBB_DATA_DIR``: the per-user directory, which
+    completing a group name must not create either."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "XDG_DATA_HOME": "", "EBB_DATA_DIR": ""}
+    for line in ("ebb group move ", "ebb group move orders ", "ebb forecast --stalled "):
+        offered, err = _complete(line, tmp_path, env)
+        assert offered == set() and err == "", line
+    assert list(home.iterdir()) == []
