@@ -56,6 +56,8 @@ def autocomplete(parser: argparse.ArgumentParser) -> None:
             # a mapping of value -> description (none here)
             completer = argcomplete.completers.ChoicesCompleter(dict.fromkeys(values[action.dest], ""))
             action.completer = completer  # type: ignore[attr-defined]
+        if action.dest == "status":
+            action.completer = _statuses  # type: ignore[attr-defined]
         if action.dest == "theme":
             action.completer = _themes  # type: ignore[attr-defined]
         if action.dest not in _TOPIC_DESTS | _GROUP_DESTS | {"name"}:
@@ -70,17 +72,24 @@ def autocomplete(parser: argparse.ArgumentParser) -> None:
 
 def _known_values() -> dict[str, list[str]]:
     """Argument destination -> the values it takes, where they are a known few."""
-    from typing import get_args
-
     from engine.journal.journal import ACTION_KINDS
-    from engine.journal.rows import ActionStatus, CycleStatus
     from engine.policy.fields import FIELDS
 
     return {
         "action": sorted(ACTION_KINDS),
-        "status": sorted({*get_args(CycleStatus), *get_args(ActionStatus)}),
         **{f"policy_{name}": list(field.choices) for name, field in FIELDS.items() if field.choices},
     }
+
+
+def _statuses(prefix: str, parsed_args: argparse.Namespace, **_: object) -> list[str]:
+    """``log --status``: of cycles with ``--cycles``, else of actions (each listing
+    refuses the other's)."""
+    from typing import get_args
+
+    from engine.journal.rows import ActionStatus, CycleStatus
+
+    statuses = get_args(CycleStatus if getattr(parsed_args, "cycles", False) else ActionStatus)
+    return [status for status in statuses if status.startswith(prefix)]
 
 
 def _themes(prefix: str, **_: object) -> list[str]:

@@ -107,3 +107,12 @@ def test_the_default_data_directory_is_not_created(tmp_path: Path) -> None:
         offered, err = _complete(line, tmp_path, env)
         assert offered == set() and err == "", line
     assert list(home.iterdir()) == []
+
+
+def test_log_status_offers_what_the_listing_takes(tmp_path: Path) -> None:
+    """``ebb log`` lists actions, ``--cycles`` cycles, and each refuses the other's
+    statuses; both lists were offered to both."""
+    actions, _ = _complete("ebb log --status ", tmp_path)
+    assert actions == {"planned", "applied", "rolled_back", "skipped"}
+    cycles, _ = _complete("ebb log --cycles --status ", tmp_path)
+    assert cycles == {"running", "done", "failed", "interrupted", "dry_run", "paused"}
