@@ -24,7 +24,9 @@ class MetricsServer:
         self.host, self.port = parse_address(address)
         #: as a URL names it, whatever blanks or case the config wrote
         self.address = url_address(self.host, self.port)
-        self.registry = CollectorRegistry(auto_describe=False)
+        # Its names come with each scrape (topics come and go): a registry that supports
+        # such a collector still filters a scrape by ``name[]``.
+        self.registry = CollectorRegistry(auto_describe=False, support_collectors_without_names=True)
         self.registry.register(EbbCollector(root, config_path, spark_state))
         self._server: Any = None
         self._thread: Any = None

@@ -337,3 +337,22 @@ def test_a_cycle_is_counted_once_it_has_ended(data_dir: Path) -> None:
     ended = _scrape_in_process(data_dir)
     assert [labels for name, labels in running if name == "ebbtide_cycles_total"] == []
     assert ended[("ebbtide_cycles_total", frozenset({"trigger": "schedule", "status": "done"}.items()))] == 1
+
+
+def test_a_scrape_of_named_metrics_returns_them(data_dir: Path) -> None:
+    """``/metrics?name[]=...``, prometheus-client's filter for a look at a few
+    metrics, answered an empty page: the collector names its metrics only when it
+    collects them, and the registry then left it out of every filtered scrape."""
+    with Broker(data_dir) as broker:
+        broker.create_topic("orders", 2)
+    port = _free_port()
+    server = MetricsServer(f"127.0.0.1:{port}", data_dir, None)
+    server.start()
+    try:
+        query = "name[]=ebbtide_partition_bytes&name[]=ebbtide_cycles_total"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics?{query}", timeout=10) as response:
+            samples = _parse(response.read().decode())
+    finally:
+        server.stop()
+    assert {name for name, _ in samples} == {"ebbtide_partition_bytes"}
+    assert samples[("ebbtide_partition_bytes", frozenset({"topic": "orders", "partition": "1"}.items()))] == 0
