@@ -116,3 +116,13 @@ def test_log_status_offers_what_the_listing_takes(tmp_path: Path) -> None:
     assert actions == {"planned", "applied", "rolled_back", "skipped"}
     cycles, _ = _complete("ebb log --cycles --status ", tmp_path)
     assert cycles == {"running", "done", "failed", "interrupted", "dry_run", "paused"}
+
+
+def test_forecast_completes_each_of_its_topics(data: Path, tmp_path: Path) -> None:
+    """``forecast [TOPIC ...]``: a topic after a topic, as for the first."""
+    first, _ = _complete(f"ebb --data-dir {data} forecast ", tmp_path)
+    assert first == {"orders", "audit-log"}
+    second, _ = _complete(f"ebb --data-dir {data} forecast orders a", tmp_path)
+    assert second == {"audit-log"}
+    stalled, _ = _complete(f"ebb --data-dir {data} forecast orders audit-log --stalled ", tmp_path)
+    assert stalled == {"billing"}
