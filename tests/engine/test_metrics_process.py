@@ -152,10 +152,10 @@ class Engine:
     """``ebb engine --json --metrics`` in a process group of its own, read a cycle
     (one JSON line) at a time."""
 
-    def __init__(self, data_dir: Path, port: int) -> None:
+    def __init__(self, data_dir: Path, port: int, interval: str = "2s") -> None:
         self.port = port
         self.proc = subprocess.Popen(
-            ebb_command(data_dir, "engine", "--json", "--prune-interval", "2s", "--metrics", f"127.0.0.1:{port}",
+            ebb_command(data_dir, "engine", "--json", "--prune-interval", interval, "--metrics", f"127.0.0.1:{port}",
                         "--spark-master", "local[1]"),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, start_new_session=True,
             env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -356,3 +356,27 @@ def test_a_scrape_of_named_metrics_returns_them(data_dir: Path) -> None:
         server.stop()
     assert {name for name, _ in samples} == {"ebbtide_partition_bytes"}
     assert samples[("ebbtide_partition_bytes", frozenset({"topic": "orders", "partition": "1"}.items()))] == 0
+
+
+def test_a_stop_signalled_to_the_whole_group_prints_no_traceback(data_dir: Path, ebb) -> None:
+    """``systemctl stop`` (and ``kill -- -PGID``) signals the engine's whole group,
+    its Spark JVM too: a plan's call into the JVM then breaks, and py4j logged that
+    on the root logger, which Python prints to stderr (a traceback, not the one line
+    per cycle and Spark's logs in ``logs/spark.log``). Cycles back to back, so that
+    the signal finds a plan running."""
+    _build_for_the_engine(ebb, data_dir)
+    engine = Engine(data_dir, _free_port(), interval="1ms")
+    try:
+        engine.cycle()
+        engine.cycle()
+    finally:
+        os.killpg(engine.proc.pid, signal.SIGTERM)
+        code = engine.proc.wait(120)
+    err = engine.stderr()
+    assert code == 0 and err == "", err
+    for _ in range(300):  # the JVM's own end, not the engine's to wait for
+        if engine.group_is_gone():
+            break
+        time.sleep(0.1)
+    else:
+        os.killpg(engine.proc.pid, signal.SIGKILL)
