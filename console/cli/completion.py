@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 #: argument destinations that name an existing topic, an existing group
 _TOPIC_DESTS = {"topic", "topics"}
 _GROUP_DESTS = {"group", "stalled"}
-#: sub-commands whose name argument is a new one (nothing to complete)
-_CREATING = {"create"}
+#: "command sub-command" -> the argument that names something new (nothing to
+#: complete); the others name what exists: ``group create``'s topic does
+_NEW_NAMES = {"topic create": "name", "group create": "group"}
 SHELLS = ("bash", "zsh", "fish")
 
 
@@ -55,9 +56,13 @@ def autocomplete(parser: argparse.ArgumentParser) -> None:
             # a mapping of value -> description (none here)
             completer = argcomplete.completers.ChoicesCompleter(dict.fromkeys(values[action.dest], ""))
             action.completer = completer  # type: ignore[attr-defined]
+        if action.dest == "status":
+            action.completer = _statuses  # type: ignore[attr-defined]
+        if action.dest == "theme":
+            action.completer = _themes  # type: ignore[attr-defined]
         if action.dest not in _TOPIC_DESTS | _GROUP_DESTS | {"name"}:
             continue
-        if parent.prog.split()[-1] in _CREATING:
+        if _NEW_NAMES.get(" ".join(parent.prog.split()[-2:])) == action.dest:
             # A new name: no file names, no existing names.
             action.completer = argcomplete.completers.SuppressCompleter()  # type: ignore[attr-defined]
         else:
@@ -67,17 +72,32 @@ def autocomplete(parser: argparse.ArgumentParser) -> None:
 
 def _known_values() -> dict[str, list[str]]:
     """Argument destination -> the values it takes, where they are a known few."""
-    from typing import get_args
-
     from engine.journal.journal import ACTION_KINDS
-    from engine.journal.rows import ActionStatus, CycleStatus
     from engine.policy.fields import FIELDS
 
     return {
         "action": sorted(ACTION_KINDS),
-        "status": sorted({*get_args(CycleStatus), *get_args(ActionStatus)}),
         **{f"policy_{name}": list(field.choices) for name, field in FIELDS.items() if field.choices},
     }
+
+
+def _statuses(prefix: str, parsed_args: argparse.Namespace, **_: object) -> list[str]:
+    """``log --status``: of cycles with ``--cycles``, else of actions (each listing
+    refuses the other's)."""
+    from typing import get_args
+
+    from engine.journal.rows import ActionStatus, CycleStatus
+
+    statuses = get_args(CycleStatus if getattr(parsed_args, "cycles", False) else ActionStatus)
+    return [status for status in statuses if status.startswith(prefix)]
+
+
+def _themes(prefix: str, **_: object) -> list[str]:
+    """The console's ``--theme``: imported only when it is completed (Textual's theme
+    type comes with them), so that other tab presses do not pay for it."""
+    from themes import theme_names
+
+    return [name for name in theme_names() if name.startswith(prefix)]
 
 
 def _actions(parser: argparse.ArgumentParser) -> Iterator[tuple[argparse.ArgumentParser, argparse.Action]]:
@@ -92,21 +112,44 @@ def _actions(parser: argparse.ArgumentParser) -> Iterator[tuple[argparse.Argumen
 def _names(read: Callable[[argparse.Namespace, Catalog], list[str]]) -> Callable[..., list[str]]:
     def complete(prefix: str, parsed_args: argparse.Namespace, **_: object) -> list[str]:
         try:
-            from engine.catalog.catalog import Catalog
-            from engine.datadir import DataDir, default_data_dir
-
-            path = DataDir(getattr(parsed_args, "data_dir", None) or default_data_dir()).catalog_path
-            if not Path(path).exists():
+            path = _catalog_path(getattr(parsed_args, "data_dir", None))
+            if not path.exists():
                 return []
-            catalog = Catalog.open(path)
+            catalog = _read_only_catalog(path)
             try:
                 return [name for name in read(parsed_args, catalog) if name.startswith(prefix)]
             finally:
-                catalog.close()
+                # Not catalog.close(): that writes the metadata files the catalog owes.
+                catalog.db.close()
         except Exception:  # noqa: BLE001 - a completer answers nothing rather than print a traceback
             return []
 
     return complete
+
+
+def _catalog_path(data_dir: Path | None) -> Path:
+    """The catalog of ``--data-dir`` as the command will see it: the shell hands the
+    completer the line as typed (``COMP_LINE``), and expands ``~`` and ``$VAR`` only
+    when the command runs."""
+    from engine.datadir import DataDir, default_data_dir
+
+    written = None if data_dir is None else Path(os.path.expandvars(os.path.expanduser(str(data_dir))))
+    return DataDir(written or default_data_dir()).catalog_path
+
+
+def _read_only_catalog(path: Path) -> Catalog:
+    """The catalog at ``path`` on a read-only connection: a tab press must write
+    nothing, and :meth:`Catalog.open` creates the tables of an empty file and the
+    triggers that keep the metadata files. Its readers are plain queries."""
+    import sqlite3
+
+    import sqlite_utils
+
+    from engine.catalog.catalog import Catalog
+
+    # a second at most: the shell waits on it (a reader of a WAL catalog rarely waits)
+    conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=1)
+    return Catalog(sqlite_utils.Database(conn, execute_plugins=False))
 
 
 def _topics(_args: argparse.Namespace, catalog: Catalog) -> list[str]:

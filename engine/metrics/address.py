@@ -22,6 +22,11 @@ def parse_address(text: str) -> tuple[str, int]:
         raise InvalidInput(f"metrics address {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9464")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
+    elif ":" in host:
+        # ``::1:9464`` could be an address with no port; a URL takes it in brackets.
+        raise InvalidInput(f"metrics address {text!r}: write an IPv6 address in brackets, e.g. [::1]:9464")
+    if host.lower() == LOCALHOST:
+        host = LOCALHOST  # a host name is case-insensitive
     if not port_text.isascii() or not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise InvalidInput(f"metrics address {text!r}: the port must be 1-65535")
     if host != LOCALHOST:
@@ -35,3 +40,8 @@ def parse_address(text: str) -> tuple[str, int]:
                 " put an agent or a proxy in front for other hosts"
             )
     return host, int(port_text)
+
+
+def url_address(host: str, port: int) -> str:
+    """``HOST:PORT`` as a URL names it (an IPv6 address in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -29,6 +29,9 @@ from engine.prune.record_times import RecordAges
 #: the states of :attr:`engine.prune.session.SparkEngine.state`, and the console's
 #: ``off`` (it runs no engine)
 SPARK_STATES = ("off", "stopped", "starting", "ready", "failed")
+#: cycle statuses a cycle leaves (``ebb log --cycles`` shows it): counted only once
+#: it has ended, or the series of the one it leaves would go down
+UNFINISHED = ("running",)
 #: cycle phase durations, seconds: plans take seconds, applies milliseconds to minutes
 DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
@@ -88,10 +91,13 @@ class EbbCollector(Collector):
         yield _gauge("ebbtide_engine_paused", "1 while deletion is paused (ebb pause)", [], {(): paused})
         # trigger: a scheduled cycle's times apart from a manual truncate's or purge's
         cycles = CounterMetricFamily(
-            "ebbtide_cycles", "prune cycles in the journal, by trigger and status", labels=["trigger", "status"]
+            "ebbtide_cycles",
+            "prune cycles that ended, in the journal, by trigger and status",
+            labels=["trigger", "status"],
         )
         for (trigger, status), count in by_status.items():
-            cycles.add_metric([trigger, status], count)
+            if status not in UNFINISHED:
+                cycles.add_metric([trigger, status], count)
         yield cycles
         durations = HistogramMetricFamily(
             "ebbtide_cycle_duration_seconds",
@@ -99,7 +105,7 @@ class EbbCollector(Collector):
             labels=["trigger", "phase"],
         )
         for (trigger, phase), values in phases.items():
-            durations.add_metric([trigger, phase], *_buckets([v / 1000 for v in values]))
+            durations.add_metric([trigger, phase], *_buckets(values))
         yield durations
         segments = CounterMetricFamily(
             "ebbtide_deleted_segments", "segments deleted, by reason", labels=["topic", "reason"]
@@ -154,7 +160,10 @@ def _lags(lags: list, now: int) -> Iterator[Metric]:
                  {key[lag]: lag.lag_ms(now) / 1000 for lag in lags})  # fmt: skip
 
 
-def _buckets(values: list[float]) -> tuple[list[tuple[str, float]], float]:
-    """Cumulative bucket counts of ``values`` (the last one ``+Inf``), and their sum."""
-    counts = [(str(float(bound)), float(sum(1 for v in values if v <= bound))) for bound in DURATION_BUCKETS]
-    return [*counts, ("+Inf", float(len(values)))], sum(values)
+def _buckets(values_ms: list[int]) -> tuple[list[tuple[str, float]], float]:
+    """Cumulative bucket counts of ``values_ms`` (the last one ``+Inf``), and their sum
+    in seconds. The sum is of the milliseconds, divided once: adding each cycle's
+    seconds gives 0.024999999999999998 for 22 + 1 + 1 + 1 ms, not the 0.025 that the
+    journal's ``log --cycles`` adds up to."""
+    counts = [(str(float(bound)), float(sum(1 for v in values_ms if v / 1000 <= bound))) for bound in DURATION_BUCKETS]
+    return [*counts, ("+Inf", float(len(values_ms)))], sum(values_ms) / 1000

@@ -11,7 +11,7 @@ from prometheus_client import start_http_server
 from prometheus_client.registry import CollectorRegistry
 
 from engine.errors import InvalidInput
-from engine.metrics.address import parse_address
+from engine.metrics.address import parse_address, url_address
 from engine.metrics.collector import EbbCollector
 
 
@@ -21,9 +21,12 @@ class MetricsServer:
     def __init__(
         self, address: str, root: Path, config_path: Path | None, spark_state: Callable[[], str] | None = None
     ) -> None:
-        self.address = address
         self.host, self.port = parse_address(address)
-        self.registry = CollectorRegistry(auto_describe=False)
+        #: as a URL names it, whatever blanks or case the config wrote
+        self.address = url_address(self.host, self.port)
+        # Its names come with each scrape (topics come and go): a registry that supports
+        # such a collector still filters a scrape by ``name[]``.
+        self.registry = CollectorRegistry(auto_describe=False, support_collectors_without_names=True)
         self.registry.register(EbbCollector(root, config_path, spark_state))
         self._server: Any = None
         self._thread: Any = None
