@@ -13,11 +13,9 @@ Spark and Arrow are imported by :func:`run_engine` (see console/cli/main.py).
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import sys
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from console import format
@@ -117,21 +115,6 @@ def report_line(result: CycleResult, cycle: Cycle | None) -> str:
     return f"{head} in {took}: {body}" + "".join(f"; {n}" for n in notes)
 
 
-def _root_logs_to(log_file: Path) -> logging.Handler:
-    """Send the root logger's warnings to ``log_file`` (Spark's log), and return the
-    handler to remove. py4j reports a call that the JVM broke off with
-    ``logging.exception`` on the root logger, which Python prints to stderr when it
-    has no handler: a stop signalled to the engine's whole group (``systemctl stop``,
-    ``kill -- -PGID``) reaches the JVM too, and the plan it was running put a
-    traceback on the terminal instead of the one line per cycle."""
-    log_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # as the session makes it
-    handler = logging.FileHandler(log_file, encoding="utf-8", delay=True)
-    handler.setLevel(logging.WARNING)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%y/%m/%d %H:%M:%S"))
-    logging.getLogger().addHandler(handler)
-    return handler
-
-
 def run_engine(broker: Broker, args: argparse.Namespace) -> int:
     from engine.prune.pruner import Pruner
     from engine.prune.scheduler import Scheduler
@@ -172,7 +155,6 @@ def run_engine(broker: Broker, args: argparse.Namespace) -> int:
         except BaseException as error:  # noqa: BLE001 - handed to the main thread
             errors.append(error)
 
-    root_logs = _root_logs_to(Path(spark.log_file))
     try:
         spark.start()
         while spark.state == "starting" and not stop.wait(_WAIT_SECONDS):
@@ -199,11 +181,7 @@ def run_engine(broker: Broker, args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
         if metrics is not None:
             metrics.stop()
-        try:
-            spark.stop()
-        finally:
-            logging.getLogger().removeHandler(root_logs)
-            root_logs.close()
+        spark.stop()
     if errors:
         raise errors[0]
     sys.stdout.flush()

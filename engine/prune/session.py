@@ -77,7 +77,12 @@ _python_log_lock = threading.Lock()
 
 
 def route_python_logs(log_file: Path) -> None:
-    """Send pyspark's and py4j's Python loggers to ``log_file`` instead of stderr."""
+    """Send pyspark's and py4j's Python loggers to ``log_file`` instead of stderr, and
+    the root logger's warnings too: py4j reports a call the JVM broke off with
+    ``logging.exception`` on the root logger, which Python prints to stderr when it
+    has no handler. A signal to the whole process group (Ctrl-C at a terminal,
+    ``systemctl stop``) reaches the local JVM as well, and the plan it was running
+    put a traceback on the operator's terminal."""
     global _python_log_handler
     from pyspark.logger import PySparkLogger
 
@@ -94,6 +99,10 @@ def route_python_logs(log_file: Path) -> None:
             # pyspark's addHandler would swap our formatter for its JSON one
             logging.Logger.addHandler(logger, handler)
             logger.propagate = False
+        root = logging.getLogger()
+        if previous is not None:
+            root.removeHandler(previous)
+        root.addHandler(handler)
     if previous is not None:
         previous.close()
 
