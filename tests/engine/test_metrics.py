@@ -278,3 +278,22 @@ def test_lag_seconds_is_the_age_of_the_record_at_the_position_and_agrees_with_th
     assert over == {"fresh": False, "stale": True}
     quota = {t: bool(verdicts[("ebbtide_topic_quota_exceeded", frozenset({"topic": t}.items()))]) for t in over}
     assert quota == described == over
+
+
+def test_an_unreadable_catalog_is_a_zero_under_the_same_help(ebb, data_dir: Path) -> None:
+    """Prometheus keeps one help text per family: the reason a scrape failed is for
+    ``ebb verify``, not the metadata, which would otherwise change with each error."""
+    from engine.metrics.collector import EbbCollector
+
+    ebb("topic", "create", "orders")
+
+    def readable() -> tuple[str, float]:
+        (family,) = [f for f in EbbCollector(data_dir, None).collect() if f.name == "ebbtide_catalog_readable"]
+        return family.documentation, family.samples[0].value
+
+    help_text, value = readable()
+    assert value == 1
+    catalog = data_dir / "catalog.db"
+    catalog.rename(data_dir / "catalog.moved")
+    catalog.mkdir()  # a directory where the catalog was: SQLite cannot open it
+    assert readable() == (help_text, 0)
