@@ -5,8 +5,11 @@ vertical one.
 
 The size cap is per partition, the curve the topic's: the line drawn is the caps of
 all its partitions summed, and says so in the legend. A partition that fills faster
-than the others breaches its own cap while the topic's curve is far under that line,
-so the Forecast view also draws that partition's curve and its own cap.
+than the others breaches its own cap while the topic's curve is far under that line:
+when that is the breach marked, the Forecast view also draws that partition's curve
+and its own cap, so that the marker sits where a curve reaches a line. Only then: at
+120x40 a row of the chart spans a twentieth of its bytes, and a line within a row of
+a curve is hidden under it (a 50 KiB disk budget under a partition held at 60 KiB).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from console.model.capacity import HOUR
 from console.model.forecast_breaches import first_breach
 from console.model.history import History
 from console.widgets.charts import ChartSpec, Mark, Series, relative
-from engine.forecast.result import Forecast, TopicForecast
+from engine.forecast.result import Breach, Forecast, TopicForecast
 
 #: the colour of the breaching partition's curve; its cap is red as every cap is (the
 #: theme's accent is near its warning, the disk budget's, in every theme: two lines
@@ -34,11 +37,10 @@ def _cap_label(name: str, cap: int, partitions: int) -> str:
     return name if partitions <= 1 else f"{name} {format.size(cap // partitions)} x {partitions} partitions ="
 
 
-def _breaching_partition(topic: TopicForecast, now: int) -> tuple[Series, Mark] | None:
-    """The curve of the partition that first goes over its size cap, and that cap, as
-    a line; None when none does."""
-    breach = next((b for b in topic.breaches if b.kind == "max_partition_size"), None)
-    if breach is None or breach.partition is None or breach.limit is None:
+def _breaching_partition(topic: TopicForecast, breach: Breach | None, now: int) -> tuple[Series, Mark] | None:
+    """The curve of the partition whose size cap ``breach`` is, and that cap, as a
+    line; None for another breach."""
+    if breach is None or breach.kind != "max_partition_size" or breach.partition is None or breach.limit is None:
         return None
     sizes = tuple(
         next((part.bytes for part in p.partitions if part.partition == breach.partition), 0) for p in topic.points
@@ -80,17 +82,17 @@ def forecast_chart(
             marks.append(Mark(cap, "error", label="edited cap"))
     elif cap is not None:
         marks.append(Mark(cap, "error", label=_cap_label("cap", cap, partitions)))
+    # The first breach the summary names, the disk budget included (one choice for both).
+    breach = first_breach(topic, result)
     # The what-if's pane is narrow and compares two policies' topics: the partition's
     # curve is the Forecast view's.
-    partition = None if result.saved or partitions <= 1 else _breaching_partition(topic, result.now)
+    partition = None if result.saved or partitions <= 1 else _breaching_partition(topic, breach, result.now)
     if partition is not None:
         curve, its_cap = partition
         series.append(curve)
         marks.append(its_cap)
     if result.disk_budget is not None:
         marks.append(Mark(result.disk_budget, "warning", label="disk budget"))
-    # The first breach the summary names, the disk budget included (one choice for both).
-    breach = first_breach(topic, result)
     if breach is not None:
         marks.append(Mark((breach.at - result.now) / HOUR, "error", vertical=True))
     return ChartSpec(f"{topic.topic}: bytes on disk", "hours (0 = now)", tuple(series), tuple(marks))

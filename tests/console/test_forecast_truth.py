@@ -112,9 +112,10 @@ def test_the_summary_names_each_breach_as_ebb_forecast_does() -> None:
 
 def test_a_per_partition_cap_is_drawn_as_what_it_is() -> None:
     """The line drawn for the size cap of a topic of 4 partitions is 4 caps summed:
-    the legend says so, and the partition that breaches its own cap is drawn, with
-    that cap, so that the marker sits where its curve reaches the line."""
-    result = skewed("orders", 4)
+    the legend says so, and when the breach marked is a partition's own cap, that
+    partition is drawn, with that cap, so that the marker sits where its curve
+    reaches the line."""
+    result = skewed("orders", 4, budget=None)
     spec = forecast_chart(result, cap=4 * CAP, partitions=4)
     legend = chart_legend(spec, VARIABLES).plain.splitlines()
     assert "─ cap 60.0 KiB x 4 partitions = 240.0 KiB" in legend
@@ -128,11 +129,19 @@ def test_a_per_partition_cap_is_drawn_as_what_it_is() -> None:
         named for named in _named_breaches(summary(result.topics[0], result)) if "max_partition" in named[1]
     ]
     assert partition.ys[partition.xs.index(hours)] >= its_cap.value > partition.ys[partition.xs.index(hours) - 1]
+    assert _breach_marks(spec) == [hours]
+    # the budget broken first is the breach marked: the curve it crosses is the topic's,
+    # and no partition's is drawn (nor its cap, which could hide the budget's line)
+    spec = forecast_chart(skewed("orders", 4), cap=4 * CAP, partitions=4)
+    assert [s.label for s in spec.series] == ["projected"] and _breach_marks(spec) == [0]
+    assert [m.label for m in spec.marks if m.label] == ["cap 60.0 KiB x 4 partitions =", "disk budget"]
     # a topic of one partition: its cap is the partition's, one line, as before
     single = skewed("metrics", 1)
     spec = forecast_chart(single, cap=CAP)
     assert [m.label for m in spec.marks if m.label] == ["cap", "disk budget"]
     assert [s.label for s in spec.series] == ["projected"]
+    spec = forecast_chart(skewed("metrics", 1, budget=None), cap=CAP)
+    assert [m.label for m in spec.marks if m.label] == ["cap"] and [s.label for s in spec.series] == ["projected"]
 
 
 def _with_cap(data: Path, topic: str, cap: str) -> None:
@@ -164,6 +173,7 @@ async def test_the_view_marks_and_names_the_first_breach_at_120_columns(
         assert "first breach: max_partition_size (60 KiB) at +1 h on partition 0" in text
         legend = str(screen.query_one("#forecast-legend", Static).render())
         assert "cap 60.0 KiB x 2 partitions = 120.0 KiB" in legend
+        assert "partition 0" not in legend  # the budget's breach is the one marked
         for name in ("#forecast-summary", "#forecast-legend"):
             static = screen.query_one(name, Static)
             lines = str(static.render()).splitlines()
@@ -171,10 +181,11 @@ async def test_the_view_marks_and_names_the_first_breach_at_120_columns(
 
 
 def test_forecast_skewed_snapshot(snap_compare, make_console, console_data: Path, monkeypatch) -> None:
-    """clickstream skewed, over its budget at once and its partition 0's cap at +1 h."""
+    """clickstream skewed, without a budget: its partition 0's cap at +1 h is the
+    breach marked, and that partition is drawn reaching its cap."""
     _with_cap(console_data, "clickstream", "60KiB")
     app = make_console()
-    monkeypatch.setattr(app.host, "forecast", lambda request, topics: skewed(topics[0], 2))
+    monkeypatch.setattr(app.host, "forecast", lambda request, topics: skewed(topics[0], 2, budget=None))
 
     async def run_before(pilot) -> None:
         await settle(pilot)
