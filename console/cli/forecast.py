@@ -18,6 +18,7 @@ from console.cli.policy_flags import add_policy_flags, policy_changes
 from console.cli.prune import _pruner, add_spark_flags
 from console.cli.render import emit_json, instant, size, table
 from console.model.forecast_assumptions import ingest, pace, window
+from console.model.forecast_breaches import breach_text, disk_budget_text
 from engine.broker import Broker
 from engine.clock import parse_instant
 from engine.errors import InvalidInput
@@ -155,10 +156,7 @@ def render(result: Forecast, changes: dict[str, str | None]) -> str:
     ]
     if result.disk_budget is not None:
         breach = result.disk_breach
-        out.append(
-            f"disk budget {size(result.disk_budget)}: "
-            + (f"exceeded at {instant(breach.at)}" if breach else "not exceeded within the horizon")
-        )
+        out.append(disk_budget_text(result.disk_budget, None if breach is None else instant(breach.at)))
     saved = {t.topic: t for t in result.saved or []}
     for topic in result.topics:
         out += ["", *_render_topic(topic, saved.get(topic.topic))]
@@ -199,15 +197,5 @@ def _render_topic(topic: TopicForecast, saved: TopicForecast | None) -> list[str
 
 def _breaches(topic: TopicForecast, whose: str) -> list[str]:
     """A line per first breach of ``topic``, or one saying there is none."""
-    out = []
-    for breach in topic.breaches:
-        where = f" on partition {breach.partition}" if breach.partition is not None else ""
-        who = f" by group {breach.group}" if breach.group is not None else ""
-        quota = f" {breach.quota}" if breach.quota is not None else ""
-        limit = "" if breach.limit is None else f" ({_limit(breach.quota or breach.kind, breach.limit)})"
-        out.append(f"  {whose}first breach: {breach.kind}{quota}{limit} at {instant(breach.at)}{where}{who}")
+    out = [f"  {whose}{breach_text(breach, instant(breach.at))}" for breach in topic.breaches]
     return out or [f"  {whose}no cap or quota exceeded within the horizon"]
-
-
-def _limit(kind: str, limit: int) -> str:
-    return describe_duration(limit) if kind in ("max_time", "backlog_age") else size(limit)

@@ -26,6 +26,7 @@ from console import format
 from console.host import ConsoleHost
 from console.modals.stall_picker import StallPicker
 from console.model.capacity import HORIZON_MS, HOUR, WINDOW_MS, next_window, size_cap, week_ahead
+from console.model.forecast_breaches import breach_text, breaches_in_order
 from console.model.history import History, load_history
 from console.screens.base import LiveScreen
 from console.widgets.charts import Chart, ChartLegend
@@ -36,7 +37,7 @@ from engine.catalog.stats import partition_stats
 from engine.config import DEFAULT_CONFIG, Config
 from engine.forecast.result import Forecast, TopicForecast
 
-COLUMNS = (Column("topic", "Topic"), Column("partitions", "Partitions"), Column("bytes", "On disk"))
+COLUMNS = (Column("topic", "Topic"), Column("partitions", "Parts"), Column("bytes", "On disk"))
 
 
 @dataclass(frozen=True)
@@ -44,16 +45,20 @@ class TopicsData:
     rows: tuple[LiveRow, ...]
     #: per topic: its size cap (console.model.capacity.size_cap; None: infinite)
     caps: dict[str, int | None]
+    #: per topic: its partitions (whose caps the size cap sums)
+    partitions: dict[str, int]
     #: the data directory's (its disk budget and prune interval shape the forecast)
     config: Config
 
 
 class ForecastScreen(LiveScreen[TopicsData]):
     # The chart takes the room a topic list does not need: its legend, summary and
-    # rate lines then fit under it at 120 columns, unwrapped.
+    # rate lines then fit under it at 120 columns, unwrapped (a backlog quota's breach,
+    # in `ebb forecast`'s words, takes 84: "first breach: backlog_quota backlog_age
+    # (1h) at +2 h on partition 1 by group billing").
     DEFAULT_CSS = """
     ForecastScreen #forecast-topics {
-        width: 40;
+        width: 34;
     }
     ForecastScreen #forecast-assumptions-box {
         height: auto;
@@ -71,6 +76,7 @@ class ForecastScreen(LiveScreen[TopicsData]):
     def __init__(self) -> None:
         super().__init__()
         self._caps: dict[str, int | None] = {}
+        self._partitions: dict[str, int] = {}
         self._config = DEFAULT_CONFIG
         #: the topic whose forecast is on screen, and the forecast
         self.shown: TopicForecast | None = None
@@ -108,11 +114,11 @@ class ForecastScreen(LiveScreen[TopicsData]):
             for name, (count, total) in sorted(sizes.items())
         )
         caps = {name: size_cap(policy, sizes[name][0]) for name, policy in policies.items() if name in sizes}
-        return TopicsData(rows, caps, config)
+        return TopicsData(rows, caps, {name: count for name, (count, _) in sizes.items()}, config)
 
     def show(self, data: TopicsData) -> None:
         self.query_one("#forecast-topics", LiveTable).show(data.rows)
-        self._caps, self._config = data.caps, data.config
+        self._caps, self._partitions, self._config = data.caps, data.partitions, data.config
 
     def action_forecast(self) -> None:
         topic = self.query_one("#forecast-topics", LiveTable).selected_key
@@ -174,11 +180,14 @@ class ForecastScreen(LiveScreen[TopicsData]):
 
     def draw(self, result: Forecast, past: History | None = None) -> None:
         """Chart the (only) topic of ``result``: its past, then bytes on disk per hour
-        from now, the topic's cap (max_partition_size x partitions) and disk budget as
-        lines, the first breach as a vertical line."""
+        from now, the topic's cap (max_partition_size x partitions, the legend says so)
+        and disk budget as lines, the first breach the summary names as a vertical
+        line (widgets/forecast_chart.py)."""
         (topic,) = result.topics
         self.shown = topic
-        spec = forecast_chart(result, past=past, cap=self._caps.get(topic.topic))
+        spec = forecast_chart(
+            result, past=past, cap=self._caps.get(topic.topic), partitions=self._partitions.get(topic.topic, 1)
+        )
         self.query_one("#forecast-chart", Chart).show(spec)
         self.query_one("#forecast-legend", ChartLegend).show(spec)
         self.query_one("#forecast-summary", Static).update(summary(topic, result, past))
@@ -186,19 +195,18 @@ class ForecastScreen(LiveScreen[TopicsData]):
 
 
 def summary(topic: TopicForecast, result: Forecast, past: History | None = None) -> str:
-    """The lines under the chart: peak, first breaches, the past charted (the rates
-    and readings assumed follow, :func:`assumptions`)."""
+    """The lines under the chart: peak, first breaches (as ``ebb forecast`` words
+    them, earliest first), the past charted (the rates and readings assumed follow,
+    :func:`assumptions`)."""
     peak = max(topic.points, key=lambda p: p.bytes)
     # "after pruning": the forecast at +0 h is the plan of now applied, so its peak can
     # read below the bytes on disk the topic list shows (walk3 finding 10)
     lines = [f"peak after pruning {format.size(peak.bytes)} at +{(peak.at - result.now) // HOUR} h"]
-    for breach in topic.breaches:
-        where = f" (group {breach.group})" if breach.group else ""
-        kind = breach.kind if breach.quota is None else f"{breach.kind} {breach.quota}"
-        lines.append(f"first breach: {kind} at +{(breach.at - result.now) // HOUR} h{where}")
-    if result.disk_breach is not None:
-        lines.append(f"disk budget exceeded at +{(result.disk_breach.at - result.now) // HOUR} h")
-    if not topic.breaches and result.disk_breach is None:
+    # Earliest first, the disk budget among them: the chart marks the first of these
+    # (forecast_breaches.first_breach), in the words `ebb forecast` prints them.
+    breaches = breaches_in_order(topic, result)
+    lines += [breach_text(breach, f"+{(breach.at - result.now) // HOUR} h") for breach in breaches]
+    if not breaches:
         lines.append("no cap, quota or budget exceeded within a week")
     samples = past.topics[0].times if past is not None and past.topics else ()
     lines.append(

@@ -216,9 +216,11 @@ async def test_the_forecast_draws_the_past_before_now(make_console, charted: Pat
         assert isinstance(screen, ForecastScreen)
         spec = screen.query_one("#forecast-chart", Chart).spec
         assert spec is not None
-        past, projected = spec.series
+        # clickstream has 2 partitions: the one that breaches its cap is drawn too
+        past, projected, partition = spec.series
         assert past.label == "past" and max(past.xs) < 0 and len(past.xs) == CYCLES
         assert projected.xs[0] == 0 and projected.xs[-1] == 168
+        assert partition.label == "partition 0" and partition.xs == projected.xs
         # now, and the first breach at +30 h, as vertical lines
         assert [m.value for m in spec.marks if m.vertical] == [0, 30]
         assert f"past: {CYCLES} sample(s) over the last 1h" in str(screen.query_one("#forecast-summary").render())

@@ -64,7 +64,7 @@ async def test_enter_forecasts_the_selected_topic_and_charts_it(make_console, mo
         assert asked == [(7 * 24 + 1, [screen.shown.topic])]
         assert len(screen.shown.points) == 7 * 24 + 1
         summary = str(screen.query_one("#forecast-summary").render())
-        assert "first breach: max_partition_size at +3 h" in summary
+        assert "first breach: max_partition_size (4 MiB) at +3 h on partition 0" in summary
         assert "peak after pruning 169.0 MiB at +168 h" in summary
 
 
@@ -116,7 +116,7 @@ async def test_a_backlog_breach_names_its_quota_in_the_summary() -> None:
     breach = Breach("backlog_quota", NOW + 2 * HOUR, HOUR, partition=0, group="billing", quota="backlog_age")
     topic = forecast.topics[0]
     lines = summary(TopicForecast(topic.topic, topic.rates, topic.points, [breach]), forecast).splitlines()
-    assert "first breach: backlog_quota backlog_age at +2 h (group billing)" in lines
+    assert "first breach: backlog_quota backlog_age (1h) at +2 h on partition 0 by group billing" in lines
 
 
 # -- what the forecast assumed ------------------------------------------------------------------
