@@ -115,12 +115,14 @@ def _names(read: Callable[[argparse.Namespace, Catalog], list[str]]) -> Callable
             path = _catalog_path(getattr(parsed_args, "data_dir", None))
             if not path.exists():
                 return []
-            catalog = _read_only_catalog(path)
+            from engine.catalog.catalog import Catalog
+
+            # a tab press writes nothing, and waits a second at most: the shell waits on it
+            catalog = Catalog.open_read_only(path, timeout=1)
             try:
                 return [name for name in read(parsed_args, catalog) if name.startswith(prefix)]
             finally:
-                # Not catalog.close(): that writes the metadata files the catalog owes.
-                catalog.db.close()
+                catalog.close()
         except Exception:  # noqa: BLE001 - a completer answers nothing rather than print a traceback
             return []
 
@@ -135,21 +137,6 @@ def _catalog_path(data_dir: Path | None) -> Path:
 
     written = None if data_dir is None else Path(os.path.expandvars(os.path.expanduser(str(data_dir))))
     return DataDir(written or default_data_dir()).catalog_path
-
-
-def _read_only_catalog(path: Path) -> Catalog:
-    """The catalog at ``path`` on a read-only connection: a tab press must write
-    nothing, and :meth:`Catalog.open` creates the tables of an empty file and the
-    triggers that keep the metadata files. Its readers are plain queries."""
-    import sqlite3
-
-    import sqlite_utils
-
-    from engine.catalog.catalog import Catalog
-
-    # a second at most: the shell waits on it (a reader of a WAL catalog rarely waits)
-    conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=1)
-    return Catalog(sqlite_utils.Database(conn, execute_plugins=False))
 
 
 def _topics(_args: argparse.Namespace, catalog: Catalog) -> list[str]:

@@ -23,7 +23,7 @@ import sqlite_utils
 from engine.catalog import metadata_files
 from engine.catalog.anchors import READING_SPAN_MS, Anchors
 from engine.catalog.damage import REMEDY, CheckedConnection, damaged, holds_topics
-from engine.catalog.database import connect, is_exclusive, read_transaction, write_transaction
+from engine.catalog.database import connect, connect_read_only, is_exclusive, read_transaction, write_transaction
 from engine.catalog.metadata_files import GroupMeta, TopicMeta
 from engine.catalog.schema import ensure_schema
 from engine.errors import AlreadyExists, CatalogDamaged, EbbError, NotFound
@@ -174,6 +174,13 @@ class Catalog:
             db.close()
             raise
         return catalog
+
+    @classmethod
+    def open_read_only(cls, path: Path, timeout: float) -> Catalog:
+        """The catalog at ``path`` for reading only (a shell completer's): unlike
+        :meth:`open`, it creates no tables, no triggers and no file, and keeps no
+        metadata files, so closing it writes nothing."""
+        return cls(connect_read_only(path, timeout))
 
     def track_metadata(self) -> None:
         """Keep the metadata files from now on (the journal's tables must exist)."""

@@ -44,6 +44,14 @@ def on_full(db: sqlite_utils.Database, handler: Callable[[], object]) -> Iterato
         _on_full.pop(db, None)
 
 
+def connect_read_only(path: Path, timeout: float) -> sqlite_utils.Database:
+    """The existing database at ``path``, for reading only: nothing is created, no
+    schema is made or changed, nothing is written; a locked database is waited for
+    ``timeout`` seconds at most."""
+    conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=timeout)
+    return sqlite_utils.Database(conn, execute_plugins=False)
+
+
 def connect(path: Path) -> sqlite_utils.Database:
     """Open (creating if needed, readable by its owner only) the database at ``path``."""
     if not path.exists():
