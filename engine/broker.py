@@ -351,8 +351,9 @@ class Broker:
     ) -> list[tuple[int, AppendResult]]:
         """Append records, choosing partitions when none is given (a key's by its
         hash; keyless records a batch at a time, round-robin from the partition
-        written least), in appends of at most one batch each; returns (partition, result) per append, in order, and
-        calls ``on_ack`` as each append becomes durable.
+        written least), in appends of at most one batch each; returns (partition,
+        result) per append, in order, and calls ``on_ack`` as each append becomes
+        durable.
 
         A :class:`QuotaExceeded`, a record too large for a segment or an
         :class:`InvalidInput` from ``records`` itself stops producing; its message
