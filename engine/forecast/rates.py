@@ -32,7 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.prune.record_times import EARLIEST, FirstRecord
-from engine.store.batch import HEADER_SIZE, MAX_BATCH_BYTES, RECORD_OVERHEAD
+from engine.store.batch import HEADER_SIZE, RECORD_OVERHEAD
+from engine.store.partition import largest_record
 
 #: (topic, partition, offset, θ) -> the partition's first record at or after that
 #: offset (and its log start) whose timestamp is >= θ
@@ -252,7 +253,7 @@ def unobserved_record_bytes(siblings: Sequence[Rate], segment_size: int) -> int:
     for rate in siblings:
         if rate.source == "observed":
             return shared_bytes(rate)
-    alone = min(segment_size, MAX_BATCH_BYTES)
+    alone = HEADER_SIZE + largest_record(segment_size)  # with its batch's header, as the store writes it
     return max(min(DEFAULT_RECORD_BYTES, alone), HEADER_SIZE + RECORD_OVERHEAD)
 
 
