@@ -63,6 +63,10 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def _finite(flag: str, text: str, parse: Callable[[str], int | None], what: str) -> int:
     """``text`` given to ``flag``, read by ``parse`` (a policy value parser); infinite is refused."""
+    if text.strip().startswith("-"):
+        # Before the parser: its reason offers -1 or infinite for "no limit", which a
+        # flag that must be finite refuses too.
+        raise InvalidInput(f"invalid {flag} {text!r}: must be a finite {what}, 0 or more")
     try:
         value = parse(text)
     except InvalidValue as error:

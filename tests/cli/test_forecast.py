@@ -217,6 +217,9 @@ def test_the_what_if_over_time_equals_plans_at_those_instants(
         (["--step", "0"], "--step"),
         (["--horizon", "soon"], "--horizon"),
         (["--rate", "fast"], "--rate"),
+        # not the policy parser's "use -1 or infinite for no limit": the flag refuses both
+        (["--rate=-5"], "--rate '-5': must be a finite size, 0 or more"),
+        (["--window=-5m"], "--window '-5m': must be a finite duration, 0 or more"),
         (["--stalled", "ghost"], "ghost"),
         (["--step", "1ms", "--horizon", "7d"], "instants"),
         (["--retention-time", "-5"], "retention_time"),
