@@ -315,10 +315,8 @@ class _Worker:
 
     def run(self) -> None:
         stop = self.stop
-        try:
-            broker = self.traffic._open()
-        except Exception as error:  # noqa: BLE001 - a demo thread never prints; see counters
-            self._failed(error)
+        broker = self._opened()
+        if broker is None:
             return
         # A send timeout of the demo's own (see SEND_TIMEOUT_MS), not the config's.
         timeout = broker.config.producer_hold_timeout_ms
@@ -338,6 +336,20 @@ class _Worker:
                 except Exception as error:  # noqa: BLE001 - e.g. an operator deleted a demo topic
                     self._failed(error)
                     delay = self.traffic.retry_seconds
+
+    def _opened(self) -> Broker | None:
+        """A broker of this thread's own, tried again until it opens or the demo
+        stops (None). The demo's threads start together on a new data directory and
+        each makes sure of the catalog's tables: one of them may find the catalog
+        locked by another, and a thread that gave up then left its topic without
+        traffic for the whole demo."""
+        while True:
+            try:
+                return self.traffic._open()
+            except Exception as error:  # noqa: BLE001 - a demo thread never prints; see counters
+                self._failed(error)
+            if self.stop.wait(self.traffic.retry_seconds):
+                return None
 
     def _failed(self, error: BaseException) -> None:
         self.counters.errors.append(f"{type(error).__name__}: {error}")

@@ -14,6 +14,7 @@ import pytest
 from engine.broker import Broker
 from engine.config import load_config
 from engine.demo import BACKFILL_MS, DEMO_PRUNE_INTERVAL, TOPICS, DemoTraffic
+from engine.errors import StoreError
 from engine.journal.state import EngineState
 from engine.policy.units import parse_duration
 
@@ -214,3 +215,28 @@ def test_errors_are_counted_not_printed_and_traffic_goes_on(
     assert "demo-legal" in producer.errors[-1]
     assert demo.stop()
     assert capfd.readouterr() == ("", "")
+
+
+def test_a_thread_whose_catalog_is_locked_at_start_tries_again(
+    data_dir: Path, running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The demo's threads open the new catalog together: one may find it locked by
+    another. It used to give up, and its topic had no traffic for the whole demo."""
+    opened = DemoTraffic._open
+    refused: list[str] = []
+
+    def locked_once(traffic: DemoTraffic) -> Broker:
+        name = threading.current_thread().name
+        if name == "ebb-demo-produce-demo-metrics" and not refused:
+            refused.append(name)
+            raise StoreError(f"cannot open the catalog {data_dir / 'catalog.db'}: database is locked")
+        return opened(traffic)
+
+    monkeypatch.setattr(DemoTraffic, "_open", locked_once)
+    demo = fast_demo(data_dir)
+    demo.start()
+    running(demo)
+    with Broker(data_dir) as broker:
+        wait_until(lambda: "demo-metrics" in {t.name for t in broker.catalog.topics()})
+        wait_until(lambda: records(broker, "demo-metrics") > 0)
+    assert refused and "database is locked" in demo.counters["ebb-demo-produce-demo-metrics"].errors[0]
