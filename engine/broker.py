@@ -30,6 +30,7 @@ from engine.journal.schema import ensure_journal_schema
 from engine.journal.state import EngineState, QuotaState
 from engine.names import check_group_name, check_topic_name
 from engine.policy.effective import EffectivePolicy, merge_overrides, resolve
+from engine.producing import Acked, Acknowledgements, KeylessBatches
 from engine.prune.record_times import RecordAges
 from engine.store.batch import NewRecord, Record, record_size
 from engine.store.partition import (
@@ -51,6 +52,9 @@ MAX_PARTITIONS = 10_000
 #: how often a held append (backlog_policy = producer_request_hold) looks again
 QUOTA_POLL_SECONDS = 0.1
 #: the backlog policies under which a topic over quota stops its producers
+#: records one produce holds back at most (its partitions' pending batches together)
+MAX_PENDING_RECORDS = 8 * MAX_BATCH_RECORDS
+
 PRODUCER_POLICIES = ("producer_request_hold", "producer_exception")
 
 
@@ -347,13 +351,14 @@ class Broker:
         records: Iterable[NewRecord],
         partition: int | None = None,
         *,
-        on_ack: Callable[[int, AppendResult], None] | None = None,
-    ) -> list[tuple[int, AppendResult]]:
+        on_ack: Callable[[Acked], None] | None = None,
+    ) -> list[Acked]:
         """Append records, choosing partitions when none is given (a key's by its
-        hash; keyless records a batch at a time, round-robin from the partition
-        written least), in appends of at most one batch each; returns (partition,
-        result) per append, in order, and calls ``on_ack`` as each append becomes
-        durable.
+        hash; keyless records round-robin from the partition written least, a batch
+        of a second or 1000 records at a time: :class:`~engine.producing.KeylessBatches`),
+        a partition's records up to one store batch to an append; returns what was
+        acknowledged, and calls ``on_ack`` as it is: each run of records produced one
+        after another to one partition, once durable, in production order.
 
         A :class:`QuotaExceeded`, a record too large for a segment or an
         :class:`InvalidInput` from ``records`` itself stops producing; its message
@@ -367,15 +372,19 @@ class Broker:
         segment_size = self.policy(topic).segment_size
         largest = largest_record(segment_size)
         pending: dict[int, list[NewRecord]] = {}
-        results: list[tuple[int, AppendResult]] = []
+        acks = Acknowledgements(on_ack)
+        written: list[tuple[int, AppendResult]] = []
+        sequence = held = 0
 
-        def append(p: int, chunk: list[NewRecord]) -> None:
-            results.append((p, self.append(topic, p, chunk)))
-            if on_ack:
-                on_ack(*results[-1])
+        def append(p: int) -> None:
+            nonlocal held
+            chunk = pending.pop(p)
+            held -= len(chunk)
+            result = self.append(topic, p, chunk)
+            written.append((p, result))
+            acks.appended(p, result.base_offset, result.next_offset)
 
-        sequence = 0
-        keyless_start: int | None = None
+        keyless: KeylessBatches | None = None
         try:
             for record in records:
                 size = record_size(record)
@@ -386,23 +395,28 @@ class Broker:
                 elif record.key is not None:
                     p = zlib.crc32(record.key) % count  # stable: a key's records stay in order
                 else:
-                    if keyless_start is None:
-                        keyless_start = self._keyless_start(topic)
-                    p = (keyless_start + sequence // MAX_BATCH_RECORDS) % count
+                    if keyless is None:
+                        keyless = KeylessBatches(self._keyless_start(topic), count)
+                    p = keyless.partition_of(record.timestamp)
                 sequence += 1
-                chunk = pending.setdefault(p, [])
-                chunk.append(record)
-                if len(chunk) >= MAX_BATCH_RECORDS:
-                    append(p, chunk)
-                    pending[p] = []
-            for p, chunk in pending.items():
-                if chunk:
-                    append(p, chunk)
+                pending.setdefault(p, []).append(record)
+                held += 1
+                acks.produced(p)
+                if len(pending[p]) >= MAX_BATCH_RECORDS:
+                    append(p)
+                elif held >= MAX_PENDING_RECORDS and (oldest := acks.oldest_waiting()) is not None:
+                    # spread over many partitions: the oldest run's partition goes now,
+                    # so that memory stays bounded and acknowledgements flow
+                    append(oldest)
+            while (oldest := acks.oldest_waiting()) is not None:
+                append(oldest)
         except (InvalidInput, QuotaExceeded) as error:
-            raise type(error)(f"{error}; {_acknowledged(results)}") from None
+            acks.acknowledge_durable()
+            raise type(error)(f"{error}; {_acknowledged(written)}") from None
         except StoreError as error:
-            raise StoreError(f"{error}; {_acknowledged(results, rest='acknowledged')}") from None
-        return results
+            acks.acknowledge_durable()
+            raise StoreError(f"{error}; {_acknowledged(written, rest='acknowledged')}") from None
+        return acks.acked
 
     def _reconcile(self, topic: str, partition: int, writer: PartitionWriter) -> None:
         with self.catalog.write():

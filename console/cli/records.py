@@ -13,8 +13,8 @@ from engine.broker import Broker
 from engine.clock import MAX_INSTANT_MS, format_instant, parse_instant
 from engine.errors import InvalidInput
 from engine.policy.units import describe_size, parse_duration, parse_size
+from engine.producing import Acked
 from engine.store.batch import NewRecord
-from engine.store.partition import AppendResult
 
 #: Largest value ``--size`` may ask for; a segment must still hold one record.
 MAX_GENERATED_SIZE = 64 << 20
@@ -103,16 +103,16 @@ def run_produce(broker: Broker, args: argparse.Namespace) -> int:
     records = _records(args)
     totals: dict[int, list[int]] = {}
 
-    def ack(partition: int, result: AppendResult) -> None:
-        first, last = totals.setdefault(partition, [result.base_offset, result.next_offset])
-        totals[partition] = [min(first, result.base_offset), max(last, result.next_offset)]
+    def ack(acked: Acked) -> None:
+        first, last = totals.setdefault(acked.partition, [acked.base_offset, acked.next_offset])
+        totals[acked.partition] = [min(first, acked.base_offset), max(last, acked.next_offset)]
         if args.json:
             emit_json(
                 {
-                    "partition": partition,
-                    "base_offset": result.base_offset,
-                    "next_offset": result.next_offset,
-                    "count": result.next_offset - result.base_offset,
+                    "partition": acked.partition,
+                    "base_offset": acked.base_offset,
+                    "next_offset": acked.next_offset,
+                    "count": acked.count,
                 }
             )
 

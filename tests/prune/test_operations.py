@@ -481,5 +481,5 @@ def test_produce_says_what_was_acknowledged_before_the_quota_stopped_it(broker: 
         QuotaExceeded,
         match=r"1000 record\(s\) before it were acknowledged \(partition 0 offsets 0..999\), the rest were not written",
     ):
-        broker.produce(topic, records(), 0, on_ack=lambda p, r: acked.append((p, r.next_offset)))
+        broker.produce(topic, records(), 0, on_ack=lambda a: acked.append((a.partition, a.next_offset)))
     assert acked == [(0, 1000)] and broker.catalog.partition(topic, 0).next_offset == 1000

@@ -30,11 +30,11 @@ from pathlib import Path
 from engine.broker import Broker
 from engine.errors import StoreError
 from engine.journal.journal import Journal
+from engine.producing import Acked
 from engine.prune.executor import execute
 from engine.prune.plan_work import work_from_plan
 from engine.prune.work import TopicWork
 from engine.store.batch import NewRecord
-from engine.store.partition import AppendResult
 from engine.store.segment import Segment, SegmentMissing
 from tests.reference import model
 from tests.reference.catalog import Group, Partition, Policy, Position, RefCatalog, Topic
@@ -189,11 +189,11 @@ def produce_forever(data_dir: Path, producer: int, seed: int) -> None:
             count = rng.randint(1, 30)
             first = seq
 
-            def on_ack(p: int, result: AppendResult, topic: str = topic) -> None:
+            def on_ack(acked: Acked, topic: str = topic) -> None:
                 nonlocal first
-                line = Ack(producer, topic, p, result.base_offset, result.next_offset, first)
+                line = Ack(producer, topic, acked.partition, acked.base_offset, acked.next_offset, first)
                 os.write(fd, (json.dumps(asdict(line)) + "\n").encode())
-                first += result.next_offset - result.base_offset
+                first += acked.count
 
             broker.produce(
                 topic, [NewRecord(encode_value(producer, seq + i)) for i in range(count)], partition, on_ack=on_ack

@@ -1,0 +1,131 @@
+"""How one producer's records reach the partitions and are acknowledged.
+
+Keyless records go round-robin a short batch at a time (:class:`KeylessBatches`): a
+backfill stamped a second apart (``ebb produce --count N --timestamp-step 1s``)
+reaches the partitions a record at a time, as it would have arrived. That spreading
+must not cost an append a record, so a partition's records are still appended up to
+a store batch (1000) at a time, and :class:`Acknowledgements` matches the appends
+back to the runs of records produced one after another to one partition, which it
+acknowledges in production order.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from engine.store.partition import MAX_BATCH_RECORDS
+
+#: how much record time one keyless batch spans at most: a producer's batch holds
+#: what arrives while it lingers, so records stamped a step apart reach the
+#: partitions in turn, a second of them at a time, not 1000 at a time (a partition
+#: written in bursts of minutes and pauses as long reads a wrong ingest rate in ``ebb
+#: forecast``: 1.77 records/s for 1 produced, over 4 partitions, a record a second)
+KEYLESS_BATCH_SPAN_MS = 1_000
+
+
+class KeylessBatches:
+    """Where a producer's keyless records go: round-robin a batch at a time, from
+    ``start``; a batch ends at :data:`MAX_BATCH_RECORDS` records or
+    :data:`KEYLESS_BATCH_SPAN_MS` of record time (Kafka's sticky partitioner, whose
+    batches end at ``batch.size`` or ``linger.ms``)."""
+
+    def __init__(self, start: int, partitions: int) -> None:
+        self._partition = start
+        self._partitions = partitions
+        self._first_stamp: int | None = None
+        self._records = 0
+
+    def partition_of(self, stamp: int | None) -> int:
+        """The partition of the next record, stamped ``stamp`` (None: when appended,
+        which the batch it joins decides: such records end a batch by count alone)."""
+        if self._records >= MAX_BATCH_RECORDS or (
+            stamp is not None
+            and self._first_stamp is not None
+            and abs(stamp - self._first_stamp) >= KEYLESS_BATCH_SPAN_MS
+        ):
+            self._partition = (self._partition + 1) % self._partitions
+            self._first_stamp, self._records = None, 0
+        if self._first_stamp is None:
+            self._first_stamp = stamp
+        self._records += 1
+        return self._partition
+
+
+@dataclass(frozen=True, slots=True)
+class Acked:
+    """Records acknowledged together: durable, produced one after another to one
+    partition, at consecutive offsets."""
+
+    partition: int
+    base_offset: int
+    next_offset: int
+
+    @property
+    def count(self) -> int:
+        return self.next_offset - self.base_offset
+
+
+class Acknowledgements:
+    """A producer's runs (records produced one after another to one partition) and
+    its appends, matched: each run is acknowledged once the appends holding it are
+    durable, in production order (a run waits for the runs before it). A run the
+    appends split (a batch boundary, or another producer's records between two
+    appends) is acknowledged in as many pieces."""
+
+    def __init__(self, on_ack: Callable[[Acked], None] | None) -> None:
+        self._on_ack = on_ack
+        self._runs: deque[list[int]] = deque()  # [partition, records], production order
+        self._durable: dict[int, deque[list[int]]] = {}  # partition -> [base, next) ranges not yet acknowledged
+        self.acked: list[Acked] = []
+
+    def produced(self, partition: int) -> None:
+        """One more record produced to ``partition``."""
+        if self._runs and self._runs[-1][0] == partition:
+            self._runs[-1][1] += 1
+        else:
+            self._runs.append([partition, 1])
+
+    def oldest_waiting(self) -> int | None:
+        """The partition of the oldest run not acknowledged yet (None: all are)."""
+        return self._runs[0][0] if self._runs else None
+
+    def appended(self, partition: int, base_offset: int, next_offset: int) -> None:
+        """The records ``[base_offset, next_offset)`` of ``partition``, the next ones
+        of its runs, are durable: acknowledge every run that now can be."""
+        self._durable.setdefault(partition, deque()).append([base_offset, next_offset])
+        while self._runs and self._covered(*self._runs[0]):
+            self._acknowledge(*self._runs.popleft())
+
+    def acknowledge_durable(self) -> None:
+        """Acknowledge every durable run, those behind a run that is not included
+        (a producer that stopped: what it wrote is acknowledged, not left unsaid)."""
+        blocked: set[int] = set()
+        for partition, records in self._runs:
+            if partition not in blocked and self._covered(partition, records):
+                self._acknowledge(partition, records)
+            else:
+                blocked.add(partition)  # a partition's records are durable in order
+        self._runs.clear()
+
+    def _covered(self, partition: int, records: int) -> bool:
+        return sum(next_ - base for base, next_ in self._durable.get(partition, ())) >= records
+
+    def _acknowledge(self, partition: int, records: int) -> None:
+        for piece in self._pieces(partition, records):
+            self.acked.append(piece)
+            if self._on_ack is not None:
+                self._on_ack(piece)
+
+    def _pieces(self, partition: int, records: int) -> Iterator[Acked]:
+        ranges = self._durable[partition]
+        while records:
+            base, next_ = ranges[0]
+            taken = min(records, next_ - base)
+            yield Acked(partition, base, base + taken)
+            records -= taken
+            if base + taken == next_:
+                ranges.popleft()
+            else:
+                ranges[0][0] = base + taken
