@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from contextlib import ExitStack
 
 from engine.broker import Broker
 from engine.errors import InvalidInput
@@ -48,33 +49,32 @@ def run_console(broker: Broker, args: argparse.Namespace) -> int:
     # Served from here on: a scrape before the host is built finds no Spark session.
     host: ConsoleHost | None = None
     metrics = serve_metrics(broker, None, lambda: host.engine_status().session if host is not None else "off")
-    # The CLI's broker is done: the console opens its own, one per thread of work.
-    broker.close()
-    host = ConsoleHost(
-        root,
-        config_path if config_path.exists() else None,
-        read_only=getattr(args, "read_only", False),
-        spark_master=getattr(args, "spark_master", None),
-        spark_remote=getattr(args, "spark_remote", None),
-    )
-    demo = None
-    if getattr(args, "demo", False):
-        from engine.demo import DemoTraffic
-
-        demo = DemoTraffic(root, config_path if config_path.exists() else None)
-        demo.start()  # seeds in its threads: a first paint never waits for it
-    app = EbbApp(
-        host,
-        theme=theme,
-        config_theme=config.console_theme,
-        refresh_seconds=config.console_refresh_ms / 1000,
-    )
-    try:
-        app.run()
-    finally:
-        if demo is not None:
-            demo.stop()
+    # Whatever fails from here on (a host, a demo or an app that cannot be built)
+    # still stops what was started before it: the metrics port, the demo's threads.
+    with ExitStack() as started:
+        # stopped in reverse: the demo, then the metrics (a scrape reads the host), then the host
+        started.callback(lambda: host.close() if host is not None else None)
         if metrics is not None:
-            metrics.stop()
-        host.close()
+            started.callback(metrics.stop)
+        # The CLI's broker is done: the console opens its own, one per thread of work.
+        broker.close()
+        host = ConsoleHost(
+            root,
+            config_path if config_path.exists() else None,
+            read_only=getattr(args, "read_only", False),
+            spark_master=getattr(args, "spark_master", None),
+            spark_remote=getattr(args, "spark_remote", None),
+        )
+        if getattr(args, "demo", False):
+            from engine.demo import DemoTraffic
+
+            demo = DemoTraffic(root, config_path if config_path.exists() else None)
+            demo.start()  # seeds in its threads: a first paint never waits for it
+            started.callback(demo.stop)
+        EbbApp(
+            host,
+            theme=theme,
+            config_theme=config.console_theme,
+            refresh_seconds=config.console_refresh_ms / 1000,
+        ).run()
     return 0

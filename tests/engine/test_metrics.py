@@ -21,6 +21,7 @@ from console.cli.main import main
 from console.cli.metrics import serve_metrics
 from engine.broker import Broker
 from engine.clock import now_ms
+from engine.errors import InvalidInput
 from engine.journal.journal import Journal
 from engine.journal.state import EngineState
 from engine.prune.operations import truncate
@@ -231,6 +232,36 @@ def test_a_scrape_while_the_console_starts_is_answered(
     assert samples[("ebbtide_spark_session_state", frozenset({"state": "off"}.items()))] == 1
     key = ("ebbtide_partition_log_end_offset", frozenset({"topic": "events", "partition": "0"}.items()))
     assert samples[key] == 65
+
+
+def test_a_console_that_cannot_be_built_stops_its_metrics_and_its_host(
+    events: None, data_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The port is served before the console is built; a console that then fails to
+    build (its app here) leaves no port open behind its one error line, and closes
+    the host it had built."""
+    port = _free_port()
+    (data_dir / "ebb.toml").write_text(f'[engine]\nmetrics = "127.0.0.1:{port}"\n')
+    closed: list[bool] = []
+
+    class Host:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            pass
+
+        def close(self) -> None:
+            closed.append(True)
+
+    class UnbuildableUI:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            raise InvalidInput("the app cannot be built")
+
+    monkeypatch.setattr("console.host.ConsoleHost", Host)
+    monkeypatch.setattr("console.app.EbbApp", UnbuildableUI)
+    assert main(["--data-dir", str(data_dir)]) == 2
+    assert capsys.readouterr().err.strip() == "ebb: error: the app cannot be built"
+    assert closed == [True]
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
 
 
 def test_a_manual_truncate_is_counted_apart_from_scheduled_cycles(events: None, data_dir: Path) -> None:
