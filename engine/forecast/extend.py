@@ -92,6 +92,7 @@ class _Partitions:
     newest: np.ndarray  # the newest record timestamp among its segments (int64 min: none)
     batch: np.ndarray  # records stamped alike
     header: np.ndarray  # bytes a piece of a batch adds (0: in record_bytes)
+    header_run: np.ndarray  # records that share a header: batch's, or an append's (Rate.header_run)
 
     def timestamp(self, rows: np.ndarray, records: np.ndarray, now: int) -> np.ndarray:
         """The timestamp of synthetic record ``records`` (from 0) of partition ``rows``."""
@@ -112,7 +113,7 @@ class _Partitions:
     def bytes_of(self, rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """The bytes synthetic records ``[lo, hi)`` of partition ``rows`` take in one
         segment: theirs, and a header for each batch they hold a piece of."""
-        batch = self.batch[rows]
+        batch = self.header_run[rows]
         pieces = np.where(hi > lo, -(-hi // batch) - lo // batch, 0)
         return (hi - lo) * self.record_bytes[rows] + pieces * self.header[rows]
 
@@ -120,7 +121,7 @@ class _Partitions:
         """How many synthetic records from ``lo`` of partition ``rows`` fit in
         ``room`` bytes, as the store appends them: the rest of ``lo``'s batch, whole
         batches, then as many of the next one's records as fit with its header."""
-        size, header, batch = self.record_bytes[rows], self.header[rows], self.batch[rows]
+        size, header, batch = self.record_bytes[rows], self.header[rows], self.header_run[rows]
         whole = header + batch * size
         rest = batch - lo % batch
         after_rest = room - header - rest * size
@@ -171,6 +172,7 @@ def _partitions(
         room=np.zeros(count, dtype=np.int64),
         batch=np.array([r.batch for r in rates], dtype=np.int64),
         header=np.array([r.header for r in rates], dtype=np.int64),
+        header_run=np.array([r.header_run for r in rates], dtype=np.int64),
     )
     rows = np.arange(count)
     # An empty active segment takes records as a new one does; a used one, what

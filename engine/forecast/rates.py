@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from engine.prune.record_times import EARLIEST, FirstRecord
 from engine.store.batch import HEADER_SIZE, RECORD_OVERHEAD
-from engine.store.partition import largest_record
+from engine.store.partition import MAX_BATCH_RECORDS, largest_record
 
 #: (topic, partition, offset, θ) -> the partition's first record at or after that
 #: offset (and its log start) whose timestamp is >= θ
@@ -66,6 +66,16 @@ class Rate:
     #: batches of records of ``record_bytes``; else 0 and a record's bytes hold its
     #: share of the header
     header: int = 0
+    #: records that share a header where they are not stamped alike: a backfill
+    #: (``ebb produce --count N --timestamp-step 7s``) is appended up to
+    #: :data:`MAX_BATCH_RECORDS` records to a batch, whatever their stamps, so its
+    #: segments hold one header a piece of an append (0: ``batch``'s records share it)
+    appended: int = 0
+
+    @property
+    def header_run(self) -> int:
+        """The records each header is shared by (a piece of them in a segment pays it)."""
+        return self.appended or self.batch
 
     @property
     def records_per_second(self) -> float:
@@ -74,7 +84,7 @@ class Rate:
 
     @property
     def bytes_per_second(self) -> float:
-        return self.records * 1000 / self.per_ms * (self.record_bytes + self.header / self.batch)
+        return self.records * 1000 / self.per_ms * (self.record_bytes + self.header / self.header_run)
 
 
 NO_INGEST = Rate(0, 1, DEFAULT_RECORD_BYTES, "none")
@@ -188,6 +198,9 @@ def observed_rates(
         if batch > 1 and record_bytes > 0 and unaccounted == 0:
             rate = _reduced(count, per_ms, record_bytes, "observed", since)
             rates.append(replace(rate, batch=batch, header=HEADER_SIZE))
+        elif batch == 1 and (appended_bytes := _appended_record_bytes(base[k:hi], next_[k:hi], held_bytes)):
+            rate = _reduced(count, per_ms, appended_bytes, "observed", since)
+            rates.append(replace(rate, header=HEADER_SIZE, appended=MAX_BATCH_RECORDS))
         else:
             rate = _in_whole_records(count, per_ms, held_bytes, held_records, since)
             rates.append(replace(rate, batch=batch))
@@ -208,6 +221,30 @@ def batch_pieces(base: np.ndarray, next_: np.ndarray, origin: int, batch: int) -
     segments ``[base, next)`` hold: a batch split over two segments is two."""
     overlapped = -((origin - next_) // batch) - (base - origin) // batch
     return int(np.sum(np.where(next_ > base, overlapped, 0)))
+
+
+def _appended_record_bytes(base: np.ndarray, next_: np.ndarray, held_bytes: int) -> int | None:
+    """A record's bytes where the segments ``[base, next)`` (together
+    ``held_bytes``) hold records stamped apart, appended many to a batch (a backfill
+    in one ``ebb produce``): one header a segment, and one more for each append of
+    :data:`MAX_BATCH_RECORDS` that ends inside one; None where no count of those
+    leaves whole records, or where the records fill whole bytes already (a record
+    its own batch: its header is in its bytes).
+
+    Read as a fraction instead (117.4 bytes), the synthetic records were laid 35 of
+    117 bytes to a 4 KiB segment where the store lays 34 of 116 and a header, and
+    the segments ended a record later each time: the size target kept a segment
+    more or less than a copy fed in one ``ebb produce``."""
+    held = next_ > base
+    records = int((next_ - base)[held].sum())
+    if records == 0 or held_bytes % records == 0:
+        return None
+    pieces = int(held.sum())
+    for ends_inside in range(records // MAX_BATCH_RECORDS + 2):
+        record_bytes, unaccounted = divmod(held_bytes - HEADER_SIZE * (pieces + ends_inside), records)
+        if unaccounted == 0 and record_bytes >= RECORD_OVERHEAD:
+            return record_bytes
+    return None
 
 
 def batch_of(records: int, at_first: int, *, preceded: bool) -> int:
@@ -239,7 +276,7 @@ def _in_whole_records(count: int, per_ms: int, held_bytes: int, held_records: in
 
 def shared_bytes(observed: Rate) -> int:
     """An observed record's bytes with its share of a batch's header."""
-    return observed.record_bytes + observed.header // observed.batch
+    return observed.record_bytes + observed.header // observed.header_run
 
 
 def unobserved_record_bytes(siblings: Sequence[Rate], segment_size: int) -> int:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from engine.store.batch import HEADER_SIZE, MAX_BATCH_BYTES, RECORD_OVERHEAD
+from engine.store.partition import MAX_BATCH_RECORDS
 
 from . import model
 from .catalog import Group, Partition, Position, RefCatalog, Segment
@@ -30,6 +31,11 @@ class RefRate:
     record_bytes: int
     batch: int = 1  # records stamped alike
     header: int = 0  # bytes a piece of a batch adds in a segment
+    appended: int = 0  # records sharing a header though stamped apart (a backfill's appends); 0: batch's
+
+    @property
+    def header_run(self) -> int:
+        return self.appended or self.batch
 
     def arrived(self, elapsed: int) -> int:
         """Whole batches: the records of batch ``k`` arrive together, ``(k + 1)`` batch intervals after now."""
@@ -117,6 +123,14 @@ def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
                 return RefRate(count, per_ms, (size - HEADER_SIZE * pieces) // held, batch, HEADER_SIZE)
             if size % held == 0:
                 return RefRate(count, per_ms, record_bytes, batch)
+            if batch == 1:
+                # records stamped apart, appended many to a batch (a backfill in one call):
+                # a header a segment, one more for each append of 1000 records ending in one
+                holding = sum(1 for s in partition.segments[k:] if s.next > s.base)
+                for ends_inside in range(held // MAX_BATCH_RECORDS + 2):
+                    shared = size - HEADER_SIZE * (holding + ends_inside)
+                    if shared % held == 0 and shared // held >= RECORD_OVERHEAD:
+                        return RefRate(count, per_ms, shared // held, 1, HEADER_SIZE, MAX_BATCH_RECORDS)
             # whole synthetic records, more of them, at the observed bytes per second
             exact = Fraction(count * size, per_ms * held * record_bytes).limit_denominator(per_ms)
             return RefRate(exact.numerator, exact.denominator, record_bytes, batch)
@@ -129,7 +143,7 @@ def given_rate(bytes_per_second: int, record_bytes: int) -> RefRate:
 
 def _shared(rate: RefRate) -> int:
     """A record's bytes with its share of a batch's header."""
-    return rate.record_bytes + rate.header // rate.batch
+    return rate.record_bytes + rate.header // rate.header_run
 
 
 def rates(catalog: RefCatalog, window: int, given: int | None = None) -> dict[tuple[str, int], RefRate]:
@@ -191,7 +205,7 @@ def extended_partition(
                     begin()
             continue
         # a batch's first record, or the first of its records in a segment, brings a header
-        piece = rate.header if j % rate.batch == 0 or active is None or not active["timestamps"] else 0
+        piece = rate.header if j % rate.header_run == 0 or active is None or not active["timestamps"] else 0
         full = active is not None and active["size"] and active["size"] + piece + rate.record_bytes > segment_size
         rolls = (
             active is not None
