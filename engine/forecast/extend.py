@@ -22,8 +22,10 @@ and the time cuts, which are offsets, are found before the shift.
 Synthetic records come in batches of ``batch`` records stamped alike (one record
 each unless the producer sends batches, engine/forecast/rates.py): record ``j``
 (from 0) of a partition is in batch ``k = j // batch``, stamped
-``now + ceil((k + 1) * batch * per_ms / records)``; by ``t``, ``batch * ((t - now) *
-records // (batch * per_ms))`` records have arrived. A segment takes the records
+``now - lead + ceil((k + 1) * batch * per_ms / records)``; by ``t``, ``batch * ((t -
+now + lead) * records // (batch * per_ms))`` records have arrived (``lead``: the part
+of the first gap gone at now, a steady partition's cadence going on from its last
+record). A segment takes the records
 that fit in ``segment_size`` (with a batch header per piece of a batch where the rate
 has one) and, with a ``segment_roll``, those stamped less than that after its first
 one (the store's rule). A group that committed within the rate window keeps its lag (it
@@ -93,18 +95,19 @@ class _Partitions:
     batch: np.ndarray  # records stamped alike
     header: np.ndarray  # bytes a piece of a batch adds (0: in record_bytes)
     header_run: np.ndarray  # records that share a header: batch's, or an append's (Rate.header_run)
+    lead: np.ndarray  # ms of the first gap gone at now (Rate.lead): the records are stamped from now - lead
 
     def timestamp(self, rows: np.ndarray, records: np.ndarray, now: int) -> np.ndarray:
         """The timestamp of synthetic record ``records`` (from 0) of partition ``rows``."""
         num, batch = self.records[rows], self.batch[rows]
-        return now - ((-(records // batch + 1) * batch * self.per_ms[rows]) // np.maximum(num, 1))
+        return now - self.lead[rows] - ((-(records // batch + 1) * batch * self.per_ms[rows]) // np.maximum(num, 1))
 
     def arrived(self, rows: np.ndarray | slice, elapsed: int | np.ndarray) -> np.ndarray:
         """How many synthetic records of partition ``rows`` are stamped at most
         ``elapsed`` after now: whole batches ``k`` with ``ceil((k + 1) * batch *
-        per_ms / records) <= elapsed``."""
+        per_ms / records) <= elapsed + lead``."""
         batch = self.batch[rows]
-        return np.maximum(0, elapsed * self.records[rows] // (batch * self.per_ms[rows])) * batch
+        return np.maximum(0, (elapsed + self.lead[rows]) * self.records[rows] // (batch * self.per_ms[rows])) * batch
 
     def stamped_before(self, rows: np.ndarray, instant: np.ndarray, now: int) -> np.ndarray:
         """How many synthetic records of partition ``rows`` are stamped before ``instant``."""
@@ -173,6 +176,7 @@ def _partitions(
         batch=np.array([r.batch for r in rates], dtype=np.int64),
         header=np.array([r.header for r in rates], dtype=np.int64),
         header_run=np.array([r.header_run for r in rates], dtype=np.int64),
+        lead=np.array([r.lead for r in rates], dtype=np.int64),
     )
     rows = np.arange(count)
     # An empty active segment takes records as a new one does; a used one, what

@@ -71,6 +71,12 @@ class Rate:
     #: :data:`MAX_BATCH_RECORDS` records to a batch, whatever their stamps, so its
     #: segments hold one header a piece of an append (0: ``batch``'s records share it)
     appended: int = 0
+    #: ms of the first gap already gone at now: a steady partition's next record is
+    #: due a gap after its last one, not after now (a keyless backfill's partitions
+    #: were last written 2, 1 and 0 s before now, each every 3 s, and the copy fed
+    #: on goes on so: begun a gap after now, a segment stamped at a time rule's edge
+    #: was kept where the copy's, 2 s older, goes); 0 where the rate is measured to now
+    lead: int = 0
 
     @property
     def header_run(self) -> int:
@@ -190,6 +196,7 @@ def observed_rates(
         previous = _stamp_before(first_record, names[p], numbers[p], log_starts[p], offset)
         count, per_ms, measured_from = steady_span(records, at_first, since, last, now, previous)
         batch = batch_of(records, at_first, preceded=measured_from < since)
+        measured_to_last = measured_from + per_ms == last
         since = measured_from
         # a steady batched producer's bytes are whole batches, each piece a header
         record_bytes, unaccounted = divmod(
@@ -197,14 +204,23 @@ def observed_rates(
         )
         if batch > 1 and record_bytes > 0 and unaccounted == 0:
             rate = _reduced(count, per_ms, record_bytes, "observed", since)
-            rates.append(replace(rate, batch=batch, header=HEADER_SIZE))
+            rate = replace(rate, batch=batch, header=HEADER_SIZE)
         elif batch == 1 and (appended_bytes := _appended_record_bytes(base[k:hi], next_[k:hi], held_bytes)):
             rate = _reduced(count, per_ms, appended_bytes, "observed", since)
-            rates.append(replace(rate, header=HEADER_SIZE, appended=MAX_BATCH_RECORDS))
+            rate = replace(rate, header=HEADER_SIZE, appended=MAX_BATCH_RECORDS)
         else:
-            rate = _in_whole_records(count, per_ms, held_bytes, held_records, since)
-            rates.append(replace(rate, batch=batch))
+            rate = replace(_in_whole_records(count, per_ms, held_bytes, held_records, since), batch=batch)
+        rates.append(replace(rate, lead=lead_of(rate, now - last) if measured_to_last else 0))
     return rates
+
+
+def lead_of(rate: Rate, since_last: int) -> int:
+    """The part of ``rate``'s first gap already gone at now, ``since_last`` ms after
+    the last record: all of it while that is less than a gap (a batch's), else none
+    (a partition late for its next record: begun from now, as before)."""
+    if since_last <= 0 or since_last * rate.records >= rate.batch * rate.per_ms:
+        return 0
+    return since_last
 
 
 def _stamp_before(first_record: FirstRecordOf, topic: str, partition: int, log_start: int, offset: int) -> int | None:

@@ -171,3 +171,36 @@ def test_a_keyless_backfill_in_one_call_is_forecast_as_a_copy_fed_in_one_call_ho
         )
     assert curve(out["topics"][0]) == with_what_if
     assert curve(out["saved"][0]) == saved
+
+
+def test_each_partition_of_a_keyless_backfill_keeps_its_cadence(
+    data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
+) -> None:
+    """A record a second for three hours over three partitions, without a key, in one
+    ``ebb produce``, under two hours' retention: each partition gets a record every
+    3 s, its last one 2, 1 and 0 s before now, and the copy fed the next six hours in
+    one ``ebb produce`` goes on so (partition 0 at now + 1 s). The forecast began
+    every partition's records a whole gap after now, 2 and 1 s late on partitions 0
+    and 1: at six hours a segment whose newest record is stamped exactly two hours
+    before was kept where on the copy it is 2 s older and goes (19 segments and
+    295520 bytes from offset 8260 against 18 and 279240 from 8400)."""
+    data_dir.mkdir(parents=True)
+    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    run = _in(ebb, data_dir)
+    policy = ["--segment-size", "16KiB", "--retention-time", "2h", "--retention-size", "1MiB"]
+    run("topic", "create", "cadence", "--partitions", "3", *policy, "--max-partition-size", "2MiB")
+    history, horizon = 3 * 3600, 6 * 3600  # records, a second apart
+    run("produce", "cadence", "--count", history, "--timestamp", NOW - (history - 1) * 1000, "--timestamp-step", "1s")
+    out = json.loads(run("forecast", "cadence", "--now", NOW, "--horizon", "6h", "--step", "30m", "--json"))
+    last = out["topics"][0]["points"][-1]
+    assert last["at"] == NOW + horizon * 1000
+
+    fed = tmp_path / "fed"
+    shutil.copytree(data_dir, fed)
+    run_fed = _in(ebb, fed)
+    run_fed("produce", "cadence", "--count", horizon, "--timestamp", NOW + 1000, "--timestamp-step", "1s")
+    actions = json.loads(run_fed("prune", "--dry-run", "--now", last["at"], "--json"))["actions"]
+    deleted = {(a["partition"], a["base_offset"]) for a in actions if a["action"] == "delete_segment"}
+    assert {p["partition"]: (p["bytes"], p["segments"], p["log_start"]) for p in last["partitions"]} == _kept(
+        run_fed, "cadence", deleted
+    )

@@ -111,11 +111,12 @@ def test_forecast_agrees_with_the_reference_model(
     for topic in got.topics:
         for partition, used in topic.rates.items():
             want = rates[(topic.topic, partition)]
-            assert (used.records * want.per_ms, used.record_bytes, used.batch, used.header_run) == (
+            assert (used.records * want.per_ms, used.record_bytes, used.batch, used.header_run, used.lead) == (
                 want.records * used.per_ms,
                 want.record_bytes,
                 want.batch,
                 want.header_run,
+                want.lead,
             )
         for i, point in enumerate(topic.points):
             assert _as_model(point) == expected[topic.topic][i], f"{topic.topic} at instant {i}"

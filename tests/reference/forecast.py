@@ -32,6 +32,7 @@ class RefRate:
     batch: int = 1  # records stamped alike
     header: int = 0  # bytes a piece of a batch adds in a segment
     appended: int = 0  # records sharing a header though stamped apart (a backfill's appends); 0: batch's
+    lead: int = 0  # ms of the first gap gone at now: a steady partition goes on from its last record
 
     @property
     def header_run(self) -> int:
@@ -39,11 +40,13 @@ class RefRate:
 
     def arrived(self, elapsed: int) -> int:
         """Whole batches: the records of batch ``k`` arrive together, ``(k + 1)`` batch intervals after now."""
-        return 0 if self.records == 0 else elapsed * self.records // (self.batch * self.per_ms) * self.batch
+        if self.records == 0:
+            return 0
+        return (elapsed + self.lead) * self.records // (self.batch * self.per_ms) * self.batch
 
     def timestamp(self, now: int, j: int) -> int:
         """Synthetic record ``j`` (from 0), in batch ``j // batch``."""
-        return now + -(-(j // self.batch + 1) * self.batch * self.per_ms // self.records)
+        return now - self.lead + -(-(j // self.batch + 1) * self.batch * self.per_ms // self.records)
 
 
 def _stamped_after(records: list[tuple[int, int]], start: int, ts_: int) -> list[int]:
@@ -103,12 +106,17 @@ def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
                 span = last - previous  # as many gaps as batches
                 quiet = now - last > STEADY_GAPS * Fraction(span) / batches
                 count, per_ms = (records, now - previous) if quiet else (records, span)
+                to_last = not quiet
             elif batches > 1 and last > first_ts and now - last <= mean_gap_inside:
                 count, per_ms = records - at_first, last - first_ts
+                to_last = True
             else:
                 count, per_ms = records, now - first_ts
+                to_last = False
             if per_ms <= 0:
                 count, per_ms = 0, 1
+
+            since_last = now - last if to_last else 0
             # a producer's batches, when the records are a whole number of the first one's
             # (or one batch, after an older record)
             if 1 < at_first < records and records % at_first == 0:
@@ -120,9 +128,11 @@ def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
                 len({(offset - first) // batch for offset in range(s.base, s.next)}) for s in partition.segments[k:]
             )
             if batch > 1 and (size - HEADER_SIZE * pieces) % held == 0 and size - HEADER_SIZE * pieces >= held:
-                return RefRate(count, per_ms, (size - HEADER_SIZE * pieces) // held, batch, HEADER_SIZE)
+                return _led(
+                    RefRate(count, per_ms, (size - HEADER_SIZE * pieces) // held, batch, HEADER_SIZE), since_last
+                )
             if size % held == 0:
-                return RefRate(count, per_ms, record_bytes, batch)
+                return _led(RefRate(count, per_ms, record_bytes, batch), since_last)
             if batch == 1:
                 # records stamped apart, appended many to a batch (a backfill in one call):
                 # a header a segment, one more for each append of 1000 records ending in one
@@ -130,11 +140,21 @@ def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
                 for ends_inside in range(held // MAX_BATCH_RECORDS + 2):
                     shared = size - HEADER_SIZE * (holding + ends_inside)
                     if shared % held == 0 and shared // held >= RECORD_OVERHEAD:
-                        return RefRate(count, per_ms, shared // held, 1, HEADER_SIZE, MAX_BATCH_RECORDS)
+                        return _led(
+                            RefRate(count, per_ms, shared // held, 1, HEADER_SIZE, MAX_BATCH_RECORDS), since_last
+                        )
             # whole synthetic records, more of them, at the observed bytes per second
             exact = Fraction(count * size, per_ms * held * record_bytes).limit_denominator(per_ms)
-            return RefRate(exact.numerator, exact.denominator, record_bytes, batch)
+            return _led(RefRate(exact.numerator, exact.denominator, record_bytes, batch), since_last)
     return RefRate(0, 1, DEFAULT_RECORD_BYTES)
+
+
+def _led(rate: RefRate, since_last: int) -> RefRate:
+    """Measured to the last record (``since_last`` ms before now, 0: measured to now),
+    and less than a gap (a batch's) since it: the next record is due a gap after it."""
+    if since_last <= 0 or since_last * rate.records >= rate.batch * rate.per_ms:
+        return rate
+    return replace(rate, lead=since_last)
 
 
 def given_rate(bytes_per_second: int, record_bytes: int) -> RefRate:
