@@ -125,9 +125,7 @@ def test_a_keyless_backfill_in_one_call_is_forecast_as_a_copy_fed_in_one_call_ho
     bytes and one 40-byte header; the forecast read 117.4 bytes a record and laid 35
     of 117 in a segment, so its segments ended a record later each time and the
     size target kept a segment more or less than the copy (at 63 minutes, under the
-    what-if: 12285 bytes from offset 239 against 8356 from 272). The instants are
-    whole rounds of the partitions (21 s) from now, where each partition's next
-    record is due at the same count of records on both."""
+    what-if: 12285 bytes from offset 239 against 8356 from 272)."""
     data_dir.mkdir(parents=True)
     (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
     run = _in(ebb, data_dir)
