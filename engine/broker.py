@@ -30,7 +30,7 @@ from engine.journal.schema import ensure_journal_schema
 from engine.journal.state import EngineState, QuotaState
 from engine.names import check_group_name, check_topic_name
 from engine.policy.effective import EffectivePolicy, merge_overrides, resolve
-from engine.producing import Acked, Acknowledgements, KeylessBatches
+from engine.producing import Acked, AckedSpan, Acknowledgements, KeylessBatches
 from engine.prune.record_times import RecordAges
 from engine.store.batch import NewRecord, Record, record_size
 from engine.store.partition import (
@@ -115,17 +115,14 @@ class TopicDescription:
         }
 
 
-def _acknowledged(results: Sequence[tuple[int, AppendResult]], *, rest: str = "written") -> str:
+def _acknowledged(spans: Sequence[AckedSpan], *, rest: str = "written") -> str:
     """What a produce acknowledged before it stopped, for its error message; ``rest``:
-    what is sure of the records after (a storage fault may have written some)."""
-    if not results:
+    what is sure of the records after (a storage fault may have written some). Counted
+    record by record: another producer's records between two appends are not ours."""
+    if not spans:
         return f"no record was {rest}"
-    spans: dict[int, list[int]] = {}
-    for p, r in results:
-        first, last = spans.setdefault(p, [r.base_offset, r.next_offset])
-        spans[p] = [min(first, r.base_offset), max(last, r.next_offset)]
-    count = sum(b - a for a, b in spans.values())
-    where = ", ".join(f"partition {p} offsets {a}..{b - 1}" for p, (a, b) in sorted(spans.items()))
+    count = sum(span.count for span in spans)
+    where = ", ".join(span.describe() for span in spans)
     return f"{count} record(s) before it were acknowledged ({where}), the rest were not {rest}"
 
 
@@ -352,13 +349,14 @@ class Broker:
         partition: int | None = None,
         *,
         on_ack: Callable[[Acked], None] | None = None,
-    ) -> list[Acked]:
+    ) -> list[AckedSpan]:
         """Append records, choosing partitions when none is given (a key's by its
         hash; keyless records round-robin from the partition written least, a batch
         of a second or 1000 records at a time: :class:`~engine.producing.KeylessBatches`),
-        a partition's records up to one store batch to an append; returns what was
-        acknowledged, and calls ``on_ack`` as it is: each run of records produced one
-        after another to one partition, once durable, in production order.
+        a partition's records up to one store batch to an append; calls ``on_ack`` as
+        it acknowledges each run of records produced one after another to one
+        partition, once durable, in production order; returns what it acknowledged,
+        partition by partition.
 
         A :class:`QuotaExceeded`, a record too large for a segment or an
         :class:`InvalidInput` from ``records`` itself stops producing; its message
@@ -373,7 +371,6 @@ class Broker:
         largest = largest_record(segment_size)
         pending: dict[int, list[NewRecord]] = {}
         acks = Acknowledgements(on_ack)
-        written: list[tuple[int, AppendResult]] = []
         sequence = held = 0
 
         def append(p: int) -> None:
@@ -381,7 +378,6 @@ class Broker:
             chunk = pending.pop(p)
             held -= len(chunk)
             result = self.append(topic, p, chunk)
-            written.append((p, result))
             acks.appended(p, result.base_offset, result.next_offset)
 
         keyless: KeylessBatches | None = None
@@ -412,11 +408,11 @@ class Broker:
                 append(oldest)
         except (InvalidInput, QuotaExceeded) as error:
             acks.acknowledge_durable()
-            raise type(error)(f"{error}; {_acknowledged(written)}") from None
+            raise type(error)(f"{error}; {_acknowledged(acks.spans())}") from None
         except StoreError as error:
             acks.acknowledge_durable()
-            raise StoreError(f"{error}; {_acknowledged(written, rest='acknowledged')}") from None
-        return acks.acked
+            raise StoreError(f"{error}; {_acknowledged(acks.spans(), rest='acknowledged')}") from None
+        return acks.spans()
 
     def _reconcile(self, topic: str, partition: int, writer: PartitionWriter) -> None:
         with self.catalog.write():

@@ -67,6 +67,24 @@ class Acked:
         return self.next_offset - self.base_offset
 
 
+@dataclass(frozen=True, slots=True)
+class AckedSpan:
+    """All a producer acknowledged on one partition: ``count`` records from
+    ``first_offset`` to before ``next_offset``, which hold other producers' records
+    too where ``count`` is less than the span."""
+
+    partition: int
+    first_offset: int
+    next_offset: int
+    count: int
+
+    def describe(self) -> str:
+        where = f"partition {self.partition} offsets {self.first_offset}..{self.next_offset - 1}"
+        if self.count == self.next_offset - self.first_offset:
+            return where
+        return f"{where} ({self.count} of them, between other producers' records)"
+
+
 class Acknowledgements:
     """A producer's runs (records produced one after another to one partition) and
     its appends, matched: each run is acknowledged once the appends holding it are
@@ -78,7 +96,14 @@ class Acknowledgements:
         self._on_ack = on_ack
         self._runs: deque[list[int]] = deque()  # [partition, records], production order
         self._durable: dict[int, deque[list[int]]] = {}  # partition -> [base, next) ranges not yet acknowledged
-        self.acked: list[Acked] = []
+        # partition -> [first, next, count]: what was acknowledged, summed up as it is
+        # (a list of every run would grow with the records: a run a record long
+        # over many partitions)
+        self._spans: dict[int, list[int]] = {}
+
+    def spans(self) -> list[AckedSpan]:
+        """What was acknowledged, partition by partition."""
+        return [AckedSpan(p, *span) for p, span in sorted(self._spans.items())]
 
     def produced(self, partition: int) -> None:
         """One more record produced to ``partition``."""
@@ -114,7 +139,9 @@ class Acknowledgements:
 
     def _acknowledge(self, partition: int, records: int) -> None:
         for piece in self._pieces(partition, records):
-            self.acked.append(piece)
+            span = self._spans.setdefault(partition, [piece.base_offset, piece.next_offset, 0])
+            span[0], span[1] = min(span[0], piece.base_offset), max(span[1], piece.next_offset)
+            span[2] += piece.count
             if self._on_ack is not None:
                 self._on_ack(piece)
 

@@ -1,0 +1,189 @@
+"""What ``ebb produce`` acknowledges is true: each ``--json`` line names records that
+are durable and readable at exactly those offsets, in the order they were produced,
+no record twice and none left out; the summary and an error's message count only
+this producer's records, even where another producer's records sit between ours."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.broker import Broker
+from engine.errors import QuotaExceeded
+from engine.journal.state import EngineState
+from engine.producing import Acked
+from engine.store.batch import NewRecord
+from tests.support.cli import REPO, ebb_command
+
+T0 = 1_800_000_000_000
+
+
+def _index(value: bytes) -> int:
+    """The production index a test record carries: ``ebb produce --count`` values
+    begin with it zero-padded (``generated_value``), stdin lines are it."""
+    return int(value.split(b"|", 1)[0])
+
+
+def _check_acks(data_dir: Path, topic: str, acks: list[dict[str, int]], produced: int) -> None:
+    """Every ack reads back as exactly its records, the acks in production order
+    make up records 0..produced-1 once each."""
+    indexes: list[int] = []
+    seen: set[tuple[int, int]] = set()
+    with Broker(data_dir) as reader:
+        for ack in acks:
+            assert ack["count"] == ack["next_offset"] - ack["base_offset"] > 0, ack
+            records = reader.read(topic, ack["partition"], ack["base_offset"], ack["count"])
+            assert [r.offset for r in records] == list(range(ack["base_offset"], ack["next_offset"])), ack
+            for record in records:
+                assert (ack["partition"], record.offset) not in seen, ack
+                seen.add((ack["partition"], record.offset))
+                indexes.append(_index(record.value))
+    assert indexes == list(range(produced))
+
+
+def _lines(out: str) -> list[dict[str, int]]:
+    return [json.loads(line) for line in out.splitlines()]
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        pytest.param(["--timestamp", str(T0), "--timestamp-step", "1s"], id="keyless-a-second-apart"),
+        pytest.param(["--timestamp", str(T0), "--timestamp-step", "300ms"], id="keyless-batches-of-a-second"),
+        pytest.param(["--timestamp", str(T0), "--timestamp-step", "0s"], id="keyless-one-stamp"),
+        pytest.param([], id="keyless-unstamped"),
+        pytest.param(["--key", "k", "--timestamp", str(T0), "--timestamp-step", "1s"], id="keyed"),
+        pytest.param(["--partition", "2", "--timestamp", str(T0), "--timestamp-step", "1s"], id="partition"),
+    ],
+)
+@pytest.mark.parametrize("source", ["count", "stdin"])
+def test_every_ack_line_reads_back_as_its_records_in_production_order(
+    ebb, data_dir: Path, flags: list[str], source: str
+) -> None:
+    produced = 2600
+    assert ebb("topic", "create", "t", "--partitions", "3").code == 0
+    if source == "count":
+        done = ebb("produce", "t", "--count", str(produced), "--size", "20", *flags, "--json")
+    else:
+        done = ebb("produce", "t", *flags, "--json", stdin="".join(f"{i}\n" for i in range(produced)))
+    assert done.code == 0, done.err
+    acks = _lines(done.out)
+    assert sum(a["count"] for a in acks) == produced
+    _check_acks(data_dir, "t", acks, produced)
+    described = json.loads(ebb("topic", "describe", "t", "--json").out)
+    assert sum(p["next_offset"] for p in described["partitions"]) == produced
+
+
+def test_mixed_stamps_stepping_back_alike_and_none_are_acknowledged_truly(broker: Broker, data_dir: Path) -> None:
+    broker.create_topic("t", 4, {})
+    stamps: list[int | None] = []
+    for i in range(3000):
+        stamps.append([T0 + i * 700, T0 - i * 900, T0, None][(i // 7) % 4])
+    acks: list[Acked] = []
+    broker.produce("t", [NewRecord(b"%d|" % i, None, s) for i, s in enumerate(stamps)], on_ack=acks.append)
+    lines = [{"partition": a.partition, "base_offset": a.base_offset, "next_offset": a.next_offset,
+              "count": a.count} for a in acks]  # fmt: skip
+    _check_acks(data_dir, "t", lines, len(stamps))
+
+
+@pytest.fixture
+def another_producer_after_first_append(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Right after a topic's first append by the producer under test, another
+    producer (a broker of its own) appends three records to the same partition:
+    offsets 1000..1002 of a partition the producer under test began at 0."""
+    original = Broker.append
+    appended: set[str] = set()
+
+    def append(self: Broker, topic: str, partition: int, records):  # type: ignore[no-untyped-def]
+        result = original(self, topic, partition, records)
+        if topic not in appended:
+            appended.add(topic)
+            with Broker(data_dir) as other:
+                original(other, topic, partition, [NewRecord(b"other|")] * 3)
+        return result
+
+    monkeypatch.setattr(Broker, "append", append)
+
+
+@pytest.mark.usefixtures("another_producer_after_first_append")
+def test_a_run_split_by_another_producer_is_acknowledged_in_true_pieces_and_counted_as_ours(
+    ebb, data_dir: Path
+) -> None:
+    assert ebb("topic", "create", "t", "--partitions", "1").code == 0
+    done = ebb("produce", "t", "--count", "1500", "--size", "20", "--json")
+    assert done.code == 0, done.err
+    acks = _lines(done.out)
+    assert [(a["base_offset"], a["next_offset"]) for a in acks] == [(0, 1000), (1003, 1503)]
+    _check_acks(data_dir, "t", acks, 1500)
+
+    # The summary counts our 1500, not the 1503 offsets they span.
+    assert ebb("topic", "create", "u", "--partitions", "1").code == 0
+    done = ebb("produce", "u", "--count", "1500")
+    assert done.code == 0, done.err
+    assert done.out.strip() == (
+        "produced 1500 record(s) to u: partition 0 offsets 0..1502 (1500 of them, between other producers' records)"
+    )
+
+
+def test_the_error_counts_only_what_this_producer_had_acknowledged(broker: Broker, data_dir: Path) -> None:
+    broker.create_topic("q", 1, {"backlog_size": "1 KiB", "backlog_policy": "producer_exception"})
+
+    def records() -> Iterator[NewRecord]:
+        yield from (NewRecord(b"%d|" % i) for i in range(1000))  # appended before the next is asked for
+        with Broker(data_dir) as other:
+            other.append("q", 0, [NewRecord(b"other|")] * 3)  # offsets 1000..1002
+        yield from (NewRecord(b"%d|" % i) for i in range(1000, 2000))  # offsets 1003..2002
+        with broker.catalog.write():
+            EngineState(broker.catalog).set_quota_state("q", True, broker.clock())
+        yield from (NewRecord(b"%d|" % i) for i in range(2000, 2010))  # refused
+
+    acks: list[Acked] = []
+    with pytest.raises(QuotaExceeded) as raised:
+        broker.produce("q", records(), on_ack=acks.append)
+    assert str(raised.value).endswith(
+        "; 2000 record(s) before it were acknowledged (partition 0 offsets 0..2002 (2000 of them, between other"
+        " producers' records)), the rest were not written"
+    ), raised.value
+    assert acks == [Acked(0, 0, 1000), Acked(0, 1003, 2003)]
+
+
+def _popen(data_dir: Path, *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        ebb_command(data_dir, *args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
+def _finish(process: subprocess.Popen[bytes]) -> str:
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err.decode()
+    return out.decode()
+
+
+def test_producers_at_once_on_a_keyless_topic_each_acknowledge_their_own_records(ebb, data_dir: Path) -> None:
+    """Three ``ebb produce`` processes spreading over the same partitions: runs split
+    by the others' records are acknowledged in pieces, each true; each summary
+    counts its own records."""
+    assert ebb("topic", "create", "t", "--partitions", "3").code == 0
+    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    produced = 12_000
+    flags = ["--count", str(produced), "--size", "20", "--timestamp", str(T0), "--timestamp-step", "1s"]
+    with_json = [_popen(data_dir, "produce", "t", *flags, "--json") for _ in range(2)]
+    summarised = _popen(data_dir, "produce", "t", *flags)
+    outputs = [_finish(p) for p in with_json]
+    summary = _finish(summarised)
+    for out in outputs:
+        acks = _lines(out)
+        assert sum(a["count"] for a in acks) == produced
+        _check_acks(data_dir, "t", acks, produced)
+    assert summary.startswith(f"produced {produced} record(s) to t: partition 0 offsets "), summary
+    described = json.loads(ebb("topic", "describe", "t", "--json").out)
+    assert sum(p["next_offset"] for p in described["partitions"]) == 3 * produced
