@@ -30,7 +30,7 @@ from engine.journal.schema import ensure_journal_schema
 from engine.journal.state import EngineState, QuotaState
 from engine.names import check_group_name, check_topic_name
 from engine.policy.effective import EffectivePolicy, merge_overrides, resolve
-from engine.producing import Acked, AckedSpan, Acknowledgements, KeylessBatches
+from engine.producing import MAX_PENDING_BYTES, Acked, AckedSpan, Acknowledgements, KeylessBatches, pending_cost
 from engine.prune.record_times import RecordAges
 from engine.store.batch import NewRecord, Record, record_size
 from engine.store.partition import (
@@ -52,9 +52,6 @@ MAX_PARTITIONS = 10_000
 #: how often a held append (backlog_policy = producer_request_hold) looks again
 QUOTA_POLL_SECONDS = 0.1
 #: the backlog policies under which a topic over quota stops its producers
-#: records one produce holds back at most (its partitions' pending batches together)
-MAX_PENDING_RECORDS = 8 * MAX_BATCH_RECORDS
-
 PRODUCER_POLICIES = ("producer_request_hold", "producer_exception")
 
 
@@ -371,12 +368,13 @@ class Broker:
         largest = largest_record(segment_size)
         pending: dict[int, list[NewRecord]] = {}
         acks = Acknowledgements(on_ack)
+        pending_costs: dict[int, int] = {}  # partition -> what its pending records take
         sequence = held = 0
 
         def append(p: int) -> None:
             nonlocal held
             chunk = pending.pop(p)
-            held -= len(chunk)
+            held -= pending_costs.pop(p)
             result = self.append(topic, p, chunk)
             acks.appended(p, result.base_offset, result.next_offset)
 
@@ -396,11 +394,13 @@ class Broker:
                     p = keyless.partition_of(record.timestamp)
                 sequence += 1
                 pending.setdefault(p, []).append(record)
-                held += 1
+                cost = pending_cost(size)
+                pending_costs[p] = pending_costs.get(p, 0) + cost
+                held += cost
                 acks.produced(p)
                 if len(pending[p]) >= MAX_BATCH_RECORDS:
                     append(p)
-                elif held >= MAX_PENDING_RECORDS and (oldest := acks.oldest_waiting()) is not None:
+                elif held >= MAX_PENDING_BYTES and (oldest := acks.oldest_waiting()) is not None:
                     # spread over many partitions: the oldest run's partition goes now,
                     # so that memory stays bounded and acknowledgements flow
                     append(oldest)

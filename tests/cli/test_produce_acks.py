@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
+import tracemalloc
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,78 @@ def test_producers_at_once_on_a_keyless_topic_each_acknowledge_their_own_records
     assert summary.startswith(f"produced {produced} record(s) to t: partition 0 offsets "), summary
     described = json.loads(ebb("topic", "describe", "t", "--json").out)
     assert sum(p["next_offset"] for p in described["partitions"]) == 3 * produced
+
+
+def _fsync_never(data_dir: Path) -> None:
+    """These tests count appends and bytes, not fsyncs: the disk need not wait."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+
+
+def _counted_appends(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The records of each append any broker makes, in order."""
+    sizes: list[int] = []
+    original = Broker.append
+
+    def append(self: Broker, topic: str, partition: int, records):  # type: ignore[no-untyped-def]
+        sizes.append(len(records))
+        return original(self, topic, partition, records)
+
+    monkeypatch.setattr(Broker, "append", append)
+    return sizes
+
+
+def test_a_backfill_spread_over_200_partitions_takes_about_the_appends_of_one(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spread a record at a time, each partition's batch fills slowly: held back
+    8000 records at a time, 200 partitions were appended 40 records at a time, 14
+    times the appends (and fsyncs) of the same backfill to one partition."""
+    _fsync_never(data_dir)
+    appends = _counted_appends(monkeypatch)
+    produced = 200_000
+    with Broker(data_dir) as broker:
+        broker.create_topic("wide", 200, {})
+        broker.produce("wide", (NewRecord(b"v" * 100, None, T0 + i * 1000) for i in range(produced)))
+        assert [row.next_offset for row in broker.catalog.partitions("wide")] == [1000] * 200
+    assert sum(appends) == produced
+    assert len(appends) <= 1.5 * produced / 1000, (len(appends), sum(appends) / len(appends))
+
+
+def _peak_traced(run: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        run()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_what_a_producer_holds_does_not_grow_with_what_it_produces(data_dir: Path) -> None:
+    """A keyless backfill a second apart is a run a record long per record: what a
+    producer keeps of its acknowledgements must not be a list of them."""
+    _fsync_never(data_dir)
+    with Broker(data_dir) as broker:
+        broker.create_topic("t", 20, {})
+
+        def backfill(count: int, start: int) -> Callable[[], object]:
+            records = (NewRecord(b"v" * 20, None, start + i * 1000) for i in range(count))
+            return lambda: broker.produce("t", records, on_ack=lambda _: None)
+
+        shorter = _peak_traced(backfill(40_000, T0))
+        longer = _peak_traced(backfill(160_000, T0 + 10**9))
+    assert longer < 1.25 * shorter, (shorter, longer)
+
+
+def test_large_values_are_appended_before_they_fill_the_memory(data_dir: Path) -> None:
+    """Fewer than 1000 records of 1 MiB each were all held until the end: a producer
+    of such values held them all at once (160 of them: a peak of 320 MiB)."""
+    _fsync_never(data_dir)
+    mib = 1 << 20
+    with Broker(data_dir) as broker:
+        broker.create_topic("big", 1, {})
+        records = (NewRecord(bytes([i % 256]) * mib) for i in range(160))
+        peak = _peak_traced(lambda: broker.produce("big", records, 0))
+        assert broker.catalog.partition("big", 0).next_offset == 160
+    # at most MAX_PENDING_BYTES held, and as much again encoded for their append
+    assert peak < 160 * mib, peak / mib
