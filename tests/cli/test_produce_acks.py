@@ -5,6 +5,7 @@ this producer's records, even where another producer's records sit between ours.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -16,10 +17,11 @@ import pytest
 
 from engine.broker import Broker
 from engine.errors import QuotaExceeded
+from engine.faults import IOFault, inject
 from engine.journal.state import EngineState
 from engine.producing import Acked
 from engine.store.batch import NewRecord
-from tests.support.cli import REPO, ebb_command
+from tests.support.cli import REPO, CliResult, ebb_command
 
 T0 = 1_800_000_000_000
 
@@ -263,3 +265,81 @@ def test_large_values_are_appended_before_they_fill_the_memory(data_dir: Path) -
         assert broker.catalog.partition("big", 0).next_offset == 160
     # at most MAX_PENDING_BYTES held, and as much again encoded for their append
     assert peak < 160 * mib, peak / mib
+
+
+# -- failures in the middle of a spread --------------------------------------------------
+
+
+def _check_failed(data_dir: Path, topic: str, result: CliResult) -> list[dict[str, int]]:
+    """A produce that stopped: one ``ebb: error:`` line; what it says was
+    acknowledged is exactly what the ``--json`` lines acknowledged, and reads back."""
+    assert result.code == 2
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ebb: error: "), result.err
+    acks = _lines(result.out)
+    spans: dict[int, list[int]] = {}
+    for ack in acks:
+        first, last = spans.setdefault(ack["partition"], [ack["base_offset"], ack["next_offset"]])
+        spans[ack["partition"]] = [min(first, ack["base_offset"]), max(last, ack["next_offset"])]
+    where = ", ".join(f"partition {p} offsets {a}..{b - 1}" for p, (a, b) in sorted(spans.items()))
+    claimed = f"{sum(a['count'] for a in acks)} record(s) before it were acknowledged ({where})"
+    assert claimed in lines[0], (claimed, lines[0])
+    indexes: list[int] = []
+    with Broker(data_dir) as reader:
+        for ack in acks:
+            records = reader.read(topic, ack["partition"], ack["base_offset"], ack["count"])
+            assert [r.offset for r in records] == list(range(ack["base_offset"], ack["next_offset"])), ack
+            indexes += [_index(r.value) for r in records]
+    assert len(set(indexes)) == len(indexes)
+    return acks
+
+
+def test_a_full_disk_in_the_middle_of_a_spread_acknowledges_what_is_durable(ebb, data_dir: Path) -> None:
+    assert ebb("topic", "create", "t", "--partitions", "4").code == 0
+    # Spread a record at a time, each partition's batch fills at the 4000th record:
+    # the third append finds the disk full.
+    with inject(IOFault("pwrite", errno.ENOSPC, "log", skip=2)):
+        result = ebb("produce", "t", "--count", "6000", "--size", "20", "--timestamp", str(T0),
+                     "--timestamp-step", "1s", "--json")  # fmt: skip
+    assert "No space left on device (ENOSPC)" in result.err and "the rest were not acknowledged" in result.err
+    acks = _check_failed(data_dir, "t", result)
+    assert sum(a["count"] for a in acks) == 2000 and {a["partition"] for a in acks} == {0, 1}
+    assert ebb("verify").code == 0
+
+
+def test_a_quota_tripping_in_the_middle_of_a_spread_acknowledges_what_is_durable(
+    ebb, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert ebb("topic", "create", "q", "--partitions", "4", "--backlog-size", "1KiB",
+               "--backlog-policy", "producer_exception").code == 0  # fmt: skip
+    original = Broker.append
+    appends = 0
+
+    def append(self: Broker, topic: str, partition: int, records):  # type: ignore[no-untyped-def]
+        nonlocal appends
+        appends += 1
+        if appends == 3:  # a prune cycle found the topic over its quota
+            with self.catalog.write():
+                EngineState(self.catalog).set_quota_state(topic, True, self.clock())
+        return original(self, topic, partition, records)
+
+    monkeypatch.setattr(Broker, "append", append)
+    result = ebb("produce", "q", "--count", "6000", "--size", "20", "--timestamp", str(T0),
+                 "--timestamp-step", "1s", "--json")  # fmt: skip
+    assert "over its backlog quota" in result.err and "the rest were not written" in result.err
+    acks = _check_failed(data_dir, "q", result)
+    assert sum(a["count"] for a in acks) == 2000
+    described = json.loads(ebb("topic", "describe", "q", "--json").out)
+    assert sum(p["next_offset"] for p in described["partitions"]) == 2000  # nothing more was written
+
+
+def test_a_record_too_large_in_a_stdin_stream_acknowledges_what_is_durable(ebb, data_dir: Path) -> None:
+    assert ebb("topic", "create", "s", "--partitions", "4", "--segment-size", "4KiB").code == 0
+    lines = [str(i) for i in range(5000)] + ["x" * 5000] + [str(i) for i in range(5001, 6000)]
+    result = ebb("produce", "s", "--timestamp", str(T0), "--timestamp-step", "1s", "--json",
+                 stdin="".join(line + "\n" for line in lines))  # fmt: skip
+    assert "record 5000 is 5016 bytes" in result.err and "the rest were not written" in result.err
+    acks = _check_failed(data_dir, "s", result)
+    assert sum(a["count"] for a in acks) == 4000
+    described = json.loads(ebb("topic", "describe", "s", "--json").out)
+    assert sum(p["next_offset"] for p in described["partitions"]) == 4000
