@@ -412,6 +412,12 @@ class Broker:
         except StoreError as error:
             acks.acknowledge_durable()
             raise StoreError(f"{error}; {_acknowledged(acks.spans(), rest='acknowledged')}") from None
+        except KeyboardInterrupt:
+            # Interrupted (Ctrl-C): what is durable but waited behind a run not
+            # appended yet is acknowledged as on an error, or its producer would not
+            # learn it was written and would send it again.
+            acks.acknowledge_durable()
+            raise
         return acks.spans()
 
     def _reconcile(self, topic: str, partition: int, writer: PartitionWriter) -> None:

@@ -157,7 +157,11 @@ class Acknowledgements:
         return sum(next_ - base for base, next_ in self._durable.get(partition, ())) >= records
 
     def _acknowledge(self, partition: int, records: int) -> None:
-        for piece in self._pieces(partition, records):
+        # The pieces are taken off the durable ranges before any is given: an
+        # ``on_ack`` interrupted (Ctrl-C while it prints) must not leave a piece's
+        # offsets behind, to be given again as the next run's.
+        pieces = list(self._pieces(partition, records))
+        for piece in pieces:
             span = self._spans.setdefault(partition, [piece.base_offset, piece.next_offset, 0])
             span[0], span[1] = min(span[0], piece.base_offset), max(span[1], piece.next_offset)
             span[2] += piece.count
@@ -169,9 +173,9 @@ class Acknowledgements:
         while records:
             base, next_ = ranges[0]
             taken = min(records, next_ - base)
-            yield Acked(partition, base, base + taken)
             records -= taken
             if base + taken == next_:
                 ranges.popleft()
             else:
                 ranges[0][0] = base + taken
+            yield Acked(partition, base, base + taken)

@@ -19,7 +19,7 @@ from engine.broker import Broker
 from engine.errors import QuotaExceeded
 from engine.faults import IOFault, inject
 from engine.journal.state import EngineState
-from engine.producing import Acked
+from engine.producing import Acked, Acknowledgements
 from engine.store.batch import NewRecord
 from tests.support.cli import REPO, CliResult, ebb_command
 
@@ -343,3 +343,49 @@ def test_a_record_too_large_in_a_stdin_stream_acknowledges_what_is_durable(ebb, 
     assert sum(a["count"] for a in acks) == 4000
     described = json.loads(ebb("topic", "describe", "s", "--json").out)
     assert sum(p["next_offset"] for p in described["partitions"]) == 4000
+
+
+def test_an_interrupted_producer_acknowledges_what_is_durable(broker: Broker, data_dir: Path) -> None:
+    """Ctrl-C in a spread: partitions 0 and 1 are durable (their batches filled), but
+    their runs after the first wait behind partition 2's, not appended yet. As on
+    an error, they are acknowledged before it stops: a producer that does not learn
+    its records were written sends them again."""
+    broker.create_topic("t", 4, {})
+
+    def records() -> Iterator[NewRecord]:
+        for i in range(3998):  # 1000 each to partitions 0 and 1, 999 to 2 and 3
+            yield NewRecord(b"%d|" % i, None, T0 + i * 1000)
+        raise KeyboardInterrupt
+
+    acks: list[Acked] = []
+    with pytest.raises(KeyboardInterrupt):
+        broker.produce("t", records(), on_ack=acks.append)
+    lines = [{"partition": a.partition, "base_offset": a.base_offset, "next_offset": a.next_offset,
+              "count": a.count} for a in acks]  # fmt: skip
+    assert sum(a.count for a in acks) == 2000 and {a.partition for a in acks} == {0, 1}
+    indexes: list[int] = []
+    with Broker(data_dir) as reader:
+        for line in lines:
+            records_read = reader.read("t", line["partition"], line["base_offset"], line["count"])
+            indexes += [_index(r.value) for r in records_read]
+    assert sorted(indexes) == [i for i in range(3998) if i % 4 in (0, 1)]
+
+
+def test_an_acknowledgement_interrupted_in_its_callback_is_never_given_twice() -> None:
+    """Ctrl-C while ``on_ack`` prints a piece: the piece was given; what is
+    acknowledged after must not give its offsets again."""
+    seen: list[Acked] = []
+
+    def on_ack(acked: Acked) -> None:
+        seen.append(acked)
+        if len(seen) == 1:
+            raise KeyboardInterrupt
+
+    acks = Acknowledgements(on_ack)
+    for partition in (0, 1, 0):
+        acks.produced(partition)
+    with pytest.raises(KeyboardInterrupt):
+        acks.appended(0, 0, 2)  # acknowledges partition 0's first run: interrupted there
+    acks.appended(1, 5, 6)
+    acks.acknowledge_durable()
+    assert seen == [Acked(0, 0, 1), Acked(1, 5, 6), Acked(0, 1, 2)]
