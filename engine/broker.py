@@ -350,10 +350,13 @@ class Broker:
         """Append records, choosing partitions when none is given (a key's by its
         hash; keyless records round-robin from the partition written least, a batch
         of a second or 1000 records at a time: :class:`~engine.producing.KeylessBatches`),
-        a partition's records up to one store batch to an append; calls ``on_ack`` as
+        a partition's records up to one store batch to an append (the partition of the
+        oldest run goes early where the records held back reach
+        :data:`~engine.producing.MAX_PENDING_BYTES`); calls ``on_ack`` as
         it acknowledges each run of records produced one after another to one
         partition, once durable, in production order; returns what it acknowledged,
-        partition by partition.
+        partition by partition. Interrupted (``KeyboardInterrupt``), it acknowledges
+        what is durable, as on an error, before it stops.
 
         A :class:`QuotaExceeded`, a record too large for a segment or an
         :class:`InvalidInput` from ``records`` itself stops producing; its message
