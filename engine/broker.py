@@ -30,7 +30,7 @@ from engine.journal.schema import ensure_journal_schema
 from engine.journal.state import EngineState, QuotaState
 from engine.names import check_group_name, check_topic_name
 from engine.policy.effective import EffectivePolicy, merge_overrides, resolve
-from engine.producing import Acked, Acknowledgements, KeylessBatches
+from engine.producing import MAX_PENDING_BYTES, Acked, AckedSpan, Acknowledgements, KeylessBatches, pending_cost
 from engine.prune.record_times import RecordAges
 from engine.store.batch import NewRecord, Record, record_size
 from engine.store.partition import (
@@ -52,9 +52,6 @@ MAX_PARTITIONS = 10_000
 #: how often a held append (backlog_policy = producer_request_hold) looks again
 QUOTA_POLL_SECONDS = 0.1
 #: the backlog policies under which a topic over quota stops its producers
-#: records one produce holds back at most (its partitions' pending batches together)
-MAX_PENDING_RECORDS = 8 * MAX_BATCH_RECORDS
-
 PRODUCER_POLICIES = ("producer_request_hold", "producer_exception")
 
 
@@ -115,17 +112,14 @@ class TopicDescription:
         }
 
 
-def _acknowledged(results: Sequence[tuple[int, AppendResult]], *, rest: str = "written") -> str:
+def _acknowledged(spans: Sequence[AckedSpan], *, rest: str = "written") -> str:
     """What a produce acknowledged before it stopped, for its error message; ``rest``:
-    what is sure of the records after (a storage fault may have written some)."""
-    if not results:
+    what is sure of the records after (a storage fault may have written some). Counted
+    record by record: another producer's records between two appends are not ours."""
+    if not spans:
         return f"no record was {rest}"
-    spans: dict[int, list[int]] = {}
-    for p, r in results:
-        first, last = spans.setdefault(p, [r.base_offset, r.next_offset])
-        spans[p] = [min(first, r.base_offset), max(last, r.next_offset)]
-    count = sum(b - a for a, b in spans.values())
-    where = ", ".join(f"partition {p} offsets {a}..{b - 1}" for p, (a, b) in sorted(spans.items()))
+    count = sum(span.count for span in spans)
+    where = ", ".join(span.describe() for span in spans)
     return f"{count} record(s) before it were acknowledged ({where}), the rest were not {rest}"
 
 
@@ -352,13 +346,17 @@ class Broker:
         partition: int | None = None,
         *,
         on_ack: Callable[[Acked], None] | None = None,
-    ) -> list[Acked]:
+    ) -> list[AckedSpan]:
         """Append records, choosing partitions when none is given (a key's by its
         hash; keyless records round-robin from the partition written least, a batch
         of a second or 1000 records at a time: :class:`~engine.producing.KeylessBatches`),
-        a partition's records up to one store batch to an append; returns what was
-        acknowledged, and calls ``on_ack`` as it is: each run of records produced one
-        after another to one partition, once durable, in production order.
+        a partition's records up to one store batch to an append (the partition of the
+        oldest run goes early where the records held back reach
+        :data:`~engine.producing.MAX_PENDING_BYTES`); calls ``on_ack`` as
+        it acknowledges each run of records produced one after another to one
+        partition, once durable, in production order; returns what it acknowledged,
+        partition by partition. Interrupted (``KeyboardInterrupt``), it acknowledges
+        what is durable, as on an error, before it stops.
 
         A :class:`QuotaExceeded`, a record too large for a segment or an
         :class:`InvalidInput` from ``records`` itself stops producing; its message
@@ -373,15 +371,14 @@ class Broker:
         largest = largest_record(segment_size)
         pending: dict[int, list[NewRecord]] = {}
         acks = Acknowledgements(on_ack)
-        written: list[tuple[int, AppendResult]] = []
+        pending_costs: dict[int, int] = {}  # partition -> what its pending records take
         sequence = held = 0
 
         def append(p: int) -> None:
             nonlocal held
             chunk = pending.pop(p)
-            held -= len(chunk)
+            held -= pending_costs.pop(p)
             result = self.append(topic, p, chunk)
-            written.append((p, result))
             acks.appended(p, result.base_offset, result.next_offset)
 
         keyless: KeylessBatches | None = None
@@ -400,11 +397,13 @@ class Broker:
                     p = keyless.partition_of(record.timestamp)
                 sequence += 1
                 pending.setdefault(p, []).append(record)
-                held += 1
+                cost = pending_cost(size)
+                pending_costs[p] = pending_costs.get(p, 0) + cost
+                held += cost
                 acks.produced(p)
                 if len(pending[p]) >= MAX_BATCH_RECORDS:
                     append(p)
-                elif held >= MAX_PENDING_RECORDS and (oldest := acks.oldest_waiting()) is not None:
+                elif held >= MAX_PENDING_BYTES and (oldest := acks.oldest_waiting()) is not None:
                     # spread over many partitions: the oldest run's partition goes now,
                     # so that memory stays bounded and acknowledgements flow
                     append(oldest)
@@ -412,11 +411,17 @@ class Broker:
                 append(oldest)
         except (InvalidInput, QuotaExceeded) as error:
             acks.acknowledge_durable()
-            raise type(error)(f"{error}; {_acknowledged(written)}") from None
+            raise type(error)(f"{error}; {_acknowledged(acks.spans())}") from None
         except StoreError as error:
             acks.acknowledge_durable()
-            raise StoreError(f"{error}; {_acknowledged(written, rest='acknowledged')}") from None
-        return acks.acked
+            raise StoreError(f"{error}; {_acknowledged(acks.spans(), rest='acknowledged')}") from None
+        except KeyboardInterrupt:
+            # Interrupted (Ctrl-C): what is durable but waited behind a run not
+            # appended yet is acknowledged as on an error, or its producer would not
+            # learn it was written and would send it again.
+            acks.acknowledge_durable()
+            raise
+        return acks.spans()
 
     def _reconcile(self, topic: str, partition: int, writer: PartitionWriter) -> None:
         with self.catalog.write():

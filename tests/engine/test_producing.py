@@ -4,7 +4,7 @@ tests/cli/test_commands.py."""
 
 from __future__ import annotations
 
-from engine.producing import KEYLESS_BATCH_SPAN_MS, Acked, Acknowledgements, KeylessBatches
+from engine.producing import KEYLESS_BATCH_SPAN_MS, Acked, AckedSpan, Acknowledgements, KeylessBatches
 from engine.store.partition import MAX_BATCH_RECORDS
 
 T0 = 1_800_000_000_000
@@ -48,7 +48,8 @@ def test_runs_are_acknowledged_in_production_order_once_durable() -> None:
     assert acks.oldest_waiting() == 0
     acks.appended(0, 50, 53)
     assert seen == [Acked(0, 50, 52), Acked(1, 10, 11), Acked(0, 52, 53), Acked(1, 11, 13)]
-    assert acks.oldest_waiting() is None and acks.acked == seen
+    assert acks.oldest_waiting() is None
+    assert acks.spans() == [AckedSpan(0, 50, 53, 3), AckedSpan(1, 10, 13, 3)]
 
 
 def test_a_run_split_by_another_producers_records_is_acknowledged_in_pieces() -> None:
@@ -60,6 +61,9 @@ def test_a_run_split_by_another_producers_records_is_acknowledged_in_pieces() ->
     acks.appended(0, 7, 9)  # offsets 3..6 are another producer's
     assert seen == [Acked(0, 0, 3), Acked(0, 7, 9)]
     assert [a.count for a in seen] == [3, 2]
+    # Summed up, the span holds the other producer's records; the count does not.
+    assert acks.spans() == [AckedSpan(0, 0, 9, 5)]
+    assert acks.spans()[0].describe() == "partition 0 offsets 0..8 (5 of them, between other producers' records)"
 
 
 def test_a_stopped_producer_acknowledges_what_is_durable_behind_what_is_not() -> None:

@@ -1,0 +1,391 @@
+"""What ``ebb produce`` acknowledges is true: each ``--json`` line names records that
+are durable and readable at exactly those offsets, in the order they were produced,
+no record twice and none left out; the summary and an error's message count only
+this producer's records, even where another producer's records sit between ours."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import tracemalloc
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.broker import Broker
+from engine.errors import QuotaExceeded
+from engine.faults import IOFault, inject
+from engine.journal.state import EngineState
+from engine.producing import Acked, Acknowledgements
+from engine.store.batch import NewRecord
+from tests.support.cli import REPO, CliResult, ebb_command
+
+T0 = 1_800_000_000_000
+
+
+def _index(value: bytes) -> int:
+    """The production index a test record carries: ``ebb produce --count`` values
+    begin with it zero-padded (``generated_value``), stdin lines are it."""
+    return int(value.split(b"|", 1)[0])
+
+
+def _check_acks(data_dir: Path, topic: str, acks: list[dict[str, int]], produced: int) -> None:
+    """Every ack reads back as exactly its records, the acks in production order
+    make up records 0..produced-1 once each."""
+    indexes: list[int] = []
+    seen: set[tuple[int, int]] = set()
+    with Broker(data_dir) as reader:
+        for ack in acks:
+            assert ack["count"] == ack["next_offset"] - ack["base_offset"] > 0, ack
+            records = reader.read(topic, ack["partition"], ack["base_offset"], ack["count"])
+            assert [r.offset for r in records] == list(range(ack["base_offset"], ack["next_offset"])), ack
+            for record in records:
+                assert (ack["partition"], record.offset) not in seen, ack
+                seen.add((ack["partition"], record.offset))
+                indexes.append(_index(record.value))
+    assert indexes == list(range(produced))
+
+
+def _lines(out: str) -> list[dict[str, int]]:
+    return [json.loads(line) for line in out.splitlines()]
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        pytest.param(["--timestamp", str(T0), "--timestamp-step", "1s"], id="keyless-a-second-apart"),
+        pytest.param(["--timestamp", str(T0), "--timestamp-step", "300ms"], id="keyless-batches-of-a-second"),
+        pytest.param(["--timestamp", str(T0), "--timestamp-step", "0s"], id="keyless-one-stamp"),
+        pytest.param([], id="keyless-unstamped"),
+        pytest.param(["--key", "k", "--timestamp", str(T0), "--timestamp-step", "1s"], id="keyed"),
+        pytest.param(["--partition", "2", "--timestamp", str(T0), "--timestamp-step", "1s"], id="partition"),
+    ],
+)
+@pytest.mark.parametrize("source", ["count", "stdin"])
+def test_every_ack_line_reads_back_as_its_records_in_production_order(
+    ebb, data_dir: Path, flags: list[str], source: str
+) -> None:
+    produced = 2600
+    assert ebb("topic", "create", "t", "--partitions", "3").code == 0
+    if source == "count":
+        done = ebb("produce", "t", "--count", str(produced), "--size", "20", *flags, "--json")
+    else:
+        done = ebb("produce", "t", *flags, "--json", stdin="".join(f"{i}\n" for i in range(produced)))
+    assert done.code == 0, done.err
+    acks = _lines(done.out)
+    assert sum(a["count"] for a in acks) == produced
+    _check_acks(data_dir, "t", acks, produced)
+    described = json.loads(ebb("topic", "describe", "t", "--json").out)
+    assert sum(p["next_offset"] for p in described["partitions"]) == produced
+
+
+def test_mixed_stamps_stepping_back_alike_and_none_are_acknowledged_truly(broker: Broker, data_dir: Path) -> None:
+    broker.create_topic("t", 4, {})
+    stamps: list[int | None] = []
+    for i in range(3000):
+        stamps.append([T0 + i * 700, T0 - i * 900, T0, None][(i // 7) % 4])
+    acks: list[Acked] = []
+    broker.produce("t", [NewRecord(b"%d|" % i, None, s) for i, s in enumerate(stamps)], on_ack=acks.append)
+    lines = [{"partition": a.partition, "base_offset": a.base_offset, "next_offset": a.next_offset,
+              "count": a.count} for a in acks]  # fmt: skip
+    _check_acks(data_dir, "t", lines, len(stamps))
+
+
+@pytest.fixture
+def another_producer_after_first_append(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Right after a topic's first append by the producer under test, another
+    producer (a broker of its own) appends three records to the same partition:
+    offsets 1000..1002 of a partition the producer under test began at 0."""
+    original = Broker.append
+    appended: set[str] = set()
+
+    def append(self: Broker, topic: str, partition: int, records):  # type: ignore[no-untyped-def]
+        result = original(self, topic, partition, records)
+        if topic not in appended:
+            appended.add(topic)
+            with Broker(data_dir) as other:
+                original(other, topic, partition, [NewRecord(b"other|")] * 3)
+        return result
+
+    monkeypatch.setattr(Broker, "append", append)
+
+
+@pytest.mark.usefixtures("another_producer_after_first_append")
+def test_a_run_split_by_another_producer_is_acknowledged_in_true_pieces_and_counted_as_ours(
+    ebb, data_dir: Path
+) -> None:
+    assert ebb("topic", "create", "t", "--partitions", "1").code == 0
+    done = ebb("produce", "t", "--count", "1500", "--size", "20", "--json")
+    assert done.code == 0, done.err
+    acks = _lines(done.out)
+    assert [(a["base_offset"], a["next_offset"]) for a in acks] == [(0, 1000), (1003, 1503)]
+    _check_acks(data_dir, "t", acks, 1500)
+
+    # The summary counts our 1500, not the 1503 offsets they span.
+    assert ebb("topic", "create", "u", "--partitions", "1").code == 0
+    done = ebb("produce", "u", "--count", "1500")
+    assert done.code == 0, done.err
+    assert done.out.strip() == (
+        "produced 1500 record(s) to u: partition 0 offsets 0..1502 (1500 of them, between other producers' records)"
+    )
+
+
+def test_the_error_counts_only_what_this_producer_had_acknowledged(broker: Broker, data_dir: Path) -> None:
+    broker.create_topic("q", 1, {"backlog_size": "1 KiB", "backlog_policy": "producer_exception"})
+
+    def records() -> Iterator[NewRecord]:
+        yield from (NewRecord(b"%d|" % i) for i in range(1000))  # appended before the next is asked for
+        with Broker(data_dir) as other:
+            other.append("q", 0, [NewRecord(b"other|")] * 3)  # offsets 1000..1002
+        yield from (NewRecord(b"%d|" % i) for i in range(1000, 2000))  # offsets 1003..2002
+        with broker.catalog.write():
+            EngineState(broker.catalog).set_quota_state("q", True, broker.clock())
+        yield from (NewRecord(b"%d|" % i) for i in range(2000, 2010))  # refused
+
+    acks: list[Acked] = []
+    with pytest.raises(QuotaExceeded) as raised:
+        broker.produce("q", records(), on_ack=acks.append)
+    assert str(raised.value).endswith(
+        "; 2000 record(s) before it were acknowledged (partition 0 offsets 0..2002 (2000 of them, between other"
+        " producers' records)), the rest were not written"
+    ), raised.value
+    assert acks == [Acked(0, 0, 1000), Acked(0, 1003, 2003)]
+
+
+def _popen(data_dir: Path, *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        ebb_command(data_dir, *args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
+def _finish(process: subprocess.Popen[bytes]) -> str:
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err.decode()
+    return out.decode()
+
+
+def test_producers_at_once_on_a_keyless_topic_each_acknowledge_their_own_records(ebb, data_dir: Path) -> None:
+    """Three ``ebb produce`` processes spreading over the same partitions: runs split
+    by the others' records are acknowledged in pieces, each true; each summary
+    counts its own records."""
+    assert ebb("topic", "create", "t", "--partitions", "3").code == 0
+    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    produced = 12_000
+    flags = ["--count", str(produced), "--size", "20", "--timestamp", str(T0), "--timestamp-step", "1s"]
+    with_json = [_popen(data_dir, "produce", "t", *flags, "--json") for _ in range(2)]
+    summarised = _popen(data_dir, "produce", "t", *flags)
+    outputs = [_finish(p) for p in with_json]
+    summary = _finish(summarised)
+    for out in outputs:
+        acks = _lines(out)
+        assert sum(a["count"] for a in acks) == produced
+        _check_acks(data_dir, "t", acks, produced)
+    assert summary.startswith(f"produced {produced} record(s) to t: partition 0 offsets "), summary
+    described = json.loads(ebb("topic", "describe", "t", "--json").out)
+    assert sum(p["next_offset"] for p in described["partitions"]) == 3 * produced
+
+
+def _fsync_never(data_dir: Path) -> None:
+    """These tests count appends and bytes, not fsyncs: the disk need not wait."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+
+
+def _counted_appends(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The records of each append any broker makes, in order."""
+    sizes: list[int] = []
+    original = Broker.append
+
+    def append(self: Broker, topic: str, partition: int, records):  # type: ignore[no-untyped-def]
+        sizes.append(len(records))
+        return original(self, topic, partition, records)
+
+    monkeypatch.setattr(Broker, "append", append)
+    return sizes
+
+
+def test_a_backfill_spread_over_200_partitions_takes_about_the_appends_of_one(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spread a record at a time, each partition's batch fills slowly: held back
+    8000 records at a time, 200 partitions were appended 40 records at a time, 14
+    times the appends (and fsyncs) of the same backfill to one partition."""
+    _fsync_never(data_dir)
+    appends = _counted_appends(monkeypatch)
+    produced = 200_000
+    with Broker(data_dir) as broker:
+        broker.create_topic("wide", 200, {})
+        broker.produce("wide", (NewRecord(b"v" * 100, None, T0 + i * 1000) for i in range(produced)))
+        assert [row.next_offset for row in broker.catalog.partitions("wide")] == [1000] * 200
+    assert sum(appends) == produced
+    assert len(appends) <= 1.5 * produced / 1000, (len(appends), sum(appends) / len(appends))
+
+
+def _peak_traced(run: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        run()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_what_a_producer_holds_does_not_grow_with_what_it_produces(data_dir: Path) -> None:
+    """A keyless backfill a second apart is a run a record long per record: what a
+    producer keeps of its acknowledgements must not be a list of them."""
+    _fsync_never(data_dir)
+    with Broker(data_dir) as broker:
+        broker.create_topic("t", 20, {})
+
+        def backfill(count: int, start: int) -> Callable[[], object]:
+            records = (NewRecord(b"v" * 20, None, start + i * 1000) for i in range(count))
+            return lambda: broker.produce("t", records, on_ack=lambda _: None)
+
+        shorter = _peak_traced(backfill(40_000, T0))
+        longer = _peak_traced(backfill(160_000, T0 + 10**9))
+    assert longer < 1.25 * shorter, (shorter, longer)
+
+
+def test_large_values_are_appended_before_they_fill_the_memory(data_dir: Path) -> None:
+    """Fewer than 1000 records of 1 MiB each were all held until the end: a producer
+    of such values held them all at once (160 of them: a peak of 320 MiB)."""
+    _fsync_never(data_dir)
+    mib = 1 << 20
+    with Broker(data_dir) as broker:
+        broker.create_topic("big", 1, {})
+        records = (NewRecord(bytes([i % 256]) * mib) for i in range(160))
+        peak = _peak_traced(lambda: broker.produce("big", records, 0))
+        assert broker.catalog.partition("big", 0).next_offset == 160
+    # at most MAX_PENDING_BYTES held, and as much again encoded for their append
+    assert peak < 160 * mib, peak / mib
+
+
+# -- failures in the middle of a spread --------------------------------------------------
+
+
+def _check_failed(data_dir: Path, topic: str, result: CliResult) -> list[dict[str, int]]:
+    """A produce that stopped: one ``ebb: error:`` line; what it says was
+    acknowledged is exactly what the ``--json`` lines acknowledged, and reads back."""
+    assert result.code == 2
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ebb: error: "), result.err
+    acks = _lines(result.out)
+    spans: dict[int, list[int]] = {}
+    for ack in acks:
+        first, last = spans.setdefault(ack["partition"], [ack["base_offset"], ack["next_offset"]])
+        spans[ack["partition"]] = [min(first, ack["base_offset"]), max(last, ack["next_offset"])]
+    where = ", ".join(f"partition {p} offsets {a}..{b - 1}" for p, (a, b) in sorted(spans.items()))
+    claimed = f"{sum(a['count'] for a in acks)} record(s) before it were acknowledged ({where})"
+    assert claimed in lines[0], (claimed, lines[0])
+    indexes: list[int] = []
+    with Broker(data_dir) as reader:
+        for ack in acks:
+            records = reader.read(topic, ack["partition"], ack["base_offset"], ack["count"])
+            assert [r.offset for r in records] == list(range(ack["base_offset"], ack["next_offset"])), ack
+            indexes += [_index(r.value) for r in records]
+    assert len(set(indexes)) == len(indexes)
+    return acks
+
+
+def test_a_full_disk_in_the_middle_of_a_spread_acknowledges_what_is_durable(ebb, data_dir: Path) -> None:
+    assert ebb("topic", "create", "t", "--partitions", "4").code == 0
+    # Spread a record at a time, each partition's batch fills at the 4000th record:
+    # the third append finds the disk full.
+    with inject(IOFault("pwrite", errno.ENOSPC, "log", skip=2)):
+        result = ebb("produce", "t", "--count", "6000", "--size", "20", "--timestamp", str(T0),
+                     "--timestamp-step", "1s", "--json")  # fmt: skip
+    assert "No space left on device (ENOSPC)" in result.err and "the rest were not acknowledged" in result.err
+    acks = _check_failed(data_dir, "t", result)
+    assert sum(a["count"] for a in acks) == 2000 and {a["partition"] for a in acks} == {0, 1}
+    assert ebb("verify").code == 0
+
+
+def test_a_quota_tripping_in_the_middle_of_a_spread_acknowledges_what_is_durable(
+    ebb, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert ebb("topic", "create", "q", "--partitions", "4", "--backlog-size", "1KiB",
+               "--backlog-policy", "producer_exception").code == 0  # fmt: skip
+    original = Broker.append
+    appends = 0
+
+    def append(self: Broker, topic: str, partition: int, records):  # type: ignore[no-untyped-def]
+        nonlocal appends
+        appends += 1
+        if appends == 3:  # a prune cycle found the topic over its quota
+            with self.catalog.write():
+                EngineState(self.catalog).set_quota_state(topic, True, self.clock())
+        return original(self, topic, partition, records)
+
+    monkeypatch.setattr(Broker, "append", append)
+    result = ebb("produce", "q", "--count", "6000", "--size", "20", "--timestamp", str(T0),
+                 "--timestamp-step", "1s", "--json")  # fmt: skip
+    assert "over its backlog quota" in result.err and "the rest were not written" in result.err
+    acks = _check_failed(data_dir, "q", result)
+    assert sum(a["count"] for a in acks) == 2000
+    described = json.loads(ebb("topic", "describe", "q", "--json").out)
+    assert sum(p["next_offset"] for p in described["partitions"]) == 2000  # nothing more was written
+
+
+def test_a_record_too_large_in_a_stdin_stream_acknowledges_what_is_durable(ebb, data_dir: Path) -> None:
+    assert ebb("topic", "create", "s", "--partitions", "4", "--segment-size", "4KiB").code == 0
+    lines = [str(i) for i in range(5000)] + ["x" * 5000] + [str(i) for i in range(5001, 6000)]
+    result = ebb("produce", "s", "--timestamp", str(T0), "--timestamp-step", "1s", "--json",
+                 stdin="".join(line + "\n" for line in lines))  # fmt: skip
+    assert "record 5000 is 5016 bytes" in result.err and "the rest were not written" in result.err
+    acks = _check_failed(data_dir, "s", result)
+    assert sum(a["count"] for a in acks) == 4000
+    described = json.loads(ebb("topic", "describe", "s", "--json").out)
+    assert sum(p["next_offset"] for p in described["partitions"]) == 4000
+
+
+def test_an_interrupted_producer_acknowledges_what_is_durable(broker: Broker, data_dir: Path) -> None:
+    """Ctrl-C in a spread: partitions 0 and 1 are durable (their batches filled), but
+    their runs after the first wait behind partition 2's, not appended yet. As on
+    an error, they are acknowledged before it stops: a producer that does not learn
+    its records were written sends them again."""
+    broker.create_topic("t", 4, {})
+
+    def records() -> Iterator[NewRecord]:
+        for i in range(3998):  # 1000 each to partitions 0 and 1, 999 to 2 and 3
+            yield NewRecord(b"%d|" % i, None, T0 + i * 1000)
+        raise KeyboardInterrupt
+
+    acks: list[Acked] = []
+    with pytest.raises(KeyboardInterrupt):
+        broker.produce("t", records(), on_ack=acks.append)
+    lines = [{"partition": a.partition, "base_offset": a.base_offset, "next_offset": a.next_offset,
+              "count": a.count} for a in acks]  # fmt: skip
+    assert sum(a.count for a in acks) == 2000 and {a.partition for a in acks} == {0, 1}
+    indexes: list[int] = []
+    with Broker(data_dir) as reader:
+        for line in lines:
+            records_read = reader.read("t", line["partition"], line["base_offset"], line["count"])
+            indexes += [_index(r.value) for r in records_read]
+    assert sorted(indexes) == [i for i in range(3998) if i % 4 in (0, 1)]
+
+
+def test_an_acknowledgement_interrupted_in_its_callback_is_never_given_twice() -> None:
+    """Ctrl-C while ``on_ack`` prints a piece: the piece was given; what is
+    acknowledged after must not give its offsets again."""
+    seen: list[Acked] = []
+
+    def on_ack(acked: Acked) -> None:
+        seen.append(acked)
+        if len(seen) == 1:
+            raise KeyboardInterrupt
+
+    acks = Acknowledgements(on_ack)
+    for partition in (0, 1, 0):
+        acks.produced(partition)
+    with pytest.raises(KeyboardInterrupt):
+        acks.appended(0, 0, 2)  # acknowledges partition 0's first run: interrupted there
+    acks.appended(1, 5, 6)
+    acks.acknowledge_durable()
+    assert seen == [Acked(0, 0, 1), Acked(1, 5, 6), Acked(0, 1, 2)]
