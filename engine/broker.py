@@ -30,7 +30,15 @@ from engine.journal.schema import ensure_journal_schema
 from engine.journal.state import EngineState, QuotaState
 from engine.names import check_group_name, check_topic_name
 from engine.policy.effective import EffectivePolicy, merge_overrides, resolve
-from engine.producing import MAX_PENDING_BYTES, Acked, AckedSpan, Acknowledgements, KeylessBatches, pending_cost
+from engine.producing import (
+    MAX_PENDING_BYTES,
+    Acked,
+    AckedSpan,
+    Acknowledgements,
+    KeylessBatches,
+    Lull,
+    pending_cost,
+)
 from engine.prune.record_times import RecordAges
 from engine.store.batch import NewRecord, Record, record_size
 from engine.store.partition import (
@@ -342,7 +350,7 @@ class Broker:
     def produce(
         self,
         topic: str,
-        records: Iterable[NewRecord],
+        records: Iterable[NewRecord | Lull],
         partition: int | None = None,
         *,
         on_ack: Callable[[Acked], None] | None = None,
@@ -356,7 +364,8 @@ class Broker:
         it acknowledges each run of records produced one after another to one
         partition, once durable, in production order; returns what it acknowledged,
         partition by partition. Interrupted (``KeyboardInterrupt``), it acknowledges
-        what is durable, as on an error, before it stops.
+        what is durable, as on an error, before it stops. A :class:`~engine.producing.Lull`
+        among ``records`` writes what is held back at once (a pipe that stays open).
 
         A :class:`QuotaExceeded`, a record too large for a segment or an
         :class:`InvalidInput` from ``records`` itself stops producing; its message
@@ -381,9 +390,18 @@ class Broker:
             result = self.append(topic, p, chunk)
             acks.appended(p, result.base_offset, result.next_offset)
 
+        def append_all() -> None:
+            while (oldest := acks.oldest_waiting()) is not None:
+                append(oldest)
+
         keyless: KeylessBatches | None = None
         try:
             for record in records:
+                if isinstance(record, Lull):
+                    append_all()
+                    if keyless is not None:
+                        keyless.end_batch()
+                    continue
                 size = record_size(record)
                 if size > largest:
                     raise unfit_record(sequence, size, segment_size)
@@ -407,8 +425,7 @@ class Broker:
                     # spread over many partitions: the oldest run's partition goes now,
                     # so that memory stays bounded and acknowledgements flow
                     append(oldest)
-            while (oldest := acks.oldest_waiting()) is not None:
-                append(oldest)
+            append_all()
         except (InvalidInput, QuotaExceeded) as error:
             acks.acknowledge_durable()
             raise type(error)(f"{error}; {_acknowledged(acks.spans())}") from None

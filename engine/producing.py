@@ -44,6 +44,15 @@ def pending_cost(record_bytes: int) -> int:
     return record_bytes + PENDING_RECORD_OVERHEAD
 
 
+class Lull:
+    """In a producer's records: nothing more has come for a while (a pipe that stays
+    open). What it holds is written and acknowledged, and its keyless batch ends, as
+    a Kafka producer sends a batch once ``linger.ms`` has passed."""
+
+
+LULL = Lull()
+
+
 class KeylessBatches:
     """Where a producer's keyless records go: round-robin a batch at a time, from
     ``start``; a batch ends at :data:`MAX_BATCH_RECORDS` records or
@@ -70,6 +79,10 @@ class KeylessBatches:
             self._first_stamp = stamp
         self._records += 1
         return self._partition
+
+    def end_batch(self) -> None:
+        """The next record begins a batch, on the next partition."""
+        self._records = MAX_BATCH_RECORDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,24 +150,42 @@ class Acknowledgements:
 
     def appended(self, partition: int, base_offset: int, next_offset: int) -> None:
         """The records ``[base_offset, next_offset)`` of ``partition``, the next ones
-        of its runs, are durable: acknowledge every run that now can be."""
+        of its runs, are durable: acknowledge what now can be, in production order,
+        the durable part of a run as soon as the runs before it are (a long run to one
+        partition is acknowledged an append at a time, not once it has all been
+        written)."""
         self._durable.setdefault(partition, deque()).append([base_offset, next_offset])
-        while self._runs and self._covered(*self._runs[0]):
-            self._acknowledge(*self._runs.popleft())
+        while self._runs:
+            # the runs are told what is acknowledged before it is given: an
+            # ``on_ack`` interrupted must not leave them to give it again
+            partition, records = self._runs[0]
+            ready = min(records, self._durable_records(partition))
+            if ready < records:
+                self._runs[0][1] -= ready
+            else:
+                self._runs.popleft()
+            if ready:
+                self._acknowledge(partition, ready)
+            if ready < records:
+                return
 
     def acknowledge_durable(self) -> None:
-        """Acknowledge every durable run, those behind a run that is not included
-        (a producer that stopped: what it wrote is acknowledged, not left unsaid)."""
+        """Acknowledge every durable record, those behind a run that is not (a
+        producer that stopped: what it wrote is acknowledged, not left unsaid)."""
         blocked: set[int] = set()
-        for partition, records in self._runs:
-            if partition not in blocked and self._covered(partition, records):
-                self._acknowledge(partition, records)
-            else:
-                blocked.add(partition)  # a partition's records are durable in order
-        self._runs.clear()
+        while self._runs:
+            partition, records = self._runs.popleft()
+            if partition in blocked:
+                continue  # a partition's records are durable in order
+            ready = min(records, self._durable_records(partition))
+            if ready < records:
+                blocked.add(partition)
+            if ready:
+                self._acknowledge(partition, ready)
 
-    def _covered(self, partition: int, records: int) -> bool:
-        return sum(next_ - base for base, next_ in self._durable.get(partition, ())) >= records
+    def _durable_records(self, partition: int) -> int:
+        """Records of ``partition`` durable and not acknowledged yet."""
+        return sum(next_ - base for base, next_ in self._durable.get(partition, ()))
 
     def _acknowledge(self, partition: int, records: int) -> None:
         # The pieces are taken off the durable ranges before any is given: an

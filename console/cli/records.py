@@ -9,11 +9,12 @@ from collections.abc import Iterator
 
 from console.cli.parser import command, non_negative_int, positive_int
 from console.cli.render import emit_json
+from console.cli.stdin_lines import lines_as_they_arrive
 from engine.broker import Broker
 from engine.clock import MAX_INSTANT_MS, format_instant, parse_instant
 from engine.errors import InvalidInput
 from engine.policy.units import describe_size, parse_duration, parse_size
-from engine.producing import Acked
+from engine.producing import Acked, Lull
 from engine.store.batch import NewRecord
 
 #: Largest value ``--size`` may ask for; a segment must still hold one record.
@@ -35,7 +36,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     produce.add_argument("--count", type=non_negative_int, help="generate this many records")
     produce.add_argument("--size", help="bytes per generated record value (with --count) [default: 100]")
-    produce.add_argument("--json", action="store_true", help="print one JSON line per acknowledged batch")
+    produce.add_argument("--json", action="store_true", help="print one JSON line per acknowledged run of records")
     command(produce, run_produce, mutates=True)
 
     consume = commands.add_parser("consume", help="read records as a group and commit its positions")
@@ -64,7 +65,7 @@ def generated_value(index: int, size: int) -> bytes:
     return (unit * (size // len(unit) + 1))[:size]
 
 
-def _records(args: argparse.Namespace) -> Iterator[NewRecord]:
+def _records(args: argparse.Namespace) -> Iterator[NewRecord | Lull]:
     key = args.key.encode() if args.key is not None else None
     timestamp = parse_instant(args.timestamp) if args.timestamp is not None else None
     step = 0
@@ -93,8 +94,13 @@ def _records(args: argparse.Namespace) -> Iterator[NewRecord]:
         return
     if args.size is not None:
         raise InvalidInput("--size goes with --count (records from stdin take their size from each line)")
-    for i, line in enumerate(sys.stdin.buffer):
-        yield NewRecord(line.rstrip(b"\r\n"), key, stamp(i))
+    i = 0
+    for line in lines_as_they_arrive(sys.stdin.buffer):
+        if isinstance(line, Lull):
+            yield line
+            continue
+        yield NewRecord(line.rstrip(b"\r"), key, stamp(i))
+        i += 1
 
 
 def run_produce(broker: Broker, args: argparse.Namespace) -> int:
@@ -124,7 +130,7 @@ def run_produce(broker: Broker, args: argparse.Namespace) -> int:
     return 0
 
 
-def _chain(first: NewRecord, rest: Iterator[NewRecord]) -> Iterator[NewRecord]:
+def _chain(first: NewRecord | Lull, rest: Iterator[NewRecord | Lull]) -> Iterator[NewRecord | Lull]:
     yield first
     yield from rest
 
