@@ -67,7 +67,37 @@ def autocomplete(parser: argparse.ArgumentParser) -> None:
             action.completer = argcomplete.completers.SuppressCompleter()  # type: ignore[attr-defined]
         else:
             action.completer = _names(_groups if action.dest in _GROUP_DESTS else _topics)  # type: ignore[attr-defined]
+    if "COMP_LINE" in os.environ and os.environ.get("COMP_POINT", "").isdigit():
+        line, point = _hashes_escaped(os.environ["COMP_LINE"], int(os.environ["COMP_POINT"]))
+        os.environ["COMP_LINE"], os.environ["COMP_POINT"] = line, str(point)
     argcomplete.autocomplete(parser)
+
+
+def _hashes_escaped(line: str, point: int) -> tuple[str, int]:
+    """``line`` with each ``#`` inside an unquoted word escaped, and ``point`` (the
+    cursor) moved with it. Bash takes ``#`` for a comment only where
+    a word begins (``--data-dir /srv/a#b`` is one word); argcomplete's lexer anywhere
+    outside quotes, so it completed commands in place of the topics of such a data
+    directory."""
+    out: list[str] = []
+    moved = point
+    quote: str | None = None
+    escaped = False
+    for index, char in enumerate(line):
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote is not None:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and index > 0 and not line[index - 1].isspace():
+            out.append("\\")
+            if index < point:
+                moved += 1
+        out.append(char)
+    return "".join(out), moved
 
 
 def _known_values() -> dict[str, list[str]]:

@@ -14,22 +14,27 @@ from engine.broker import Broker
 from tests.support.cli import REPO
 
 
-def _complete(line: str, tmp_path: Path, env: dict[str, str] | None = None) -> tuple[set[str], str]:
-    """The completions the shell would get for ``line`` (cursor at its end), and
-    stderr; after a blank, flags are offered too: those are left out."""
+def _complete(
+    line: str, tmp_path: Path, env: dict[str, str] | None = None, point: int | None = None
+) -> tuple[set[str], str]:
+    """The completions the shell would get for ``line`` (cursor at ``point``, default
+    its end), and stderr; after a blank, flags are offered too: those are left out."""
+    point = len(line) if point is None else point
     out = tmp_path / "completions"
     done = subprocess.run(
         [sys.executable, "-m", "console.cli.main"],
         env={
             **os.environ, "PYTHONPATH": str(REPO), "_ARGCOMPLETE": "1", "_ARGCOMPLETE_SHELL": "bash",
-            "COMP_LINE": line, "COMP_POINT": str(len(line)), "_ARGCOMPLETE_STDOUT_FILENAME": str(out),
+            "COMP_LINE": line, "COMP_POINT": str(point), "_ARGCOMPLETE_STDOUT_FILENAME": str(out),
             "_ARGCOMPLETE_IFS": "\n", **(env or {}),
         },
         cwd=REPO, capture_output=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()
     offered = {c.strip() for c in out.read_text().split("\n") if c.strip()}
-    return {c for c in offered if line.split()[-1].startswith("-") or not c.startswith("-")}, done.stderr.decode()
+    return {
+        c for c in offered if line[:point].split()[-1].startswith("-") or not c.startswith("-")
+    }, done.stderr.decode()
 
 
 @pytest.fixture

@@ -126,3 +126,20 @@ def test_forecast_completes_each_of_its_topics(data: Path, tmp_path: Path) -> No
     assert second == {"audit-log"}
     stalled, _ = _complete(f"ebb --data-dir {data} forecast orders audit-log --stalled ", tmp_path)
     assert stalled == {"billing"}
+
+
+@pytest.mark.parametrize("quoted", [False, True])
+def test_a_hash_inside_a_data_directory_word_is_part_of_the_path(tmp_path: Path, quoted: bool) -> None:
+    """Bash reads ``--data-dir /srv/a#b`` as one word (``#`` begins a comment only
+    where a word begins); argcomplete's lexer took the rest of the line for a
+    comment and offered the commands instead of the topics."""
+    data = tmp_path / "a#b"
+    with Broker(data) as broker:
+        broker.create_topic("orders", 1)
+    written = f"'{data}'" if quoted else str(data)
+    topics, err = _complete(f"ebb --data-dir {written} topic describe ", tmp_path)
+    assert topics == {"orders"} and err == ""
+    # and with the cursor inside the line: the topic word is completed, not what follows
+    line = f"ebb --data-dir {written} topic describe or --json"
+    topics, err = _complete(line, tmp_path, point=line.index(" --json"))
+    assert topics == {"orders"} and err == ""
