@@ -7,6 +7,7 @@ import io
 import json
 import os
 import select
+import signal
 import subprocess
 import threading
 import time
@@ -67,6 +68,45 @@ def test_a_line_that_arrives_alone_is_handed_on_before_the_next_one(pipe: tuple[
     assert handed == [(b"a", 1), (LULL, 1), (b"b", 2), (LULL, 2)]
 
 
+def test_input_that_never_pauses_is_handed_on_every_linger_all_the_same(pipe: tuple[io.BufferedReader, int]) -> None:
+    """A line every 20 ms never leaves 100 ms of silence: the lull comes 100 ms after
+    the first line not yet handed on (Kafka's ``linger.ms``), not when input stops."""
+    reader, write_fd = pipe
+    lines = 60
+
+    def writer() -> None:
+        for n in range(lines):
+            os.write(write_fd, b"%d\n" % n)
+            time.sleep(0.02)
+        os.close(write_fd)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    got = list(lines_as_they_arrive(reader, linger_seconds=0.1))
+    thread.join()
+    assert [item for item in got if item is not LULL] == [b"%d" % n for n in range(lines)]
+    # 1.2 s of lines: a lull about every 0.1 s, each after lines (a few, on a loaded
+    # machine); waiting for silence gave one, at the end
+    assert got.count(LULL) >= 4
+
+
+def test_a_long_line_arriving_in_pieces_is_one_line(pipe: tuple[io.BufferedReader, int]) -> None:
+    reader, write_fd = pipe
+    piece = b"y" * 70_000  # more than one read
+
+    def writer() -> None:
+        for _ in range(5):
+            os.write(write_fd, piece)
+        os.write(write_fd, b"\nz")
+        os.close(write_fd)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    got = list(lines_as_they_arrive(reader, linger_seconds=0.05))
+    thread.join()
+    assert [item for item in got if item is not LULL] == [piece * 5, b"z"]
+
+
 def test_a_stream_without_a_descriptor_is_read_as_lines() -> None:
     stream = io.BytesIO(b"x\ny\n")
     assert list(lines_as_they_arrive(stream)) == [b"x", b"y"]
@@ -97,3 +137,28 @@ def test_a_producer_fed_by_an_open_pipe_writes_each_line_as_it_comes(ebb, data_d
     finally:
         producer.kill()
         producer.wait()
+
+
+def test_a_producer_stopped_with_ctrl_c_says_what_it_wrote(ebb, data_dir: Path) -> None:
+    """Ctrl-C is how ``tail -f | ebb produce`` stops: without ``--json`` its one line
+    says which records were acknowledged, so that they are not sent again."""
+    assert ebb("topic", "create", "logs").code == 0
+    producer = subprocess.Popen(
+        ebb_command(data_dir, "produce", "logs"),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert producer.stdin is not None
+    producer.stdin.write(b"first\nsecond\n")
+    producer.stdin.flush()
+    deadline = time.monotonic() + 60
+    while json.loads(ebb("topic", "describe", "logs", "--json").out)["partitions"][0]["next_offset"] < 2:
+        assert time.monotonic() < deadline, "the lines were not written while the pipe was open"
+        time.sleep(0.05)
+    producer.send_signal(signal.SIGINT)
+    _, err = producer.communicate(timeout=60)
+    assert producer.returncode == 130
+    assert err.decode().splitlines() == [
+        "ebb: interrupted; 2 record(s) before it were acknowledged (partition 0 offsets 0..1), "
+        "the rest were not acknowledged"
+    ]
