@@ -434,10 +434,12 @@ class Broker:
             raise StoreError(f"{error}; {_acknowledged(acks.spans(), rest='acknowledged')}") from None
         except KeyboardInterrupt:
             # Interrupted (Ctrl-C): what is durable but waited behind a run not
-            # appended yet is acknowledged as on an error, or its producer would not
-            # learn it was written and would send it again.
+            # appended yet is acknowledged as on an error, and said in the interrupt,
+            # or its producer would not learn it was written and would send it again
+            # (an append the interrupt landed in may be durable yet not acknowledged,
+            # as a killed producer's).
             acks.acknowledge_durable()
-            raise
+            raise KeyboardInterrupt(_acknowledged(acks.spans(), rest="acknowledged")) from None
         return acks.spans()
 
     def _reconcile(self, topic: str, partition: int, writer: PartitionWriter) -> None:

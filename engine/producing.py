@@ -45,9 +45,10 @@ def pending_cost(record_bytes: int) -> int:
 
 
 class Lull:
-    """In a producer's records: nothing more has come for a while (a pipe that stays
-    open). What it holds is written and acknowledged, and its keyless batch ends, as
-    a Kafka producer sends a batch once ``linger.ms`` has passed."""
+    """In a producer's records: write what is held now (a pipe that stays open, a
+    moment after its first line not yet written). What it holds is written and
+    acknowledged, and its keyless batch ends, as a Kafka producer sends a batch once
+    ``linger.ms`` has passed."""
 
 
 LULL = Lull()
@@ -132,6 +133,7 @@ class Acknowledgements:
         # (a list of every run would grow with the records: a run a record long
         # over many partitions)
         self._spans: dict[int, list[int]] = {}
+        self._unsaid: deque[Acked] = deque()  # acknowledged, not yet given to on_ack
 
     def spans(self) -> list[AckedSpan]:
         """What was acknowledged, partition by partition."""
@@ -158,20 +160,21 @@ class Acknowledgements:
         while self._runs:
             # the runs are told what is acknowledged before it is given: an
             # ``on_ack`` interrupted must not leave them to give it again
-            partition, records = self._runs[0]
-            ready = min(records, self._durable_records(partition))
+            oldest, records = self._runs[0]
+            ready = min(records, self._durable_records(oldest))
             if ready < records:
                 self._runs[0][1] -= ready
             else:
                 self._runs.popleft()
             if ready:
-                self._acknowledge(partition, ready)
+                self._acknowledge(oldest, ready)
             if ready < records:
                 return
 
     def acknowledge_durable(self) -> None:
         """Acknowledge every durable record, those behind a run that is not (a
         producer that stopped: what it wrote is acknowledged, not left unsaid)."""
+        self._say()
         blocked: set[int] = set()
         while self._runs:
             partition, records = self._runs.popleft()
@@ -188,14 +191,20 @@ class Acknowledgements:
         return sum(next_ - base for base, next_ in self._durable.get(partition, ()))
 
     def _acknowledge(self, partition: int, records: int) -> None:
-        # The pieces are taken off the durable ranges before any is given: an
-        # ``on_ack`` interrupted (Ctrl-C while it prints) must not leave a piece's
-        # offsets behind, to be given again as the next run's.
-        pieces = list(self._pieces(partition, records))
-        for piece in pieces:
+        # The pieces are taken off the durable ranges and counted before any is
+        # given, and given from a queue: an ``on_ack`` interrupted (Ctrl-C while it
+        # prints) neither leaves a piece's offsets behind, to be given again as the
+        # next run's, nor loses the pieces after it (``acknowledge_durable`` gives them).
+        for piece in list(self._pieces(partition, records)):
             span = self._spans.setdefault(partition, [piece.base_offset, piece.next_offset, 0])
             span[0], span[1] = min(span[0], piece.base_offset), max(span[1], piece.next_offset)
             span[2] += piece.count
+            self._unsaid.append(piece)
+        self._say()
+
+    def _say(self) -> None:
+        while self._unsaid:
+            piece = self._unsaid.popleft()
             if self._on_ack is not None:
                 self._on_ack(piece)
 

@@ -69,8 +69,8 @@ def run_console(broker: Broker, args: argparse.Namespace) -> int:
             from engine.demo import DemoTraffic
 
             demo = DemoTraffic(root, config_path if config_path.exists() else None)
+            started.callback(demo.stop)  # also what a start that failed part way began
             demo.start()  # seeds in its threads: a first paint never waits for it
-            started.callback(demo.stop)
         EbbApp(
             host,
             theme=theme,

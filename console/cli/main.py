@@ -143,8 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # one_line: a message quoting operator input must stay one line whatever it holds.
         print(f"ebb: error: {one_line(str(error))}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("ebb: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as interrupt:
+        # what a produce had acknowledged when it was stopped, where it says
+        said = f"; {one_line(str(interrupt))}" if str(interrupt) else ""
+        print(f"ebb: interrupted{said}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # The reader of our output went away (``| head``): not an error of ours.

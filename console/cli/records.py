@@ -36,7 +36,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     produce.add_argument("--count", type=non_negative_int, help="generate this many records")
     produce.add_argument("--size", help="bytes per generated record value (with --count) [default: 100]")
-    produce.add_argument("--json", action="store_true", help="print one JSON line per acknowledged run of records")
+    produce.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON line per acknowledged run of records (spread a record at a time: one per record)",
+    )
     command(produce, run_produce, mutates=True)
 
     consume = commands.add_parser("consume", help="read records as a group and commit its positions")
@@ -109,22 +113,21 @@ def run_produce(broker: Broker, args: argparse.Namespace) -> int:
     records = _records(args)
 
     def ack(acked: Acked) -> None:
-        if args.json:
-            emit_json(
-                {
-                    "partition": acked.partition,
-                    "base_offset": acked.base_offset,
-                    "next_offset": acked.next_offset,
-                    "count": acked.count,
-                }
-            )
+        emit_json(
+            {
+                "partition": acked.partition,
+                "base_offset": acked.base_offset,
+                "next_offset": acked.next_offset,
+                "count": acked.count,
+            }
+        )
 
     first = next(records, None)
     if first is None:
         raise InvalidInput("no records to produce (empty stdin and no --count)")
-    # Counted record by record: another producer's records between ours are not ours.
-    spans = broker.produce(args.topic, _chain(first, records), args.partition, on_ack=ack)
+    spans = broker.produce(args.topic, _chain(first, records), args.partition, on_ack=ack if args.json else None)
     if not args.json:
+        # counted record by record: another producer's records between ours are not ours
         count = sum(span.count for span in spans)
         print(f"produced {count} record(s) to {args.topic}: {', '.join(span.describe() for span in spans)}")
     return 0

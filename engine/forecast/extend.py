@@ -115,23 +115,23 @@ class _Partitions:
 
     def bytes_of(self, rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """The bytes synthetic records ``[lo, hi)`` of partition ``rows`` take in one
-        segment: theirs, and a header for each batch they hold a piece of."""
-        batch = self.header_run[rows]
-        pieces = np.where(hi > lo, -(-hi // batch) - lo // batch, 0)
+        segment: theirs, and a header for each run sharing one (a batch, or an
+        append: ``header_run``) they hold a piece of."""
+        run = self.header_run[rows]
+        pieces = np.where(hi > lo, -(-hi // run) - lo // run, 0)
         return (hi - lo) * self.record_bytes[rows] + pieces * self.header[rows]
 
     def fitting(self, rows: np.ndarray, lo: np.ndarray, room: np.ndarray) -> np.ndarray:
         """How many synthetic records from ``lo`` of partition ``rows`` fit in
-        ``room`` bytes, as the store appends them: the rest of ``lo``'s batch, whole
-        batches, then as many of the next one's records as fit with its header."""
-        size, header, batch = self.record_bytes[rows], self.header[rows], self.header_run[rows]
-        whole = header + batch * size
-        rest = batch - lo % batch
+        ``room`` bytes, as the store appends them: the rest of ``lo``'s run sharing a
+        header (``header_run``), whole runs, then as many of the next one's records as
+        fit with its header."""
+        size, header, run = self.record_bytes[rows], self.header[rows], self.header_run[rows]
+        whole = header + run * size
+        rest = run - lo % run
         after_rest = room - header - rest * size
         last = np.maximum(0, (after_rest % whole - header) // size)
-        return np.where(
-            after_rest < 0, np.maximum(0, (room - header) // size), rest + after_rest // whole * batch + last
-        )
+        return np.where(after_rest < 0, np.maximum(0, (room - header) // size), rest + after_rest // whole * run + last)
 
     def segment_records(self, rows: np.ndarray, start: np.ndarray, now: int) -> np.ndarray:
         """The records a segment whose first record is synthetic record ``start`` of

@@ -210,11 +210,11 @@ def observed_rates(
             rate = replace(rate, header=HEADER_SIZE, appended=MAX_BATCH_RECORDS)
         else:
             rate = replace(_in_whole_records(count, per_ms, held_bytes, held_records, since), batch=batch)
-        rates.append(replace(rate, lead=lead_of(rate, now - last) if measured_to_last else 0))
+        rates.append(replace(rate, lead=_lead_of(rate, now - last) if measured_to_last else 0))
     return rates
 
 
-def lead_of(rate: Rate, since_last: int) -> int:
+def _lead_of(rate: Rate, since_last: int) -> int:
     """The part of ``rate``'s first gap already gone at now, ``since_last`` ms after
     the last record: all of it while that is less than a gap (a batch's), else none
     (a partition late for its next record: begun from now, as before)."""

@@ -4,6 +4,8 @@ tests/cli/test_commands.py."""
 
 from __future__ import annotations
 
+import pytest
+
 from engine.producing import KEYLESS_BATCH_SPAN_MS, Acked, AckedSpan, Acknowledgements, KeylessBatches
 from engine.store.partition import MAX_BATCH_RECORDS
 
@@ -77,3 +79,27 @@ def test_a_stopped_producer_acknowledges_what_is_durable_behind_what_is_not() ->
     acks.acknowledge_durable()  # p0's record was never written
     assert seen == [Acked(1, 4, 5), Acked(2, 8, 9), Acked(1, 5, 6)]
     assert acks.oldest_waiting() is None
+
+
+def test_pieces_after_one_whose_acknowledgement_was_interrupted_are_still_given() -> None:
+    """Ctrl-C while ``on_ack`` gives the first piece of a run split in two: the
+    second was durable and counted, and a stopping producer still gives it."""
+    seen: list[Acked] = []
+
+    def on_ack(acked: Acked) -> None:
+        seen.append(acked)
+        if acked == Acked(0, 0, 2):
+            raise KeyboardInterrupt
+
+    acks = Acknowledgements(on_ack)
+    for partition in (1, 0, 0, 0, 0):
+        acks.produced(partition)
+    acks.appended(0, 0, 2)
+    acks.appended(0, 5, 7)  # offsets 2..4 are another producer's: the run is two pieces
+    assert seen == []  # behind partition 1's run
+    with pytest.raises(KeyboardInterrupt):
+        acks.appended(1, 9, 10)
+    assert seen == [Acked(1, 9, 10), Acked(0, 0, 2)]
+    acks.acknowledge_durable()
+    assert seen == [Acked(1, 9, 10), Acked(0, 0, 2), Acked(0, 5, 7)]
+    assert acks.spans() == [AckedSpan(0, 0, 7, 4), AckedSpan(1, 9, 10, 1)]
