@@ -37,6 +37,7 @@ from engine.producing import (
     Acknowledgements,
     KeylessBatches,
     Lull,
+    described,
     pending_cost,
 )
 from engine.prune.record_times import RecordAges
@@ -122,12 +123,10 @@ class TopicDescription:
 
 def _acknowledged(spans: Sequence[AckedSpan], *, rest: str = "written") -> str:
     """What a produce acknowledged before it stopped, for its error message; ``rest``:
-    what is sure of the records after (a storage fault may have written some). Counted
-    record by record: another producer's records between two appends are not ours."""
+    what is sure of the records after (a storage fault may have written some)."""
     if not spans:
         return f"no record was {rest}"
-    count = sum(span.count for span in spans)
-    where = ", ".join(span.describe() for span in spans)
+    count, where = described(spans)
     return f"{count} record(s) before it were acknowledged ({where}), the rest were not {rest}"
 
 

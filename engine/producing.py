@@ -12,7 +12,7 @@ acknowledges in production order.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from engine.store.partition import MAX_BATCH_RECORDS
@@ -116,6 +116,12 @@ class AckedSpan:
         if self.count == self.next_offset - self.first_offset:
             return where
         return f"{where} ({self.count} of them, between other producers' records)"
+
+
+def described(spans: Sequence[AckedSpan]) -> tuple[int, str]:
+    """How many records ``spans`` hold (counted record by record: another
+    producer's records between ours are not ours), and where, for a message."""
+    return sum(span.count for span in spans), ", ".join(span.describe() for span in spans)
 
 
 class Acknowledgements:

@@ -14,7 +14,7 @@ from engine.broker import Broker
 from engine.clock import MAX_INSTANT_MS, format_instant, parse_instant
 from engine.errors import InvalidInput
 from engine.policy.units import describe_size, parse_duration, parse_size
-from engine.producing import Acked, Lull
+from engine.producing import Acked, Lull, described
 from engine.store.batch import NewRecord
 
 #: Largest value ``--size`` may ask for; a segment must still hold one record.
@@ -127,9 +127,8 @@ def run_produce(broker: Broker, args: argparse.Namespace) -> int:
         raise InvalidInput("no records to produce (empty stdin and no --count)")
     spans = broker.produce(args.topic, _chain(first, records), args.partition, on_ack=ack if args.json else None)
     if not args.json:
-        # counted record by record: another producer's records between ours are not ours
-        count = sum(span.count for span in spans)
-        print(f"produced {count} record(s) to {args.topic}: {', '.join(span.describe() for span in spans)}")
+        count, where = described(spans)
+        print(f"produced {count} record(s) to {args.topic}: {where}")
     return 0
 
 
