@@ -121,6 +121,24 @@ class TopicDescription:
         }
 
 
+def _flushed_when_interrupted(
+    records: Iterable[NewRecord | Lull], flush: Callable[[], None]
+) -> Iterator[NewRecord | Lull]:
+    """``records``; where getting the next one is interrupted, ``flush`` runs before
+    the interrupt goes on: what an operator typed or piped just before Ctrl-C was
+    read, and a producer stopped with Ctrl-C does not drop what it was handed."""
+    source = iter(records)
+    while True:
+        try:
+            record = next(source)
+        except StopIteration:
+            return
+        except KeyboardInterrupt:
+            flush()
+            raise
+        yield record
+
+
 def _acknowledged(spans: Sequence[AckedSpan], *, rest: str = "written") -> str:
     """What a produce acknowledged before it stopped, for its error message; ``rest``:
     what is sure of the records after (a storage fault may have written some)."""
@@ -362,8 +380,11 @@ class Broker:
         :data:`~engine.producing.MAX_PENDING_BYTES`); calls ``on_ack`` as
         it acknowledges each run of records produced one after another to one
         partition, once durable, in production order; returns what it acknowledged,
-        partition by partition. Interrupted (``KeyboardInterrupt``), it acknowledges
-        what is durable, as on an error, before it stops. A :class:`~engine.producing.Lull`
+        partition by partition. Interrupted (``KeyboardInterrupt``) while ``records``
+        gives the next record (a producer waiting for its input), it first writes
+        what it was given, as a Kafka producer's ``close()`` flushes; interrupted
+        anywhere (again while it writes), it acknowledges what is durable, as on an
+        error, before it stops. A :class:`~engine.producing.Lull`
         among ``records`` writes what is held back at once (a pipe that stays open).
 
         A :class:`QuotaExceeded`, a record too large for a segment or an
@@ -395,7 +416,7 @@ class Broker:
 
         keyless: KeylessBatches | None = None
         try:
-            for record in records:
+            for record in _flushed_when_interrupted(records, append_all):
                 if isinstance(record, Lull):
                     append_all()
                     if keyless is not None:

@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from engine.faults import IOFault, inject
 from engine.journal.state import EngineState
 from engine.producing import Acked, Acknowledgements
 from engine.store.batch import NewRecord
+from engine.store.partition import AppendResult
 from tests.support.cli import REPO, CliResult, ebb_command
 
 T0 = 1_800_000_000_000
@@ -345,30 +346,58 @@ def test_a_record_too_large_in_a_stdin_stream_acknowledges_what_is_durable(ebb, 
     assert sum(p["next_offset"] for p in described["partitions"]) == 4000
 
 
-def test_an_interrupted_producer_acknowledges_what_is_durable(broker: Broker, data_dir: Path) -> None:
-    """Ctrl-C in a spread: partitions 0 and 1 are durable (their batches filled), but
-    their runs after the first wait behind partition 2's, not appended yet. As on
-    an error, they are acknowledged before it stops: a producer that does not learn
-    its records were written sends them again."""
-    broker.create_topic("t", 4, {})
+def _spread_then_interrupted() -> Iterator[NewRecord]:
+    """3998 keyless records a second apart over 4 partitions, a batch each (1000 to
+    partitions 0 and 1, 999 to 2 and 3), then Ctrl-C while waiting for the next."""
+    for i in range(3998):
+        yield NewRecord(b"%d|" % i, None, T0 + i * 1000)
+    raise KeyboardInterrupt
 
-    def records() -> Iterator[NewRecord]:
-        for i in range(3998):  # 1000 each to partitions 0 and 1, 999 to 2 and 3
-            yield NewRecord(b"%d|" % i, None, T0 + i * 1000)
-        raise KeyboardInterrupt
 
-    acks: list[Acked] = []
-    with pytest.raises(KeyboardInterrupt):
-        broker.produce("t", records(), on_ack=acks.append)
-    lines = [{"partition": a.partition, "base_offset": a.base_offset, "next_offset": a.next_offset,
-              "count": a.count} for a in acks]  # fmt: skip
-    assert sum(a.count for a in acks) == 2000 and {a.partition for a in acks} == {0, 1}
+def _acknowledged_indexes(data_dir: Path, acks: list[Acked]) -> list[int]:
+    """The production indexes of the records ``acks`` name, read back."""
     indexes: list[int] = []
     with Broker(data_dir) as reader:
-        for line in lines:
-            records_read = reader.read("t", line["partition"], line["base_offset"], line["count"])
-            indexes += [_index(r.value) for r in records_read]
-    assert sorted(indexes) == [i for i in range(3998) if i % 4 in (0, 1)]
+        for a in acks:
+            indexes += [_index(r.value) for r in reader.read("t", a.partition, a.base_offset, a.count)]
+    return sorted(indexes)
+
+
+def test_a_producer_interrupted_waiting_for_input_writes_what_it_was_given(broker: Broker, data_dir: Path) -> None:
+    """Ctrl-C while the producer waits for its next record (the usual place: reading
+    standard input): what it was handed is written and acknowledged before it stops,
+    as a Kafka producer's close() flushes, and the interrupt still stops it, saying
+    what was acknowledged. Partitions 2 and 3 had nothing appended yet."""
+    broker.create_topic("t", 4, {})
+    acks: list[Acked] = []
+    with pytest.raises(KeyboardInterrupt, match=r"3998 record\(s\) before it were acknowledged"):
+        broker.produce("t", _spread_then_interrupted(), on_ack=acks.append)
+    assert _acknowledged_indexes(data_dir, acks) == list(range(3998))
+    assert [a.partition for a in acks[:4]] == [0, 1, 2, 3]  # in production order
+
+
+def test_an_interrupted_producer_acknowledges_what_is_durable(
+    broker: Broker, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second Ctrl-C, landing in the write of what the first left: partitions 0 and
+    1 are durable (their batches filled), but their runs after the first wait behind
+    partition 2's, which the interrupt kept from being appended. As on an error, they
+    are acknowledged before it stops: a producer that does not learn its records were
+    written sends them again."""
+    broker.create_topic("t", 4, {})
+    append = broker.append
+
+    def append_interrupted_at_partition_2(topic: str, partition: int, records: Sequence[NewRecord]) -> AppendResult:
+        if partition == 2:
+            raise KeyboardInterrupt
+        return append(topic, partition, records)
+
+    monkeypatch.setattr(broker, "append", append_interrupted_at_partition_2)
+    acks: list[Acked] = []
+    with pytest.raises(KeyboardInterrupt):
+        broker.produce("t", _spread_then_interrupted(), on_ack=acks.append)
+    assert sum(a.count for a in acks) == 2000 and {a.partition for a in acks} == {0, 1}
+    assert _acknowledged_indexes(data_dir, acks) == [i for i in range(3998) if i % 4 in (0, 1)]
 
 
 def test_an_acknowledgement_interrupted_in_its_callback_is_never_given_twice() -> None:
