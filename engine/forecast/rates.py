@@ -125,6 +125,12 @@ class Span(NamedTuple):
     per_ms: int
     since: int
 
+    @property
+    def until(self) -> int:
+        """Where the measured time ends: at the last record, or at now where the
+        partition has been quiet since (the quiet time counted)."""
+        return self.since + self.per_ms
+
 
 def steady_span(records: int, at_first: int, first: int, last: int, now: int, previous: int | None) -> Span:
     """``records`` from ``first`` to ``last``, the first ``at_first`` of them at
@@ -194,10 +200,11 @@ def observed_rates(
         records = int(next_[hi - 1] - offset)
         at_first = records if later is None else later.offset - offset
         previous = _stamp_before(first_record, names[p], numbers[p], log_starts[p], offset)
-        count, per_ms, measured_from = steady_span(records, at_first, since, last, now, previous)
-        batch = batch_of(records, at_first, preceded=measured_from < since)
-        measured_to_last = measured_from + per_ms == last
-        since = measured_from
+        span = steady_span(records, at_first, since, last, now, previous)
+        count, per_ms = span.records, span.per_ms
+        batch = batch_of(records, at_first, preceded=span.since < since)
+        measured_to_last = span.until == last
+        since = span.since
         # a steady batched producer's bytes are whole batches, each piece a header
         record_bytes, unaccounted = divmod(
             held_bytes - HEADER_SIZE * batch_pieces(base[k:hi], next_[k:hi], offset, batch), held_records
