@@ -89,18 +89,26 @@ def forecast(
         return time_cut(catalog, records, topic, partition, log_start, theta)
 
     # A what-if is planned with the saved policy too, in the same job: virtual
-    # topics of both, told apart by a label.
+    # topics of both, told apart by a label. Only the topics it changes: the others
+    # (forecast beside them, a disk budget being over all) are the same under both.
     variants = [Variant.of(catalog, records, request, defaults, topics, "", overrides)]
+    forecast_names = variants[0].snapshot.tables["topics"]["topic"].to_pylist()
     if overrides is not None:
-        variants.append(Variant.of(catalog, records, request, defaults, topics, "saved:", None))
-    observed = observed_reads(catalog, variants[0].snapshot.tables["topics"]["topic"].to_pylist())
-    Parts = list[tuple[Extension, Snapshot, list[Rate], list[Reading]]]
+        changed = [name for name in forecast_names if name in overrides]
+        variants.append(Variant.of(catalog, records, request, defaults, changed, "saved:", None))
+    observed = observed_reads(catalog, forecast_names)
+    Part = tuple[Extension, Snapshot, list[Rate], list[Reading]]
+    Parts = list[Part | None]
 
     def virtual(batch: list[str]) -> Parts:
-        """Each variant's virtual snapshot of ``batch``."""
-        parts = []
+        """Each variant's virtual snapshot of ``batch`` (None: it has none of its topics)."""
+        parts: Parts = []
         for variant in variants:
-            snapshot, rates = variant.only(batch)
+            mine = [name for name in batch if name in variant.segment_sizes]
+            if not mine:
+                parts.append(None)
+                continue
+            snapshot, rates = variant.only(mine)
             reads = readings(snapshot.tables, observed, now, request.window_ms, request.stalled)
             extension = extend(
                 snapshot, request.instants, rates, variant.segment_sizes, label=variant.label,
@@ -109,27 +117,29 @@ def forecast(
             parts.append((extension, snapshot, rates, reads))
         return parts
 
-    results: list[list[Forecast]] = []
-    topic_batches = batches(variants[0], request.instants, len(variants))
+    def summarize_part(part: Part, plan: Mapping[str, pa.Table]) -> Forecast:
+        extension, snapshot, rates, reads = part
+        return summarize(extension, plan, snapshot, rates, reads, request.window_ms)
+
+    results: list[list[Forecast | None]] = []
+    topic_batches = batches(variants[0], request.instants, variants[1:])
     # The next batch's virtual snapshot is built (numpy, in this process) while Spark
     # plans this one (in the JVM); the plans stay on the calling thread (Ctrl-C).
     for done, parts in enumerate(_one_ahead(virtual, topic_batches), 1):
+        present = [part for part in parts if part is not None]
         joined = {
-            name: pa.concat_tables([extension.snapshot.tables[name] for extension, *_ in parts])
-            for name in parts[0][0].snapshot.tables
+            name: pa.concat_tables([extension.snapshot.tables[name] for extension, *_ in present])
+            for name in present[0][0].snapshot.tables
         }
         # Deleted segments only: the kept ones' rows would be collected and split for
         # nothing (a quarter of the forecast's time at 100K segments).
-        plan = planner.plan(Snapshot(now, joined, parts[0][1].rejected), every_segment=False)
-        results.append(
-            [
-                summarize(extension, plan.tables, snapshot, rates, reads, request.window_ms)
-                for extension, snapshot, rates, reads in parts
-            ]
-        )
+        plan = planner.plan(Snapshot(now, joined, present[0][1].rejected), every_segment=False)
+        results.append([None if part is None else summarize_part(part, plan.tables) for part in parts])
         if progress is not None:
             progress(done, len(topic_batches))
-    result, *saved = (_merged([r[v] for r in results], request) for v in range(len(variants)))
+    result, *saved = (
+        _merged([part for r in results if (part := r[v]) is not None], request) for v in range(len(variants))
+    )
     return replace(result, saved=saved[0].topics) if saved else result
 
 
@@ -192,11 +202,12 @@ class Variant:
         return Snapshot(self.snapshot.now, tables_, self.snapshot.rejected), rates
 
 
-def batches(variant: Variant, instants: Sequence[int], variants: int) -> list[list[str]]:
+def batches(variant: Variant, instants: Sequence[int], others: Sequence[Variant] = ()) -> list[list[str]]:
     """The topics of ``variant`` in batches, in order, each of at most
-    :data:`MAX_VIRTUAL_ROWS` virtual segments over ``instants`` and ``variants``
-    (a topic larger than that alone): its segments today, plus the segments its
-    ingest adds by the horizon, at each instant."""
+    :data:`MAX_VIRTUAL_ROWS` virtual segments over ``instants`` (and again for each
+    of the ``others`` that holds the topic too; a topic larger than that alone): its
+    segments today, plus the segments its ingest adds by the horizon, at each
+    instant."""
     tables_ = variant.snapshot.tables
     rows = dict.fromkeys(tables_["topics"]["topic"].to_pylist(), 0.0)
     for count in pc.value_counts(tables_["segments"]["topic"]).to_pylist():
@@ -215,7 +226,7 @@ def batches(variant: Variant, instants: Sequence[int], variants: int) -> list[li
     result: list[list[str]] = []
     size = 0.0
     for topic, count in rows.items():
-        cost = (count + 1) * len(instants) * variants
+        cost = (count + 1) * len(instants) * (1 + sum(topic in other.segment_sizes for other in others))
         if result and size + cost <= MAX_VIRTUAL_ROWS:
             result[-1].append(topic)
             size += cost
@@ -228,15 +239,15 @@ def batches(variant: Variant, instants: Sequence[int], variants: int) -> list[li
 def _merged(parts: Sequence[Forecast], request: Request) -> Forecast:
     """One forecast of the topics of ``parts`` (batches of one request), with the
     disk budget's breach over all of them."""
-    topics = [topic for part in parts for topic in part.topics]
-    breach = None
-    if request.disk_budget is not None:
-        for i, at in enumerate(request.instants):
-            if sum(t.points[i].bytes for t in topics) > request.disk_budget:
-                breach = Breach("disk_budget", at, request.disk_budget)
-                break
     instants = list(request.instants)
-    return Forecast(instants[0], instants, request.window_ms, topics, request.disk_budget, breach)
+    merged = Forecast(
+        instants[0], instants, request.window_ms, [topic for part in parts for topic in part.topics], None, None
+    )
+    if request.disk_budget is None:
+        return merged
+    over = (at for at, held in zip(instants, merged.bytes_on_disk()) if held > request.disk_budget)
+    breach = next((Breach("disk_budget", at, request.disk_budget) for at in over), None)
+    return replace(merged, disk_budget=request.disk_budget, disk_breach=breach)
 
 
 def _segment_size(policy: EffectivePolicy) -> int:

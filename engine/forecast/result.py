@@ -117,6 +117,19 @@ class Forecast:
     #: with a what-if, the same topics under their saved policy (same job)
     saved: list[TopicForecast] | None = None
 
+    def of(self, topic: str) -> TopicForecast:
+        """``topic``'s forecast (with a what-if, under the edited policy)."""
+        return next(t for t in self.topics if t.topic == topic)
+
+    def saved_of(self, topic: str) -> TopicForecast | None:
+        """``topic``'s forecast under its saved policy, with a what-if; else None."""
+        return next((t for t in self.saved if t.topic == topic), None) if self.saved else None
+
+    def bytes_on_disk(self) -> list[int]:
+        """The bytes on disk of all the topics forecast, at each instant: what the disk
+        budget is held to."""
+        return [sum(t.points[i].bytes for t in self.topics) for i in range(len(self.instants))]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "now": self.now,

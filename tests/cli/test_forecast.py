@@ -17,10 +17,11 @@ import pytest
 from console.cli.forecast import render
 from console.cli.main import main
 from engine.broker import Broker
-from engine.forecast.forecast import instants
+from engine.forecast.forecast import Request, forecast, instants
 from engine.forecast.result import Forecast
 from engine.policy.units import parse_duration, parse_size
 from engine.prune.pruner import Pruner
+from engine.prune.record_times import StoreRecordTimes
 from engine.prune.session import SparkEngine
 from engine.store.batch import NewRecord
 
@@ -208,6 +209,37 @@ def test_the_what_if_over_time_equals_plans_at_those_instants(
             assert point["segments"] == len(kept)
             assert point["bytes_deleted"] == sum(s["size_bytes"] for s in segments if s["decision"] == "delete")
             assert point["partitions"][0]["log_start"] == plan.tables["partitions"]["new_log_start_offset"][0].as_py()
+
+
+def test_a_what_if_of_one_topic_among_all_plans_only_that_one_twice(
+    steady: int, shared_spark: SparkEngine, data_dir: Path
+) -> None:
+    """The console's what-if with a disk budget forecasts every topic, one of them
+    edited: the others are the same under both policies, so only the edited one is
+    planned under its saved policy too. Each topic's forecast is the one asked alone,
+    and the budget's breach is over them all, edited."""
+    with Broker(data_dir, clock=lambda: NOW) as broker:
+        pruner = Pruner(broker, shared_spark)
+        edited = {"capped": {**broker.catalog.overrides("capped"), "retention_time": "90m"}}
+
+        def run(topics: list[str] | None, budget: int | None = None, **overrides: dict) -> Forecast:
+            request = Request(instants(NOW, 3 * 3_600_000, 3_600_000), 3_600_000, disk_budget=budget)
+            return forecast(
+                pruner.planner, broker.catalog, StoreRecordTimes(broker.data), request,
+                defaults=broker.config.policy_defaults, topics=topics, overrides=overrides or None,
+            )  # fmt: skip
+
+        both = run(None, **edited)
+        budget = max(both.bytes_on_disk()) - 1  # broken at the first instant the topics hold the most
+        with_budget = run(None, budget, **edited)
+        alone = run(["capped"], **edited)
+        plain = run(["timed"])
+    assert [t.topic for t in both.topics] == ["capped", "timed"]
+    assert both.saved is not None and [t.topic for t in both.saved] == ["capped"]
+    assert alone.saved is not None and both.saved == alone.saved and both.of("capped") == alone.of("capped")
+    assert both.of("timed") == plain.of("timed")
+    over = [at for at, held in zip(both.instants, both.bytes_on_disk()) if held > budget]
+    assert with_budget.disk_breach is not None and with_budget.disk_breach.at == over[0]
 
 
 @pytest.mark.parametrize(

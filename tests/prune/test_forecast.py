@@ -217,6 +217,6 @@ def test_a_rolling_topic_is_batched_by_the_segments_its_roll_makes() -> None:
     instants = [now + i * hour for i in range(169)]
     rolled, filled = 169 * (5_040 + 1), 169 * (58 // 2 + 1)  # today's none, and the ingest's
     with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", rolled + filled - 169):
-        assert forecasting.batches(variant, instants, 1) == [["rolled"], ["filled"]]
+        assert forecasting.batches(variant, instants) == [["rolled"], ["filled"]]
     with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", rolled + filled + 169):
-        assert forecasting.batches(variant, instants, 1) == [["rolled", "filled"]]
+        assert forecasting.batches(variant, instants) == [["rolled", "filled"]]
