@@ -262,9 +262,12 @@ class ConsoleHost:
         return plan
 
     def forecast(
-        self, request: Request, topics: Sequence[str], overrides: Mapping[str, Mapping[str, str]] | None = None
+        self,
+        request: Request,
+        topics: Sequence[str] | None,
+        overrides: Mapping[str, Mapping[str, str]] | None = None,
     ) -> Forecast:
-        """A capacity forecast of ``topics`` (engine/forecast) on the console's Spark;
+        """A capacity forecast of ``topics`` (all if None; engine/forecast) on the console's Spark;
         with ``overrides``, a what-if over time (the saved policy's in ``saved``)."""
         from engine.forecast.forecast import forecast
 

@@ -21,7 +21,7 @@ from textual.widgets import Static
 from console import format
 from console.errors import describe_error
 from console.host import ConsoleHost
-from console.model.capacity import WhatIfCaps, week_ahead, what_if_caps
+from console.model.capacity import WhatIfCaps, forecast_scope, week_ahead, what_if_caps
 from console.model.what_if import WhatIf
 from console.widgets.cells import Palette
 from console.widgets.charts import Chart, ChartLegend
@@ -92,11 +92,12 @@ def render_what_if(what_if: WhatIf, changes: str, palette: Palette) -> Renderabl
     return Group(*parts)
 
 
-def peaks_line(result: Forecast) -> str:
-    """``peak 58.0 KiB saved, 41.0 KiB edited``: over the week charted above it, on one
-    line of the chart's width (each line under the chart is a line less of chart)."""
-    (edited,) = result.topics
-    saved = result.saved[0] if result.saved else edited
+def peaks_line(result: Forecast, topic: str) -> str:
+    """``peak 58.0 KiB saved, 41.0 KiB edited``: ``topic``'s over the week charted above
+    it, on one line of the chart's width (each line under the chart is a line less of
+    chart)."""
+    edited = result.of(topic)
+    saved = result.saved_of(topic) or edited
     peak = max(p.bytes for p in edited.points)
     saved_peak = max(p.bytes for p in saved.points)
     return f"peak {format.size(saved_peak)} saved, {format.size(peak)} edited"
@@ -137,9 +138,10 @@ class WhatIfPane(Horizontal):
     """
 
     class ForecastReady(Message):
-        def __init__(self, result: Forecast, caps: WhatIfCaps) -> None:
+        def __init__(self, result: Forecast, topic: str, caps: WhatIfCaps) -> None:
             super().__init__()
             self.result = result
+            self.topic = topic
             self.caps = caps
 
     class ForecastFailed(Message):
@@ -199,18 +201,19 @@ class WhatIfPane(Horizontal):
             # The caps and the disk budget are drawn as lines, as in the Forecast view.
             with host.reading() as broker:
                 caps, config = what_if_caps(broker, topic, overrides), broker.config
-            result = host.forecast(week_ahead(host.clock(), config), [topic], overrides={topic: overrides})
+            request = week_ahead(host.clock(), config)
+            result = host.forecast(request, forecast_scope(topic, config), overrides={topic: overrides})
         except Exception as error:  # noqa: BLE001 - shown in the pane, never a crash
             self.post_message(self.ForecastFailed(describe_error(error)))
             return
-        self.post_message(self.ForecastReady(result, caps))
+        self.post_message(self.ForecastReady(result, topic, caps))
 
     def on_what_if_pane_forecast_ready(self, message: ForecastReady) -> None:
-        caps = message.caps
-        spec = forecast_chart(message.result, cap=caps.edited, saved_cap=caps.saved)
+        caps, topic = message.caps, message.topic
+        spec = forecast_chart(message.result, topic, cap=caps.edited, saved_cap=caps.saved)
         self.query_one("#what-if-chart", Chart).show(spec)
-        self.query_one("#what-if-forecast-note", ChartLegend).show(spec, peaks_line(message.result))
-        (edited,) = message.result.topics
+        self.query_one("#what-if-forecast-note", ChartLegend).show(spec, peaks_line(message.result, topic))
+        edited = message.result.of(topic)
         shown = self.query_one("#what-if-assumptions", Static)
         shown.update(
             Group(Text("\nThe forecast charted assumes:", style="bold"), assumptions(edited, message.result.window_ms))

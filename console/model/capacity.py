@@ -31,6 +31,14 @@ def week_ahead(now: int, config: Config, window_ms: int = WINDOW_MS, stalled: fr
     )
 
 
+def forecast_scope(topic: str, config: Config) -> list[str] | None:
+    """The topics a console forecast of ``topic`` plans: every one (None) where a disk
+    budget is set, which is over all of them (the breach a forecast of ``topic``
+    alone finds is the one a disk holding only that topic would see, later than the
+    one ``ebb forecast`` finds); else ``topic`` alone."""
+    return None if config.disk_budget is not None else [topic]
+
+
 def next_window(window_ms: int) -> int:
     """The window of :data:`WINDOWS` after ``window_ms`` (after the last, the first)."""
     later = [w for w in WINDOWS if w > window_ms]

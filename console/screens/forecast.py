@@ -25,7 +25,15 @@ from textual.widgets import DataTable, Static
 from console import format
 from console.host import ConsoleHost
 from console.modals.stall_picker import StallPicker
-from console.model.capacity import HORIZON_MS, HOUR, WINDOW_MS, next_window, size_cap, week_ahead
+from console.model.capacity import (
+    HORIZON_MS,
+    HOUR,
+    WINDOW_MS,
+    forecast_scope,
+    next_window,
+    size_cap,
+    week_ahead,
+)
 from console.model.forecast_breaches import breach_text, breaches_in_order
 from console.model.history import History, load_history
 from console.screens.base import LiveScreen
@@ -169,24 +177,24 @@ class ForecastScreen(LiveScreen[TopicsData]):
         try:
             with host.reading() as broker, broker.catalog.read():
                 past = load_history(broker.catalog, (), now, topic=topic, since=now - HORIZON_MS)
-            result = host.forecast(request, [topic])
+            result = host.forecast(request, forecast_scope(topic, self._config))
         except Exception as error:  # noqa: BLE001 - a forecast that fails says why, in the view
             self.app.call_from_thread(self._failed, topic, str(error))
             return
-        self.app.call_from_thread(self.draw, result, past)
+        self.app.call_from_thread(self.draw, result, topic, past)
 
     def _failed(self, topic: str, error: str) -> None:
         self.query_one("#forecast-summary", Static).update(f"forecast of {topic} failed: {error}")
 
-    def draw(self, result: Forecast, past: History | None = None) -> None:
-        """Chart the (only) topic of ``result``: its past, then bytes on disk per hour
-        from now, the topic's cap (max_partition_size x partitions, the legend says so)
-        and disk budget as lines, the first breach the summary names as a vertical
+    def draw(self, result: Forecast, shown: str, past: History | None = None) -> None:
+        """Chart the topic ``shown`` of ``result``: its past, then bytes on disk per
+        hour from now, the topic's cap (max_partition_size x partitions, the legend
+        says so) and disk budget as lines (and the bytes of all the topics forecast,
+        which the budget is over), the first breach the summary names as a vertical
         line (widgets/forecast_chart.py)."""
-        (topic,) = result.topics
-        self.shown = topic
+        topic = self.shown = result.of(shown)
         spec = forecast_chart(
-            result, past=past, cap=self._caps.get(topic.topic), partitions=self._partitions.get(topic.topic, 1)
+            result, shown, past=past, cap=self._caps.get(shown), partitions=self._partitions.get(shown, 1)
         )
         self.query_one("#forecast-chart", Chart).show(spec)
         self.query_one("#forecast-legend", ChartLegend).show(spec)

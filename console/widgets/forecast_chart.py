@@ -52,26 +52,29 @@ def _breaching_partition(topic: TopicForecast, breach: Breach | None, now: int) 
 
 def forecast_chart(
     result: Forecast,
+    shown: str,
     *,
     past: History | None = None,
     cap: int | None = None,
     saved_cap: int | None = None,
     partitions: int = 1,
 ) -> ChartSpec:
-    """The (only) topic of ``result``; with a what-if (``result.saved``), the saved
+    """The topic ``shown`` of ``result``; with a what-if (``result.saved``), the saved
     policy's projection beside the edited one's, and each policy's size cap when they
     differ (``cap`` the edited one's, ``saved_cap`` the saved one's). ``partitions``:
     how many partitions' caps ``cap`` sums (console.model.capacity.size_cap), which
-    the legend says when several."""
-    (topic,) = result.topics
+    the legend says when several. Where ``result`` holds other topics too (a disk
+    budget is over all of them: console.model.capacity.forecast_scope), their bytes
+    together are drawn too: the curve the budget's line is crossed by."""
+    topic = result.of(shown)
     series: list[Series] = []
     marks: list[Mark] = []
     if past is not None and past.topics:
         (mine,) = past.topics
         series.append(Series("past", relative(mine.times, result.now, HOUR), mine.bytes, "secondary"))
         marks.append(Mark(0, "foreground", vertical=True))
-    if result.saved:
-        series.append(_projection(result.saved[0], result.now, "saved policy", "secondary"))
+    if (saved := result.saved_of(shown)) is not None:
+        series.append(_projection(saved, result.now, "saved policy", "secondary"))
         series.append(_projection(topic, result.now, "edited policy", "primary"))
     else:
         series.append(_projection(topic, result.now, "projected", "primary"))
@@ -93,6 +96,12 @@ def forecast_chart(
         marks.append(its_cap)
     if result.disk_budget is not None:
         marks.append(Mark(result.disk_budget, "warning", label="disk budget"))
+    if len(result.topics) > 1:
+        together = Series(
+            f"all {len(result.topics)} topics", relative(result.instants, result.now, HOUR),
+            tuple(result.bytes_on_disk()), "warning",
+        )  # fmt: skip
+        series.append(together)
     if breach is not None:
         marks.append(Mark((breach.at - result.now) / HOUR, "error", vertical=True))
     return ChartSpec(f"{topic.topic}: bytes on disk", "hours (0 = now)", tuple(series), tuple(marks))

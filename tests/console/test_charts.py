@@ -297,12 +297,34 @@ async def test_the_what_if_charts_the_week_with_both_policies(make_console, spar
     assert {r.group for r in topic.readings} >= {"billing"} and len(topic.rates) == 2
 
 
+async def test_the_what_if_holds_the_disk_budget_to_every_topic(make_console, console_data: Path, spark_engine) -> None:
+    """As the Forecast view does: with a disk budget, the what-if forecasts every topic
+    (the one edited with its edited policy) and marks the budget's breach by them
+    together, where a forecast of the topic alone never breaks it."""
+    edited = {"orders": {**ORDERS, "retention_time": "20m"}}  # no cap to break before the budget
+    host = make_console(spark=spark_engine).host
+    together = host.forecast(week_ahead(NOW, DEFAULT_CONFIG), None, overrides=edited).bytes_on_disk()
+    budget = together[24]
+    (console_data / "ebb.toml").write_text(f'[engine]\ndisk_budget = "{budget}"\n')
+    config = dataclasses.replace(DEFAULT_CONFIG, disk_budget=budget)
+    breach = host.forecast(week_ahead(NOW, config), None, overrides=edited).disk_breach
+    assert breach is not None and breach.at > NOW + 24 * HOUR
+    app = make_console(spark=spark_engine)
+    async with app.run_test(size=TERMINAL) as pilot:
+        pane = await _what_if(pilot, "retention_time", "20m")
+        spec = pane.query_one("#what-if-chart", Chart).spec
+    assert spec is not None
+    assert [m.value for m in spec.marks if m.vertical and m.role == "error"] == [(breach.at - NOW) // HOUR]
+    (drawn,) = [s for s in spec.series if s.label.startswith("all ")]
+    assert drawn.ys == tuple(together)
+
+
 def test_the_forecast_chart_draws_caps_and_budget_and_names_those_above_it() -> None:
     """One chart for the Forecast view and the what-if: a cap line per policy when the
     edited one differs, the disk budget, each named with its value in the legend."""
     request = week_ahead(NOW, dataclasses.replace(DEFAULT_CONFIG, disk_budget=30 << 10))
     what_if = dataclasses.replace(fake_forecast(request, ["orders"], overrides={"x": "y"}), disk_budget=30 << 10)
-    spec = forecast_chart(what_if, cap=16 << 10, saved_cap=1 << 30)
+    spec = forecast_chart(what_if, "orders", cap=16 << 10, saved_cap=1 << 30)
     lines = {m.label: (m.value, m.role, spec.on_chart(m)) for m in spec.marks if not m.vertical}
     assert lines == {
         "edited cap": (16 << 10, "error", True),
@@ -314,9 +336,9 @@ def test_the_forecast_chart_draws_caps_and_budget_and_names_those_above_it() -> 
     legend = chart_legend(spec, variables).plain
     assert legend.endswith("\n─ saved cap 1.0 GiB (above)\n─ edited cap 16.0 KiB\n─ disk budget 30.0 KiB")
     # the same cap under both policies is one line; the Forecast view's is just "cap"
-    same = forecast_chart(what_if, cap=16 << 10, saved_cap=16 << 10)
+    same = forecast_chart(what_if, "orders", cap=16 << 10, saved_cap=16 << 10)
     assert [m.label for m in same.marks if not m.vertical] == ["cap", "disk budget"]
-    plain = forecast_chart(fake_forecast(request, ["orders"]), cap=16 << 10)
+    plain = forecast_chart(fake_forecast(request, ["orders"]), "orders", cap=16 << 10)
     assert [m.label for m in plain.marks if not m.vertical] == ["cap"]
 
 

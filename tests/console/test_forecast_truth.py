@@ -14,13 +14,16 @@ from pathlib import Path
 from textual.widgets import Static
 
 from console.cli.forecast import render
+from console.model.capacity import week_ahead
 from console.screens.forecast import HOUR, ForecastScreen, summary
 from console.widgets.charts import Chart, ChartSpec, chart_legend
 from console.widgets.forecast_chart import forecast_chart
 from engine.broker import Broker
 from engine.clock import parse_instant
+from engine.config import DEFAULT_CONFIG
 from engine.forecast.rates import Rate
 from engine.forecast.result import Breach, Forecast, PartitionPoint, Point, TopicForecast
+from engine.policy.units import describe_size
 from tests.support.console_fixtures import NOW, TERMINAL, settle
 
 KIB = 1 << 10
@@ -73,7 +76,7 @@ def test_the_marker_sits_at_the_first_breach_the_summary_names() -> None:
     """The disk budget is exceeded at +0 h, the topic's cap at +1 h: the summary said
     "disk budget exceeded at +0 h" while the marker sat at +1 h."""
     result = skewed("orders", 4)
-    spec = forecast_chart(result, cap=4 * CAP, partitions=4)
+    spec = forecast_chart(result, "orders", cap=4 * CAP, partitions=4)
     named = _named_breaches(summary(result.topics[0], result))
     assert len(named) == 4, named
     # the summary names them earliest first; the chart marks the first
@@ -83,7 +86,7 @@ def test_the_marker_sits_at_the_first_breach_the_summary_names() -> None:
     # without a budget, the topic's own first breach is the first named and marked
     quiet = skewed("orders", 4, budget=None)
     named = _named_breaches(summary(quiet.topics[0], quiet))
-    assert named[0][0] == 1 and _breach_marks(forecast_chart(quiet, cap=4 * CAP, partitions=4)) == [1]
+    assert named[0][0] == 1 and _breach_marks(forecast_chart(quiet, "orders", cap=4 * CAP, partitions=4)) == [1]
 
 
 def _as_hours(line: str) -> str:
@@ -116,7 +119,7 @@ def test_a_per_partition_cap_is_drawn_as_what_it_is() -> None:
     partition is drawn, with that cap, so that the marker sits where its curve
     reaches the line."""
     result = skewed("orders", 4, budget=None)
-    spec = forecast_chart(result, cap=4 * CAP, partitions=4)
+    spec = forecast_chart(result, "orders", cap=4 * CAP, partitions=4)
     legend = chart_legend(spec, VARIABLES).plain.splitlines()
     assert "─ cap 60.0 KiB x 4 partitions = 240.0 KiB" in legend
     assert "─ partition 0's cap 60.0 KiB" in legend
@@ -132,15 +135,15 @@ def test_a_per_partition_cap_is_drawn_as_what_it_is() -> None:
     assert _breach_marks(spec) == [hours]
     # the budget broken first is the breach marked: the curve it crosses is the topic's,
     # and no partition's is drawn (nor its cap, which could hide the budget's line)
-    spec = forecast_chart(skewed("orders", 4), cap=4 * CAP, partitions=4)
+    spec = forecast_chart(skewed("orders", 4), "orders", cap=4 * CAP, partitions=4)
     assert [s.label for s in spec.series] == ["projected"] and _breach_marks(spec) == [0]
     assert [m.label for m in spec.marks if m.label] == ["cap 60.0 KiB x 4 partitions =", "disk budget"]
     # a topic of one partition: its cap is the partition's, one line, as before
     single = skewed("metrics", 1)
-    spec = forecast_chart(single, cap=CAP)
+    spec = forecast_chart(single, "metrics", cap=CAP)
     assert [m.label for m in spec.marks if m.label] == ["cap", "disk budget"]
     assert [s.label for s in spec.series] == ["projected"]
-    spec = forecast_chart(skewed("metrics", 1, budget=None), cap=CAP)
+    spec = forecast_chart(skewed("metrics", 1, budget=None), "metrics", cap=CAP)
     assert [m.label for m in spec.marks if m.label] == ["cap"] and [s.label for s in spec.series] == ["projected"]
 
 
@@ -203,4 +206,41 @@ def test_a_what_if_marks_its_first_breach_alike() -> None:
     edited policy's first breach, the budget included."""
     result = skewed("orders", 4)
     what_if = dataclasses.replace(result, saved=result.topics)
-    assert _breach_marks(forecast_chart(what_if, cap=4 * CAP, saved_cap=8 * CAP, partitions=4)) == [0]
+    assert _breach_marks(forecast_chart(what_if, "orders", cap=4 * CAP, saved_cap=8 * CAP, partitions=4)) == [0]
+
+
+async def test_the_disk_budget_is_held_to_every_topic_as_ebb_forecast_holds_it(
+    make_console, console_data: Path, spark_engine
+) -> None:
+    """The disk budget is over the data directory's topics together: the view of one
+    topic forecast that topic alone and found the budget broken when that topic
+    alone held more than it (here never), not when the disk did. It now names and
+    marks the breach ``ebb forecast`` finds (the same engine forecast, of every
+    topic), and draws the topics' bytes together, the curve that crosses the line."""
+    host = make_console(spark=spark_engine).host
+    everything = host.forecast(week_ahead(NOW, DEFAULT_CONFIG), None)
+    together = everything.bytes_on_disk()
+    budget = together[24]  # the topics hold more than this later in the week, orders alone never
+    assert max(together) > budget > max(p.bytes for p in everything.of("orders").points)
+    (console_data / "ebb.toml").write_text(f'[engine]\ndisk_budget = "{budget}"\n')
+    config = dataclasses.replace(DEFAULT_CONFIG, disk_budget=budget)
+    breach = host.forecast(week_ahead(NOW, config), None).disk_breach
+    assert breach is not None and breach.at > NOW + 24 * HOUR
+    assert host.forecast(week_ahead(NOW, config), ["orders"]).disk_breach is None  # what the view used to find
+    hours = (breach.at - NOW) // HOUR
+
+    app = make_console(spark=spark_engine)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        for key in ("6", "down", "down", "down", "enter"):
+            await pilot.press(key)
+            await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, ForecastScreen) and screen.shown is not None
+        assert screen.shown.topic == "orders"
+        text = str(screen.query_one("#forecast-summary", Static).render())
+        spec = screen.query_one("#forecast-chart", Chart).spec
+    assert f"disk budget {describe_size(budget)}: exceeded at +{hours} h" in text.splitlines()
+    assert spec is not None and _breach_marks(spec) == [hours]
+    (drawn,) = [s for s in spec.series if s.label == f"all {len(everything.topics)} topics"]
+    assert drawn.ys == tuple(together)
