@@ -266,9 +266,12 @@ class ConsoleHost:
         request: Request,
         topics: Sequence[str] | None,
         overrides: Mapping[str, Mapping[str, str]] | None = None,
+        *,
+        progress: Callable[[int, int], None] | None = None,
     ) -> Forecast:
         """A capacity forecast of ``topics`` (all if None; engine/forecast) on the console's Spark;
-        with ``overrides``, a what-if over time (the saved policy's in ``saved``)."""
+        with ``overrides``, a what-if over time (the saved policy's in ``saved``);
+        ``progress(done, jobs)`` after each of its Spark jobs."""
         from engine.forecast.forecast import forecast
 
         with self._actor_lock:
@@ -278,7 +281,7 @@ class ConsoleHost:
             planner = self._pruner(broker).planner
             return forecast(
                 planner, broker.catalog, StoreRecordTimes(broker.data), request,
-                defaults=broker.config.policy_defaults, topics=topics, overrides=overrides,
+                defaults=broker.config.policy_defaults, topics=topics, overrides=overrides, progress=progress,
             )  # fmt: skip
 
     def prune_as_previewed(

@@ -17,6 +17,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
+from textual.worker import get_current_worker
 
 from console import format
 from console.errors import describe_error
@@ -204,9 +205,13 @@ class WhatIfPane(Horizontal):
             request = week_ahead(host.clock(), config)
             result = host.forecast(request, forecast_scope(topic, config), overrides={topic: overrides})
         except Exception as error:  # noqa: BLE001 - shown in the pane, never a crash
-            self.post_message(self.ForecastFailed(describe_error(error)))
-            return
-        self.post_message(self.ForecastReady(result, topic, caps))
+            outcome: Message = self.ForecastFailed(describe_error(error))
+        else:
+            outcome = self.ForecastReady(result, topic, caps)
+        # A forecast asked for after this one cancelled it (exclusive), but this
+        # thread ran on: what it found must not replace the newer one's.
+        if not get_current_worker().is_cancelled:
+            self.post_message(outcome)
 
     def on_what_if_pane_forecast_ready(self, message: ForecastReady) -> None:
         caps, topic = message.caps, message.topic

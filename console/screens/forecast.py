@@ -21,6 +21,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
+from textual.worker import get_current_worker
 
 from console import format
 from console.host import ConsoleHost
@@ -136,7 +137,7 @@ class ForecastScreen(LiveScreen[TopicsData]):
             self._start(topic)
 
     def _start(self, topic: str) -> None:
-        self.query_one("#forecast-summary", Static).update(f"forecasting {topic} on Spark…")
+        self.query_one("#forecast-summary", Static).update(f"{self._forecasting(topic)}…")
         self.query_one("#forecast-assumptions", Static).update("")
         self._forecast(topic, self.window_ms, self.stalled)
 
@@ -169,19 +170,42 @@ class ForecastScreen(LiveScreen[TopicsData]):
         event.stop()
         self.action_forecast()
 
+    def _forecasting(self, topic: str) -> str:
+        """What the view is doing while it forecasts ``topic``."""
+        if forecast_scope(topic, self._config) is None:
+            return f"forecasting every topic on Spark (the disk budget is over them all) to chart {topic}"
+        return f"forecasting {topic} on Spark"
+
+    def _progress(self, topic: str, done: int, jobs: int) -> None:
+        """A large catalog's forecast takes minutes: how many of its jobs are done."""
+        self.query_one("#forecast-summary", Static).update(f"{self._forecasting(topic)}: {done} of {jobs} jobs done…")
+
     @work(thread=True, exclusive=True, group="forecast", exit_on_error=False)
     def _forecast(self, topic: str, window_ms: int, stalled: frozenset[str]) -> None:
         host = self.ebb.host
         now = host.clock()
         request = week_ahead(now, self._config, window_ms, stalled)
+        # A forecast asked for after this one cancels it (exclusive), but its thread
+        # runs on: what it says after that would overwrite the newer forecast's.
+        worker = get_current_worker()
+
+        def superseded() -> bool:
+            return worker.is_cancelled
+
+        def progress(done: int, jobs: int) -> None:
+            if done < jobs and not superseded():  # the last is followed by the chart at once
+                self.app.call_from_thread(self._progress, topic, done, jobs)
+
         try:
             with host.reading() as broker, broker.catalog.read():
                 past = load_history(broker.catalog, (), now, topic=topic, since=now - HORIZON_MS)
-            result = host.forecast(request, forecast_scope(topic, self._config))
+            result = host.forecast(request, forecast_scope(topic, self._config), progress=progress)
         except Exception as error:  # noqa: BLE001 - a forecast that fails says why, in the view
-            self.app.call_from_thread(self._failed, topic, str(error))
+            if not superseded():
+                self.app.call_from_thread(self._failed, topic, str(error))
             return
-        self.app.call_from_thread(self.draw, result, topic, past)
+        if not superseded():
+            self.app.call_from_thread(self.draw, result, topic, past)
 
     def _failed(self, topic: str, error: str) -> None:
         self.query_one("#forecast-summary", Static).update(f"forecast of {topic} failed: {error}")

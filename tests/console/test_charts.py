@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,7 @@ ORDERS = TOPICS["orders"][1]
 THEMES = ("ebbtide-dark", "ebbtide-light", "ebbtide-high-contrast")
 
 
-def fake_forecast(request: Request, topics: list[str], overrides=None) -> Forecast:
+def fake_forecast(request: Request, topics: list[str], overrides=None, **_: object) -> Forecast:
     """From 40 KiB now, 2 KiB more an hour until the 8 KiB/partition cap deletes at
     +30 h; with overrides (a what-if), the edited policy keeps half as much."""
     (topic,) = topics
@@ -424,3 +425,53 @@ def test_forecast_snapshot(snap_compare, make_console, console_data: Path, monke
     app = make_console(theme=theme)
     monkeypatch.setattr(app.host, "forecast", fake_forecast)
     assert snap_compare(app, terminal_size=TERMINAL, run_before=_keys("6", "down", "down", "enter"))
+
+
+async def test_a_what_if_forecast_asked_for_again_is_not_overwritten_by_the_one_before(
+    make_console, monkeypatch
+) -> None:
+    """ctrl+t, then ctrl+t again with another edit: the first forecast's thread runs on
+    after the second is charted, and what it found replaced the chart of the edit
+    asked for last."""
+    host = make_console().host
+    started, release = threading.Event(), threading.Event()
+
+    def forecast(request: Request, topics: list[str], overrides=None, **_: object) -> Forecast:
+        result = fake_forecast(request, topics, overrides)
+        if overrides["orders"]["retention_time"] != "1m":
+            return result
+        started.set()
+        release.wait(30)  # the first edit's: slow, and unlike the second's
+        (edited,) = result.topics
+        doubled = [dataclasses.replace(p, bytes=2 * p.bytes) for p in edited.points]
+        return dataclasses.replace(result, topics=[dataclasses.replace(edited, points=doubled)])
+
+    monkeypatch.setattr(host, "forecast", forecast)
+
+    class Pane(App):
+        def compose(self) -> ComposeResult:
+            yield WhatIfPane()
+
+    app = Pane()
+    async with app.run_test(size=TERMINAL) as pilot:
+        pane = app.query_one(WhatIfPane)
+        chart = pane.query_one("#what-if-chart", Chart)
+        pane.forecast(host, "orders", {"retention_time": "1m"})
+        for _ in range(400):  # the first forecast's thread is waiting
+            if started.is_set():
+                break
+            await pilot.pause(0.05)
+        assert started.is_set()
+        pane.forecast(host, "orders", {"retention_time": "2m"})
+        for _ in range(200):
+            if chart.spec is not None:
+                break
+            await pilot.pause(0.05)
+        assert chart.spec is not None
+        charted = chart.spec.series
+        release.set()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert chart.spec.series == charted
+    second = fake_forecast(week_ahead(NOW, DEFAULT_CONFIG), ["orders"], {"orders": {}})
+    assert charted[-1].ys == tuple(p.bytes for p in second.topics[0].points)

@@ -160,7 +160,7 @@ async def test_the_view_marks_and_names_the_first_breach_at_120_columns(
     fit unwrapped under the chart."""
     _with_cap(console_data, "clickstream", "60KiB")
     app = make_console()
-    monkeypatch.setattr(app.host, "forecast", lambda request, topics: skewed(topics[0], 2))
+    monkeypatch.setattr(app.host, "forecast", lambda request, topics, **_: skewed(topics[0], 2))
     async with app.run_test(size=TERMINAL) as pilot:
         await settle(pilot)
         for key in ("6", "enter"):
@@ -188,7 +188,7 @@ def test_forecast_skewed_snapshot(snap_compare, make_console, console_data: Path
     breach marked, and that partition is drawn reaching its cap."""
     _with_cap(console_data, "clickstream", "60KiB")
     app = make_console()
-    monkeypatch.setattr(app.host, "forecast", lambda request, topics: skewed(topics[0], 2, budget=None))
+    monkeypatch.setattr(app.host, "forecast", lambda request, topics, **_: skewed(topics[0], 2, budget=None))
 
     async def run_before(pilot) -> None:
         await settle(pilot)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import threading
 from collections.abc import Callable
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -27,7 +28,7 @@ from tests.support.console_fixtures import NOW, TERMINAL, settle
 from tests.support.rich_text import plain_lines
 
 
-def _forecast(request: Request, topics: list[str]) -> Forecast:
+def _forecast(request: Request, topics: list[str], **_: object) -> Forecast:
     """Grows by 1 MiB an hour until the cap deletes at +3 h."""
     (topic,) = topics
     points = [
@@ -45,7 +46,7 @@ async def test_enter_forecasts_the_selected_topic_and_charts_it(make_console, mo
     app = make_console()
     asked: list[tuple[int, list[str]]] = []
 
-    def forecast(request: Request, topics: list[str]) -> Forecast:
+    def forecast(request: Request, topics: list[str], **_: object) -> Forecast:
         asked.append((len(request.instants), list(topics)))
         return _forecast(request, topics)
 
@@ -71,7 +72,7 @@ async def test_enter_forecasts_the_selected_topic_and_charts_it(make_console, mo
 async def test_a_failed_forecast_says_why(make_console, monkeypatch) -> None:
     app = make_console()
 
-    def forecast(request: Request, topics: list[str]) -> Forecast:
+    def forecast(request: Request, topics: list[str], **_: object) -> Forecast:
         raise RuntimeError("Spark is not ready")
 
     monkeypatch.setattr(app.host, "forecast", forecast)
@@ -131,7 +132,7 @@ READINGS = [
 ]
 
 
-def _orders(request: Request, topics: list[str]) -> Forecast:
+def _orders(request: Request, topics: list[str], **_: object) -> Forecast:
     """:func:`_forecast` with two partitions, one batched and one quiet, and a group of each pace."""
     plain = _forecast(request, topics)
     (topic,) = plain.topics
@@ -192,7 +193,7 @@ async def test_the_view_forecasts_what_ebb_forecast_does_and_says_it_alike(
     asked: dict[str, Request] = {}
 
     def forecast(who: str) -> Callable[..., Forecast]:
-        def run(request: Request, topics: list[str], overrides=None) -> Forecast:
+        def run(request: Request, topics: list[str], overrides=None, **_: object) -> Forecast:
             asked[who] = request
             return _orders(request, list(topics))
 
@@ -297,7 +298,7 @@ def test_a_group_reading_partitions_alike_is_one_row() -> None:
 def _honouring(asked: list[Request]) -> Callable[[Request, list[str]], Forecast]:
     """:func:`_orders`, recording each request, with the groups it names stalled."""
 
-    def run(request: Request, topics: list[str]) -> Forecast:
+    def run(request: Request, topics: list[str], **_: object) -> Forecast:
         asked.append(request)
         result = _orders(request, topics)
         (topic,) = result.topics
@@ -379,3 +380,68 @@ def test_a_what_if_says_the_saved_policys_breaches_too() -> None:
         for line in lines.splitlines()
     )
     assert "DELETED SINCE NOW" in lines
+
+
+async def test_a_long_forecast_says_how_many_of_its_jobs_are_done(make_console, monkeypatch) -> None:
+    """A large catalog's forecast is many Spark jobs and takes minutes: the view says
+    how many are done, as ``ebb forecast`` does at a terminal."""
+    app = make_console()
+    seen: list[str] = []
+
+    def summary_now() -> str:
+        return str(app.screen.query_one("#forecast-summary").render())
+
+    def forecast(request: Request, topics: list[str], overrides=None, *, progress=None) -> Forecast:
+        for done in (1, 2, 3):
+            progress(done, 3)
+            seen.append(app.call_from_thread(summary_now))
+        return _orders(request, topics)
+
+    monkeypatch.setattr(app.host, "forecast", forecast)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await _press(pilot, "6", *ORDERS)
+        assert app.screen.shown is not None and app.screen.shown.topic == "orders"
+    # the last job done is followed by the chart at once
+    assert seen[:2] == [
+        "forecasting orders on Spark: 1 of 3 jobs done…",
+        "forecasting orders on Spark: 2 of 3 jobs done…",
+    ]
+    assert seen[2] == seen[1]
+
+
+async def test_a_forecast_asked_for_again_is_not_overwritten_by_the_one_before(make_console, monkeypatch) -> None:
+    """Enter on a topic whose forecast is slow, then on another: the first one's thread
+    runs on after the second is charted, and what it found (or its progress) replaced
+    the chart asked for last."""
+    app = make_console()
+    started, release = threading.Event(), threading.Event()
+
+    def forecast(request: Request, topics: list[str], overrides=None, *, progress=None) -> Forecast:
+        if topics == ["clickstream"]:
+            started.set()
+            release.wait(30)
+            progress(1, 2)
+        return _forecast(request, topics)
+
+    monkeypatch.setattr(app.host, "forecast", forecast)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await _press(pilot, "6")
+        screen = app.screen
+        assert isinstance(screen, ForecastScreen)
+        await pilot.press("enter")  # clickstream, the first row: waits
+        for _ in range(400):  # the first forecast's thread is waiting
+            if started.is_set():
+                break
+            await pilot.pause(0.05)
+        assert started.is_set()
+        await pilot.press("down", "enter")  # legal
+        for _ in range(200):
+            if screen.shown is not None:
+                break
+            await pilot.pause(0.05)
+        assert screen.shown is not None and screen.shown.topic == "legal"
+        release.set()
+        await settle(pilot)
+        assert screen.shown.topic == "legal"
+        summary_text = str(screen.query_one("#forecast-summary").render())
+    assert "jobs done" not in summary_text and "peak after pruning" in summary_text
