@@ -35,6 +35,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Button, Footer, Input, Static
+from textual.worker import get_current_worker
 
 from console import format
 from console.errors import describe_error
@@ -560,9 +561,13 @@ class PolicyEditorScreen(ModalScreen[None]):
         try:
             what_if = plan_what_if(self.ebb.host, self.topic, overrides, tag=tag)
         except Exception as error:  # noqa: BLE001 - shown in the pane, never a crash
-            self.post_message(PreviewFailed(describe_error(error)))
-            return
-        self.post_message(PreviewReady(what_if, overrides, summary))
+            outcome: Message = PreviewFailed(describe_error(error))
+        else:
+            outcome = PreviewReady(what_if, overrides, summary)
+        # ctrl+t again cancelled this preview (its plan, by its tag): that it failed,
+        # or what it found, is not the newer preview's to show.
+        if not get_current_worker().is_cancelled:
+            self.post_message(outcome)
 
     def on_preview_ready(self, message: PreviewReady) -> None:
         self._preview_tag = None

@@ -4,7 +4,9 @@ read-only mode) and snapshots."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,6 +16,7 @@ from rich.console import Console
 from textual.widgets import Input, Static
 
 from console import format
+from console.modals import policy_editor
 from console.modals.policy_editor import FieldRow, PolicyEditorScreen, plan_what_if
 from console.modals.what_if_pane import WhatIfPane
 from console.model.policy_form import (
@@ -25,7 +28,7 @@ from console.model.policy_form import (
 )
 from console.model.what_if import compare
 from engine.broker import Broker
-from engine.errors import InvalidPolicy
+from engine.errors import InvalidInput, InvalidPolicy
 from engine.journal.journal import Journal
 from engine.policy.fields import FIELDS
 from engine.prune.planner import Plan
@@ -454,6 +457,52 @@ async def test_the_what_if_needs_spark_and_says_so(make_console) -> None:
         assert "the Spark engine is off" in shown_text(pane.query_one(Static))
         assert pane.query_one(Static).has_class("-failed")
         assert app.is_running
+
+
+async def test_a_what_if_asked_for_again_is_not_overwritten_by_the_one_before(make_console, monkeypatch) -> None:
+    """ctrl+t, then ctrl+t again with another edit: the first preview's plan is
+    cancelled, and its failure ("cancelled") was shown over the second preview, and
+    cleared the tag by which a third ctrl+t cancels the second."""
+    started, release = threading.Event(), threading.Event()
+
+    def plan(host, topic: str, overrides: dict[str, str], *, tag: str, before=None):
+        if overrides.get("max_time") == "1h":
+            started.set()
+            release.wait(30)
+            raise InvalidInput("the first preview was cancelled")
+        raise InvalidInput("the second preview's own failure")
+
+    monkeypatch.setattr(policy_editor, "plan_what_if", plan)
+    app = make_console()
+    # No Spark here: the host says it is ready, plans nothing and forecasts nothing.
+    status = app.host.engine_status
+
+    def forecast(*args: object, **kwargs: object) -> None:
+        raise InvalidInput("no forecast in this test")
+
+    monkeypatch.setattr(app.host, "engine_status", lambda: dataclasses.replace(status(), session="ready"))
+    monkeypatch.setattr(app.host, "cancel", lambda tag: None)
+    monkeypatch.setattr(app.host, "forecast", forecast)
+    async with app.run_test(size=TERMINAL) as pilot:
+        screen = await open_editor(pilot)
+        await type_into(pilot, "max_time", "1h")
+        await pilot.press("ctrl+t")
+        for _ in range(400):  # the first preview's thread is waiting
+            if started.is_set():
+                break
+            await pilot.pause(0.05)
+        assert started.is_set()
+        await type_into(pilot, "max_time", "2h")
+        await pilot.press("ctrl+t")
+        pane_text = screen.query_one(WhatIfPane).query_one(Static)
+        for _ in range(400):
+            if "second" in shown_text(pane_text):
+                break
+            await pilot.pause(0.05)
+        release.set()
+        await settle(pilot)
+        shown = shown_text(pane_text)
+    assert "the second preview's own failure" in shown and "cancelled" not in shown
 
 
 async def test_the_what_if_shows_what_would_go_and_who_would_skip(
