@@ -135,16 +135,23 @@ def _flushed_when_interrupted(
             return
         except KeyboardInterrupt:
             flush()
-            raise
+            raise _InterruptedAfterAll from None
         yield record
 
 
-def _acknowledged(spans: Sequence[AckedSpan], *, rest: str = "written") -> str:
+class _InterruptedAfterAll(KeyboardInterrupt):
+    """Ctrl-C, once every record given was written."""
+
+
+def _acknowledged(spans: Sequence[AckedSpan], *, rest: str | None = "written") -> str:
     """What a produce acknowledged before it stopped, for its error message; ``rest``:
-    what is sure of the records after (a storage fault may have written some)."""
+    what is sure of the records after (a storage fault may have written some; None:
+    there were none)."""
     if not spans:
-        return f"no record was {rest}"
+        return "no record was read" if rest is None else f"no record was {rest}"
     count, where = described(spans)
+    if rest is None:
+        return f"all {count} record(s) read were acknowledged ({where})"
     return f"{count} record(s) before it were acknowledged ({where}), the rest were not {rest}"
 
 
@@ -452,14 +459,15 @@ class Broker:
         except StoreError as error:
             acks.acknowledge_durable()
             raise StoreError(f"{error}; {_acknowledged(acks.spans(), rest='acknowledged')}") from None
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as interrupt:
             # Interrupted (Ctrl-C): what is durable but waited behind a run not
             # appended yet is acknowledged as on an error, and said in the interrupt,
             # or its producer would not learn it was written and would send it again
             # (an append the interrupt landed in may be durable yet not acknowledged,
             # as a killed producer's).
             acks.acknowledge_durable()
-            raise KeyboardInterrupt(_acknowledged(acks.spans(), rest="acknowledged")) from None
+            rest = None if isinstance(interrupt, _InterruptedAfterAll) else "acknowledged"
+            raise KeyboardInterrupt(_acknowledged(acks.spans(), rest=rest)) from None
         return acks.spans()
 
     def _reconcile(self, topic: str, partition: int, writer: PartitionWriter) -> None:
