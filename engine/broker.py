@@ -35,6 +35,7 @@ from engine.producing import (
     Acked,
     AckedSpan,
     Acknowledgements,
+    InterruptedWaiting,
     KeylessBatches,
     Lull,
     described,
@@ -135,12 +136,8 @@ def _flushed_when_interrupted(
             return
         except KeyboardInterrupt:
             flush()
-            raise _InterruptedAfterAll from None
+            raise
         yield record
-
-
-class _InterruptedAfterAll(KeyboardInterrupt):
-    """Ctrl-C, once every record given was written."""
 
 
 def _acknowledged(spans: Sequence[AckedSpan], *, rest: str | None = "written") -> str:
@@ -466,7 +463,9 @@ class Broker:
             # (an append the interrupt landed in may be durable yet not acknowledged,
             # as a killed producer's).
             acks.acknowledge_durable()
-            rest = None if isinstance(interrupt, _InterruptedAfterAll) else "acknowledged"
+            # Every record read was written only where the input was being waited for
+            # (a line being split when Ctrl-C came was read, never given).
+            rest = None if isinstance(interrupt, InterruptedWaiting) else "acknowledged"
             raise KeyboardInterrupt(_acknowledged(acks.spans(), rest=rest)) from None
         return acks.spans()
 

@@ -54,6 +54,11 @@ class Lull:
 LULL = Lull()
 
 
+class InterruptedWaiting(KeyboardInterrupt):
+    """Ctrl-C while a producer's records waited for input, holding nothing they had
+    read and not given: once what was given is written, every record read was."""
+
+
 class KeylessBatches:
     """Where a producer's keyless records go: round-robin a batch at a time, from
     ``start``; a batch ends at :data:`MAX_BATCH_RECORDS` records or

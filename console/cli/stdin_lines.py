@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from engine.producing import LULL, Lull
+from engine.producing import LULL, InterruptedWaiting, Lull
 
 #: how long input may pause before what arrived is written
 LINGER_SECONDS = 0.1
@@ -41,10 +41,24 @@ def lines_as_they_arrive(stream: BinaryIO, linger_seconds: float = LINGER_SECOND
     partial = bytearray()  # the line being read, up to its newline
     deadline: float | None = None  # when the lines not yet followed by a lull must be
     while True:
-        if deadline is not None and (time.monotonic() >= deadline or not _readable(fd, deadline - time.monotonic())):
+        chunk: bytes | None = None
+        try:
+            lull = deadline is not None and (
+                time.monotonic() >= deadline or not _readable(fd, deadline - time.monotonic())
+            )
+            if not lull:
+                chunk = os.read(fd, _CHUNK)  # blocks until input or its end
+        except KeyboardInterrupt:
+            # Ctrl-C while waiting for input: every whole line read was given. Not
+            # so where it came as a chunk was read (its lines were never given); a
+            # line without its newline yet is not a record.
+            if partial or chunk:
+                raise
+            raise InterruptedWaiting from None
+        if chunk is None:
             yield LULL
             deadline = None
-        chunk = os.read(fd, _CHUNK)  # blocks until input or its end
+            continue
         if not chunk:
             break
         if b"\n" not in chunk:

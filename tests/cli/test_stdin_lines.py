@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from console.cli.stdin_lines import lines_as_they_arrive
-from engine.producing import LULL
+from engine.producing import LULL, InterruptedWaiting
 from tests.support.cli import REPO, ebb_command
 
 
@@ -161,3 +161,46 @@ def test_a_producer_stopped_with_ctrl_c_says_what_it_wrote(ebb, data_dir: Path) 
     assert err.decode().splitlines() == [
         "ebb: interrupted; all 2 record(s) read were acknowledged (partition 0 offsets 0..1)"
     ]
+
+
+#: os.read itself, whatever a test put in its place
+_READ = os.read
+
+
+def _interrupted_read(monkeypatch: pytest.MonkeyPatch, reader: io.BufferedReader, *, after: int) -> None:
+    """``os.read`` of ``reader`` returns ``after`` chunks, then is interrupted (Ctrl-C
+    while it waits for input); other descriptors' (pytest's) are read as ever."""
+    calls = 0
+
+    def read(fd: int, n: int) -> bytes:
+        nonlocal calls
+        if fd != reader.fileno():
+            return _READ(fd, n)
+        calls += 1
+        if calls > after:
+            raise KeyboardInterrupt
+        return _READ(fd, n)
+
+    monkeypatch.setattr("console.cli.stdin_lines.os.read", read)
+
+
+def test_ctrl_c_while_waiting_says_every_line_read_was_given(
+    pipe: tuple[io.BufferedReader, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What lets ``ebb produce`` say that every record it read was acknowledged: the
+    interrupt came while it waited, with every whole line handed on. A line still
+    without its newline makes it a plain interrupt ("the rest were not")."""
+    reader, write_fd = pipe
+    os.write(write_fd, b"one\ntwo\n")
+    _interrupted_read(monkeypatch, reader, after=1)
+    got = lines_as_they_arrive(reader, linger_seconds=0)
+    assert [next(got), next(got), next(got)] == [b"one", b"two", LULL]
+    with pytest.raises(InterruptedWaiting):
+        next(got)
+    os.write(write_fd, b"three\nfou")
+    got = lines_as_they_arrive(reader, linger_seconds=0)
+    _interrupted_read(monkeypatch, reader, after=1)
+    assert [next(got), next(got)] == [b"three", LULL]
+    with pytest.raises(KeyboardInterrupt) as interrupt:
+        next(got)
+    assert type(interrupt.value) is KeyboardInterrupt
