@@ -268,10 +268,12 @@ class ConsoleHost:
         overrides: Mapping[str, Mapping[str, str]] | None = None,
         *,
         progress: Callable[[int, int], None] | None = None,
+        tag: str | None = None,
     ) -> Forecast:
         """A capacity forecast of ``topics`` (all if None; engine/forecast) on the console's Spark;
         with ``overrides``, a what-if over time (the saved policy's in ``saved``);
-        ``progress(done, jobs)`` after each of its Spark jobs."""
+        ``progress(done, jobs)`` after each of its Spark jobs (what it raises stops
+        the forecast), its jobs under ``tag`` (:meth:`cancel`)."""
         from engine.forecast.forecast import forecast
 
         with self._actor_lock:
@@ -281,7 +283,8 @@ class ConsoleHost:
             planner = self._pruner(broker).planner
             return forecast(
                 planner, broker.catalog, StoreRecordTimes(broker.data), request,
-                defaults=broker.config.policy_defaults, topics=topics, overrides=overrides, progress=progress,
+                defaults=broker.config.policy_defaults, topics=topics, overrides=overrides,
+                progress=progress, tag=tag,
             )  # fmt: skip
 
     def prune_as_previewed(

@@ -35,7 +35,6 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Button, Footer, Input, Static
-from textual.worker import get_current_worker
 
 from console import format
 from console.errors import describe_error
@@ -51,6 +50,7 @@ from console.model.policy_form import (
     save_policy,
 )
 from console.model.what_if import WhatIf, compare, same_store
+from console.superseding import FromWorker
 from console.widgets.cells import Palette
 from engine.policy.fields import FIELDS
 
@@ -92,7 +92,7 @@ class SaveRefused(Message):
         self.changed_meanwhile = changed_meanwhile
 
 
-class PreviewReady(Message):
+class PreviewReady(FromWorker):
     def __init__(self, what_if: WhatIf, overrides: dict[str, str], summary: str) -> None:
         super().__init__()
         self.what_if = what_if
@@ -101,7 +101,7 @@ class PreviewReady(Message):
         self.summary = summary
 
 
-class PreviewFailed(Message):
+class PreviewFailed(FromWorker):
     def __init__(self, error: str) -> None:
         super().__init__()
         self.error = error
@@ -561,15 +561,16 @@ class PolicyEditorScreen(ModalScreen[None]):
         try:
             what_if = plan_what_if(self.ebb.host, self.topic, overrides, tag=tag)
         except Exception as error:  # noqa: BLE001 - shown in the pane, never a crash
-            outcome: Message = PreviewFailed(describe_error(error))
-        else:
-            outcome = PreviewReady(what_if, overrides, summary)
-        # ctrl+t again cancelled this preview (its plan, by its tag): that it failed,
-        # or what it found, is not the newer preview's to show.
-        if not get_current_worker().is_cancelled:
-            self.post_message(outcome)
+            self.post_message(PreviewFailed(describe_error(error)))
+            return
+        self.post_message(PreviewReady(what_if, overrides, summary))
+
+    # ctrl+t again cancels the preview running (its plan, by its tag): that it failed,
+    # or what it found, is not the newer preview's to show, nor its tag to clear.
 
     def on_preview_ready(self, message: PreviewReady) -> None:
+        if message.superseded:
+            return
         self._preview_tag = None
         self._previewed = message.overrides
         self._what_if = message.what_if
@@ -579,6 +580,8 @@ class PolicyEditorScreen(ModalScreen[None]):
             pane.stale()
 
     def on_preview_failed(self, message: PreviewFailed) -> None:
+        if message.superseded:
+            return
         self._preview_tag = None
         self.query_one(WhatIfPane).failed(message.error)
 

@@ -15,7 +15,6 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.message import Message
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
@@ -24,13 +23,16 @@ from console.errors import describe_error
 from console.host import ConsoleHost
 from console.model.capacity import WhatIfCaps, forecast_scope, week_ahead, what_if_caps
 from console.model.what_if import WhatIf
+from console.superseding import FromWorker, Superseded, on_ui_if_current
 from console.widgets.cells import Palette
 from console.widgets.charts import Chart, ChartLegend
 from console.widgets.forecast_assumptions import assumptions
 from console.widgets.forecast_chart import forecast_chart
-from engine.forecast.result import Forecast
+from engine.forecast.result import Forecast, TopicForecast
 
 TITLE = "What-if"
+#: what the chart's note says while the forecast runs
+FORECASTING = "forecasting a week ahead on Spark"
 INVITATION = (
     "ctrl+t plans this topic now with the policy in the form and with the saved one "
     "(on Spark), shows what the change would delete now and which groups would skip "
@@ -138,17 +140,21 @@ class WhatIfPane(Horizontal):
     }
     """
 
-    class ForecastReady(Message):
-        def __init__(self, result: Forecast, topic: str, caps: WhatIfCaps) -> None:
+    class ForecastReady(FromWorker):
+        def __init__(self, result: Forecast, edited: TopicForecast, caps: WhatIfCaps) -> None:
             super().__init__()
             self.result = result
-            self.topic = topic
+            #: the topic edited, as forecast with the edited policy
+            self.edited = edited
             self.caps = caps
 
-    class ForecastFailed(Message):
+    class ForecastFailed(FromWorker):
         def __init__(self, error: str) -> None:
             super().__init__()
             self.error = error
+
+    #: the Spark jobs of the forecast running, cancelled when another is asked for
+    _forecast_tag: str | None = None
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="what-if-text"):
@@ -189,36 +195,51 @@ class WhatIfPane(Horizontal):
     # -- the forecast ---------------------------------------------------------------------
 
     def forecast(self, host: ConsoleHost, topic: str, overrides: Mapping[str, str]) -> None:
-        """Forecast ``topic`` a week ahead with ``overrides`` and with the saved policy,
-        in a worker; the chart shows it when done."""
+        """Forecast ``topic`` a week ahead with ``overrides`` and with the saved policy
+        (with a disk budget, beside every other topic: console.model.capacity.forecast_scope),
+        in a worker; the chart shows it when done. The forecast it replaces stops."""
         self.query_one("#what-if-forecast").display = True
-        self.query_one("#what-if-forecast-note", ChartLegend).show(None, "forecasting a week ahead on Spark…")
+        self.query_one("#what-if-forecast-note", ChartLegend).show(None, f"{FORECASTING}…")
         self.query_one("#what-if-assumptions").display = False
-        self._forecast(host, topic, dict(overrides))
+        if self._forecast_tag is not None:
+            host.cancel(self._forecast_tag)  # its worker is cancelled below (exclusive)
+        self._forecast_tag = host.new_tag()
+        self._forecast(host, topic, dict(overrides), self._forecast_tag)
+
+    def _progress(self, done: int, jobs: int) -> None:
+        self.query_one("#what-if-forecast-note", ChartLegend).show(None, f"{FORECASTING}: {done} of {jobs} jobs done…")
 
     @work(thread=True, exclusive=True, group="what-if-forecast", exit_on_error=False)
-    def _forecast(self, host: ConsoleHost, topic: str, overrides: dict[str, str]) -> None:
+    def _forecast(self, host: ConsoleHost, topic: str, overrides: dict[str, str], tag: str) -> None:
+        worker = get_current_worker()
+
+        def progress(done: int, jobs: int) -> None:
+            if worker.is_cancelled:
+                raise Superseded  # its remaining jobs would hold the engine from the newer one
+            if done < jobs:  # the last is followed by the chart at once
+                on_ui_if_current(self.app, worker, self._progress, done, jobs)
+
         try:
             # The caps and the disk budget are drawn as lines, as in the Forecast view.
             with host.reading() as broker:
                 caps, config = what_if_caps(broker, topic, overrides), broker.config
-            request = week_ahead(host.clock(), config)
-            result = host.forecast(request, forecast_scope(topic, config), overrides={topic: overrides})
+            result = host.forecast(
+                week_ahead(host.clock(), config), forecast_scope(topic, config),
+                overrides={topic: overrides}, progress=progress, tag=tag,
+            )  # fmt: skip
+            edited = result.of(topic)
         except Exception as error:  # noqa: BLE001 - shown in the pane, never a crash
-            outcome: Message = self.ForecastFailed(describe_error(error))
-        else:
-            outcome = self.ForecastReady(result, topic, caps)
-        # A forecast asked for after this one cancelled it (exclusive), but this
-        # thread ran on: what it found must not replace the newer one's.
-        if not get_current_worker().is_cancelled:
-            self.post_message(outcome)
+            self.post_message(self.ForecastFailed(describe_error(error)))
+            return
+        self.post_message(self.ForecastReady(result, edited, caps))
 
     def on_what_if_pane_forecast_ready(self, message: ForecastReady) -> None:
-        caps, topic = message.caps, message.topic
-        spec = forecast_chart(message.result, topic, cap=caps.edited, saved_cap=caps.saved)
+        if message.superseded:
+            return
+        caps, edited = message.caps, message.edited
+        spec = forecast_chart(message.result, edited.topic, cap=caps.edited, saved_cap=caps.saved)
         self.query_one("#what-if-chart", Chart).show(spec)
-        self.query_one("#what-if-forecast-note", ChartLegend).show(spec, peaks_line(message.result, topic))
-        edited = message.result.of(topic)
+        self.query_one("#what-if-forecast-note", ChartLegend).show(spec, peaks_line(message.result, edited.topic))
         shown = self.query_one("#what-if-assumptions", Static)
         shown.update(
             Group(Text("\nThe forecast charted assumes:", style="bold"), assumptions(edited, message.result.window_ms))
@@ -226,4 +247,6 @@ class WhatIfPane(Horizontal):
         shown.display = True
 
     def on_what_if_pane_forecast_failed(self, message: ForecastFailed) -> None:
+        if message.superseded:
+            return
         self.query_one("#what-if-forecast-note", ChartLegend).show(None, f"No forecast: {message.error}")

@@ -38,12 +38,14 @@ from console.model.capacity import (
 from console.model.forecast_breaches import breach_text, breaches_in_order
 from console.model.history import History, load_history
 from console.screens.base import LiveScreen
+from console.superseding import Superseded, on_ui_if_current
 from console.widgets.charts import Chart, ChartLegend
 from console.widgets.forecast_assumptions import assumptions
 from console.widgets.forecast_chart import forecast_chart
 from console.widgets.live_table import Column, LiveRow, LiveTable
 from engine.catalog.stats import partition_stats
 from engine.config import DEFAULT_CONFIG, Config
+from engine.forecast.forecast import Request
 from engine.forecast.result import Forecast, TopicForecast
 
 COLUMNS = (Column("topic", "Topic"), Column("partitions", "Parts"), Column("bytes", "On disk"))
@@ -94,6 +96,8 @@ class ForecastScreen(LiveScreen[TopicsData]):
         #: groups of the shown topic assumed stalled (``--stalled``); a topic chosen
         #: afresh starts with none (its groups are others)
         self.stalled: frozenset[str] = frozenset()
+        #: the Spark jobs of the forecast running, cancelled when another is asked for
+        self._forecast_tag: str | None = None
 
     def compose_view(self) -> ComposeResult:
         with Horizontal():
@@ -137,9 +141,16 @@ class ForecastScreen(LiveScreen[TopicsData]):
             self._start(topic)
 
     def _start(self, topic: str) -> None:
-        self.query_one("#forecast-summary", Static).update(f"{self._forecasting(topic)}…")
+        config = self._config  # one config for the request and what it is said to do
+        self.query_one("#forecast-summary", Static).update(f"{_forecasting(topic, config)}…")
         self.query_one("#forecast-assumptions", Static).update("")
-        self._forecast(topic, self.window_ms, self.stalled)
+        host = self.ebb.host
+        if self._forecast_tag is not None:
+            host.cancel(self._forecast_tag)  # its worker is cancelled below (exclusive)
+        self._forecast_tag = host.new_tag()
+        self._forecast(
+            topic, week_ahead(host.clock(), config, self.window_ms, self.stalled), config, self._forecast_tag
+        )
 
     def action_window(self) -> None:
         """The next rate window; the topic on screen forecast again under it."""
@@ -170,60 +181,60 @@ class ForecastScreen(LiveScreen[TopicsData]):
         event.stop()
         self.action_forecast()
 
-    def _forecasting(self, topic: str) -> str:
-        """What the view is doing while it forecasts ``topic``."""
-        if forecast_scope(topic, self._config) is None:
-            return f"forecasting every topic on Spark (the disk budget is over them all) to chart {topic}"
-        return f"forecasting {topic} on Spark"
-
-    def _progress(self, topic: str, done: int, jobs: int) -> None:
+    def _progress(self, topic: str, config: Config, done: int, jobs: int) -> None:
         """A large catalog's forecast takes minutes: how many of its jobs are done."""
-        self.query_one("#forecast-summary", Static).update(f"{self._forecasting(topic)}: {done} of {jobs} jobs done…")
+        self.query_one("#forecast-summary", Static).update(
+            f"{_forecasting(topic, config)}: {done} of {jobs} jobs done…"
+        )
 
     @work(thread=True, exclusive=True, group="forecast", exit_on_error=False)
-    def _forecast(self, topic: str, window_ms: int, stalled: frozenset[str]) -> None:
+    def _forecast(self, topic: str, request: Request, config: Config, tag: str) -> None:
         host = self.ebb.host
-        now = host.clock()
-        request = week_ahead(now, self._config, window_ms, stalled)
-        # A forecast asked for after this one cancels it (exclusive), but its thread
-        # runs on: what it says after that would overwrite the newer forecast's.
         worker = get_current_worker()
 
-        def superseded() -> bool:
-            return worker.is_cancelled
-
         def progress(done: int, jobs: int) -> None:
-            if done < jobs and not superseded():  # the last is followed by the chart at once
-                self.app.call_from_thread(self._progress, topic, done, jobs)
+            if worker.is_cancelled:
+                raise Superseded  # its remaining jobs would hold the engine from the newer one
+            if done < jobs:  # the last is followed by the chart at once
+                on_ui_if_current(self.app, worker, self._progress, topic, config, done, jobs)
 
         try:
             with host.reading() as broker, broker.catalog.read():
-                past = load_history(broker.catalog, (), now, topic=topic, since=now - HORIZON_MS)
-            result = host.forecast(request, forecast_scope(topic, self._config), progress=progress)
+                past = load_history(
+                    broker.catalog, (), request.instants[0], topic=topic, since=request.instants[0] - HORIZON_MS
+                )
+            result = host.forecast(request, forecast_scope(topic, config), progress=progress, tag=tag)
+            shown = result.of(topic)
         except Exception as error:  # noqa: BLE001 - a forecast that fails says why, in the view
-            if not superseded():
-                self.app.call_from_thread(self._failed, topic, str(error))
+            on_ui_if_current(self.app, worker, self._failed, topic, str(error))
             return
-        if not superseded():
-            self.app.call_from_thread(self.draw, result, topic, past)
+        on_ui_if_current(self.app, worker, self.draw, result, shown, past)
 
     def _failed(self, topic: str, error: str) -> None:
         self.query_one("#forecast-summary", Static).update(f"forecast of {topic} failed: {error}")
 
-    def draw(self, result: Forecast, shown: str, past: History | None = None) -> None:
-        """Chart the topic ``shown`` of ``result``: its past, then bytes on disk per
-        hour from now, the topic's cap (max_partition_size x partitions, the legend
-        says so) and disk budget as lines (and the bytes of all the topics forecast,
-        which the budget is over), the first breach the summary names as a vertical
-        line (widgets/forecast_chart.py)."""
-        topic = self.shown = result.of(shown)
+    def draw(self, result: Forecast, topic: TopicForecast, past: History | None = None) -> None:
+        """Chart ``topic`` (of ``result``): its past, then bytes on disk per hour from
+        now, the topic's cap (max_partition_size x partitions, the legend says so) and
+        disk budget as lines (and the bytes of all the topics forecast, which the
+        budget is over), the first breach the summary names as a vertical line
+        (widgets/forecast_chart.py)."""
+        self.shown = topic
+        name = topic.topic
         spec = forecast_chart(
-            result, shown, past=past, cap=self._caps.get(shown), partitions=self._partitions.get(shown, 1)
+            result, name, past=past, cap=self._caps.get(name), partitions=self._partitions.get(name, 1)
         )
         self.query_one("#forecast-chart", Chart).show(spec)
         self.query_one("#forecast-legend", ChartLegend).show(spec)
         self.query_one("#forecast-summary", Static).update(summary(topic, result, past))
         self.query_one("#forecast-assumptions", Static).update(assumptions(topic, result.window_ms))
+
+
+def _forecasting(topic: str, config: Config) -> str:
+    """What the view is doing while it forecasts ``topic``."""
+    if forecast_scope(topic, config) is None:
+        return f"forecasting every topic on Spark (the disk budget is over them all) to chart {topic}"
+    return f"forecasting {topic} on Spark"
 
 
 def summary(topic: TopicForecast, result: Forecast, past: History | None = None) -> str:

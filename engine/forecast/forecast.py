@@ -75,6 +75,7 @@ def forecast(
     topics: Sequence[str] | None = None,
     overrides: Mapping[str, Mapping[str, str]] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    tag: str | None = None,
 ) -> Forecast:
     """Forecast ``topics`` (all if None) of ``catalog``; ``overrides`` as in
     :func:`~engine.prune.snapshot.build_snapshot` (a what-if over time).
@@ -82,7 +83,8 @@ def forecast(
     Every instant of a topic is planned in one Spark job; the topics are planned in
     batches of at most :data:`MAX_VIRTUAL_ROWS` virtual segments (:func:`batches`).
     ``progress(done, batches)`` is called after each batch: a large catalog's
-    forecast takes minutes (README, "The capacity forecast")."""
+    forecast takes minutes (README, "The capacity forecast"); what it raises stops
+    the forecast there. ``tag`` names the jobs, for ``Planner.cancel``."""
     now = request.instants[0]
 
     def real_time_cut(topic: str, partition: int, log_start: int, theta: int) -> int | None:
@@ -133,7 +135,7 @@ def forecast(
         }
         # Deleted segments only: the kept ones' rows would be collected and split for
         # nothing (a quarter of the forecast's time at 100K segments).
-        plan = planner.plan(Snapshot(now, joined, present[0][1].rejected), every_segment=False)
+        plan = planner.plan(Snapshot(now, joined, present[0][1].rejected), tag=tag, every_segment=False)
         results.append([None if part is None else summarize_part(part, plan.tables) for part in parts])
         if progress is not None:
             progress(done, len(topic_batches))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.errors import NotFound
 from engine.forecast.rates import Rate
 from engine.forecast.reading import Reading
 
@@ -114,12 +115,16 @@ class Forecast:
     disk_budget: int | None
     #: the first instant at which the topics together hold more than the budget
     disk_breach: Breach | None
-    #: with a what-if, the same topics under their saved policy (same job)
+    #: with a what-if, the topics it changes under their saved policy (same job)
     saved: list[TopicForecast] | None = None
 
     def of(self, topic: str) -> TopicForecast:
-        """``topic``'s forecast (with a what-if, under the edited policy)."""
-        return next(t for t in self.topics if t.topic == topic)
+        """``topic``'s forecast (with a what-if, under the edited policy); NotFound
+        where it was not forecast (deleted meanwhile)."""
+        for forecast in self.topics:
+            if forecast.topic == topic:
+                return forecast
+        raise NotFound(f"topic {topic!r} does not exist")
 
     def saved_of(self, topic: str) -> TopicForecast | None:
         """``topic``'s forecast under its saved policy, with a what-if; else None."""

@@ -11,12 +11,14 @@ import json
 import shutil
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 from console.cli.forecast import render
 from console.cli.main import main
 from engine.broker import Broker
+from engine.forecast import forecast as forecasting
 from engine.forecast.forecast import Request, forecast, instants
 from engine.forecast.result import Forecast
 from engine.policy.units import parse_duration, parse_size
@@ -234,6 +236,9 @@ def test_a_what_if_of_one_topic_among_all_plans_only_that_one_twice(
         with_budget = run(None, budget, **edited)
         alone = run(["capped"], **edited)
         plain = run(["timed"])
+        with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", 1):  # a batch a topic: timed's has no saved one
+            split = run(None, **edited)
+    assert split == both
     assert [t.topic for t in both.topics] == ["capped", "timed"]
     assert both.saved is not None and [t.topic for t in both.saved] == ["capped"]
     assert alone.saved is not None and both.saved == alone.saved and both.of("capped") == alone.of("capped")

@@ -21,6 +21,7 @@ from console.modals.what_if_pane import WhatIfPane
 from console.model.capacity import week_ahead
 from console.model.history import load_history
 from console.screens.forecast import ForecastScreen
+from console.superseding import Superseded
 from console.widgets.charts import (
     Chart,
     ChartSpec,
@@ -430,23 +431,40 @@ def test_forecast_snapshot(snap_compare, make_console, console_data: Path, monke
 async def test_a_what_if_forecast_asked_for_again_is_not_overwritten_by_the_one_before(
     make_console, monkeypatch
 ) -> None:
-    """ctrl+t, then ctrl+t again with another edit: the first forecast's thread runs on
-    after the second is charted, and what it found replaced the chart of the edit
-    asked for last."""
+    """ctrl+t, then ctrl+t again with another edit: the first forecast's thread ran on
+    after the second was charted, what it found replaced the chart of the edit asked
+    for last, and its remaining jobs held the engine. Its job is now cancelled (by
+    its tag) and it stops at its next; the one charted says its progress meanwhile."""
     host = make_console().host
     started, release = threading.Event(), threading.Event()
+    tags: list[str] = []
+    cancelled: list[str] = []
+    stopped: list[type[BaseException]] = []
+    notes: list[str] = []
 
-    def forecast(request: Request, topics: list[str], overrides=None, **_: object) -> Forecast:
+    def note() -> str:
+        return str(app.query_one("#what-if-forecast-note").render())
+
+    def forecast(request: Request, topics: list[str], overrides=None, *, progress, tag, **_: object) -> Forecast:
+        tags.append(tag)
         result = fake_forecast(request, topics, overrides)
         if overrides["orders"]["retention_time"] != "1m":
+            progress(1, 2)
+            notes.append(app.call_from_thread(note))
             return result
         started.set()
         release.wait(30)  # the first edit's: slow, and unlike the second's
+        try:
+            progress(1, 2)
+        except BaseException as stop:
+            stopped.append(type(stop))
+            raise
         (edited,) = result.topics
         doubled = [dataclasses.replace(p, bytes=2 * p.bytes) for p in edited.points]
         return dataclasses.replace(result, topics=[dataclasses.replace(edited, points=doubled)])
 
     monkeypatch.setattr(host, "forecast", forecast)
+    monkeypatch.setattr(host, "cancel", cancelled.append)
 
     class Pane(App):
         def compose(self) -> ComposeResult:
@@ -475,3 +493,5 @@ async def test_a_what_if_forecast_asked_for_again_is_not_overwritten_by_the_one_
         assert chart.spec.series == charted
     second = fake_forecast(week_ahead(NOW, DEFAULT_CONFIG), ["orders"], {"orders": {}})
     assert charted[-1].ys == tuple(p.bytes for p in second.topics[0].points)
+    assert stopped == [Superseded] and cancelled == tags[:1] and len(set(tags)) == 2
+    assert notes == ["forecasting a week ahead on Spark: 1 of 2 jobs done…"]

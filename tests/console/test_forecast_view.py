@@ -19,6 +19,7 @@ from console.cli.forecast import render
 from console.cli.main import main
 from console.model.forecast_assumptions import ingest, pace
 from console.screens.forecast import HOUR, ForecastScreen, summary
+from console.superseding import Superseded
 from console.widgets.forecast_assumptions import assumptions
 from engine.forecast.forecast import Request
 from engine.forecast.rates import NO_INGEST, Rate
@@ -391,7 +392,7 @@ async def test_a_long_forecast_says_how_many_of_its_jobs_are_done(make_console, 
     def summary_now() -> str:
         return str(app.screen.query_one("#forecast-summary").render())
 
-    def forecast(request: Request, topics: list[str], overrides=None, *, progress=None) -> Forecast:
+    def forecast(request: Request, topics: list[str], overrides=None, *, progress=None, **_: object) -> Forecast:
         for done in (1, 2, 3):
             progress(done, 3)
             seen.append(app.call_from_thread(summary_now))
@@ -411,19 +412,31 @@ async def test_a_long_forecast_says_how_many_of_its_jobs_are_done(make_console, 
 
 async def test_a_forecast_asked_for_again_is_not_overwritten_by_the_one_before(make_console, monkeypatch) -> None:
     """Enter on a topic whose forecast is slow, then on another: the first one's thread
-    runs on after the second is charted, and what it found (or its progress) replaced
-    the chart asked for last."""
+    ran on after the second was charted, what it found (or its progress) replaced the
+    chart asked for last, and its remaining Spark jobs held the engine from the newer
+    forecast. Its running job is now cancelled (by its tag) and it stops at its next."""
     app = make_console()
     started, release = threading.Event(), threading.Event()
+    tags: list[str] = []
+    cancelled: list[str] = []
+    stopped: list[type[BaseException]] = []
 
-    def forecast(request: Request, topics: list[str], overrides=None, *, progress=None) -> Forecast:
+    def forecast(
+        request: Request, topics: list[str], overrides=None, *, progress=None, tag=None, **_: object
+    ) -> Forecast:
+        tags.append(tag)
         if topics == ["clickstream"]:
             started.set()
             release.wait(30)
-            progress(1, 2)
+            try:
+                progress(1, 2)
+            except BaseException as stop:
+                stopped.append(type(stop))
+                raise
         return _forecast(request, topics)
 
     monkeypatch.setattr(app.host, "forecast", forecast)
+    monkeypatch.setattr(app.host, "cancel", cancelled.append)
     async with app.run_test(size=TERMINAL) as pilot:
         await _press(pilot, "6")
         screen = app.screen
@@ -445,3 +458,19 @@ async def test_a_forecast_asked_for_again_is_not_overwritten_by_the_one_before(m
         assert screen.shown.topic == "legal"
         summary_text = str(screen.query_one("#forecast-summary").render())
     assert "jobs done" not in summary_text and "peak after pruning" in summary_text
+    assert stopped == [Superseded] and cancelled == tags[:1] and len(set(tags)) == 2
+
+
+async def test_a_topic_deleted_before_its_forecast_says_so(make_console, monkeypatch) -> None:
+    """The topic list is a refresh old: a topic deleted since is not in the forecast,
+    and the view stayed on "forecasting…" (its worker died of a StopIteration)."""
+    app = make_console()
+
+    def forecast(request: Request, topics: list[str], **_: object) -> Forecast:
+        return dataclasses.replace(_forecast(request, ["elsewhere"]), topics=[])
+
+    monkeypatch.setattr(app.host, "forecast", forecast)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await _press(pilot, "6", "enter")
+        said = str(app.screen.query_one("#forecast-summary").render())
+    assert said == "forecast of clickstream failed: topic 'clickstream' does not exist"

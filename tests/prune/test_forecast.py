@@ -198,25 +198,49 @@ def test_the_extended_snapshot_is_the_models_catalog_at_each_instant(
                     assert r["offset"] == model.time_cut(by_partition[r["partition"]], theta), (topic.name, i, r)
 
 
+def _rolled_and_filled(now: int) -> tuple[Snapshot, Rate]:
+    """Topics ``rolled`` (segment_roll a minute) and ``filled`` (no roll), a partition
+    each and no segments yet, and a record of 100 bytes a second for each."""
+    topics = pa.Table.from_pylist(
+        [{"topic": "rolled", "segment_roll": 60_000}, {"topic": "filled", "segment_roll": None}],
+        schema=tables.TOPICS,
+    )
+    partitions = pa.Table.from_pylist(
+        [{"topic": t, "partition": 0} for t in ("rolled", "filled")], schema=tables.PARTITIONS
+    )
+    empty = {name: schema.empty_table() for name, schema in tables.SNAPSHOT_TABLES.items()}
+    return Snapshot(now, {**empty, "topics": topics, "partitions": partitions}, {}), Rate(1, 1000, 100, "given")
+
+
+#: a week hourly; the virtual segments of rolled and filled over it: today's none, and
+#: the ingest's (segments of 1 MiB: a week fills 58 of them; rolled every minute, 10,080)
+WEEK, ROLLED, FILLED = 169, 169 * (5_040 + 1), 169 * (58 // 2 + 1)
+
+
 def test_a_rolling_topic_is_batched_by_the_segments_its_roll_makes() -> None:
     """A record of 100 bytes a second into segments of 1 MiB: a week fills 58 of them;
     rolled every minute it makes 10,080 (5,040 on average over the instants).
     Counted by segment_size alone, a batch held about 170 times the virtual segments
     MAX_VIRTUAL_ROWS allows it."""
     now, hour = 1_700_000_000_000, 3_600_000
-    names = ["rolled", "filled"]
-    topics = pa.Table.from_pylist(
-        [{"topic": "rolled", "segment_roll": 60_000}, {"topic": "filled", "segment_roll": None}],
-        schema=tables.TOPICS,
-    )
-    partitions = pa.Table.from_pylist([{"topic": t, "partition": 0} for t in names], schema=tables.PARTITIONS)
-    empty = {name: schema.empty_table() for name, schema in tables.SNAPSHOT_TABLES.items()}
-    snapshot = Snapshot(now, {**empty, "topics": topics, "partitions": partitions}, {})
-    rate = Rate(1, 1000, 100, "given")  # a record of 100 bytes a second
-    variant = forecasting.Variant("", snapshot, [rate, rate], dict.fromkeys(names, 1 << 20))
-    instants = [now + i * hour for i in range(169)]
-    rolled, filled = 169 * (5_040 + 1), 169 * (58 // 2 + 1)  # today's none, and the ingest's
-    with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", rolled + filled - 169):
+    snapshot, rate = _rolled_and_filled(now)
+    variant = forecasting.Variant("", snapshot, [rate, rate], dict.fromkeys(["rolled", "filled"], 1 << 20))
+    instants = [now + i * hour for i in range(WEEK)]
+    with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", ROLLED + FILLED - WEEK):
         assert forecasting.batches(variant, instants) == [["rolled"], ["filled"]]
-    with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", rolled + filled + 169):
+    with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", ROLLED + FILLED + WEEK):
         assert forecasting.batches(variant, instants) == [["rolled", "filled"]]
+
+
+def test_a_topic_a_what_if_changes_costs_its_batch_twice() -> None:
+    """A what-if plans the topics it changes under the saved policy too, in the same
+    job: their virtual segments count twice toward a batch, the others' once."""
+    now, hour = 1_700_000_000_000, 3_600_000
+    snapshot, rate = _rolled_and_filled(now)
+    variant = forecasting.Variant("", snapshot, [rate, rate], dict.fromkeys(["rolled", "filled"], 1 << 20))
+    saved = forecasting.Variant("saved:", snapshot, [rate], {"rolled": 1 << 20})  # only rolled is changed
+    instants = [now + i * hour for i in range(WEEK)]
+    with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", 2 * ROLLED + FILLED - WEEK):
+        assert forecasting.batches(variant, instants, [saved]) == [["rolled"], ["filled"]]
+    with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", 2 * ROLLED + FILLED + WEEK):
+        assert forecasting.batches(variant, instants, [saved]) == [["rolled", "filled"]]
