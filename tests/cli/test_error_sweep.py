@@ -1,0 +1,136 @@
+"""Failures of what surrounds ``ebb`` (its standard streams, a --config that is no file)
+end in one ``ebb: error:`` line and exit 2: never a traceback, never a data directory
+created for a refused command.
+
+Each test runs a real ``ebb`` process, since a closed or full standard stream is a
+property of the process's descriptors, not of Python objects a test could swap."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from tests.support.cli import REPO, CliResult, ebb_command
+
+
+def _ebb(data_dir: Path, *args: str, **streams: Any) -> CliResult:
+    """``ebb --data-dir DATA ARGS`` with the standard streams given (default: pipes)."""
+    streams.setdefault("stdout", subprocess.PIPE)
+    streams.setdefault("stderr", subprocess.PIPE)
+    streams.setdefault("stdin", subprocess.DEVNULL)
+    done = subprocess.run(
+        ebb_command(data_dir, *args),
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        **streams,
+    )
+    out = done.stdout.decode() if isinstance(done.stdout, bytes) else ""
+    err = done.stderr.decode() if isinstance(done.stderr, bytes) else ""
+    return CliResult(done.returncode, out, err)
+
+
+def _closing(fd: int):
+    """A preexec_fn closing descriptor ``fd`` in the child, as ``>&-`` does."""
+    return lambda: os.close(fd)
+
+
+def _assert_one_error(result: CliResult, *needles: str) -> None:
+    assert result.code == 2, result
+    assert "Traceback" not in result.err, result.err
+    lines = result.err.splitlines()
+    assert len(lines) == 1, result.err
+    assert lines[0].startswith("ebb: error: "), result.err
+    for needle in needles:
+        assert needle in lines[0], result.err
+
+
+@pytest.fixture
+def made(data_dir: Path, ebb) -> Path:
+    """A data directory with a topic holding a few records."""
+    assert ebb("topic", "create", "orders").code == 0
+    assert ebb("produce", "orders", "--count", "5", "--size", "10").code == 0
+    return data_dir
+
+
+def _dev_full() -> IO[bytes]:
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    return open("/dev/full", "wb")
+
+
+# One command of each way of printing: print(), sys.stdout.write with flush, a csv
+# writer, argparse's own help, a standalone command.
+PRINTING = [
+    ("topic", "list"),
+    ("topic", "describe", "orders", "--json"),
+    ("consume", "orders", "--group", "g", "--no-commit"),
+    ("log", "--csv"),
+    ("--help",),
+    ("completion", "bash"),
+]
+
+
+@pytest.mark.parametrize("args", PRINTING, ids=" ".join)
+def test_stdout_on_a_full_device_is_one_error_line(made: Path, args: tuple[str, ...]) -> None:
+    with _dev_full() as full:
+        result = _ebb(made, *args, stdout=full)
+    _assert_one_error(result, "cannot write to standard output", "No space left on device")
+
+
+@pytest.mark.parametrize("args", PRINTING, ids=" ".join)
+def test_a_closed_stdout_is_refused_before_anything_is_done(made: Path, args: tuple[str, ...]) -> None:
+    result = _ebb(made, *args, stdout=None, preexec_fn=_closing(1))
+    _assert_one_error(result, "standard output is closed")
+
+
+def test_a_closed_stdout_writes_nothing(made: Path) -> None:
+    result = _ebb(made, "topic", "create", "never", stdout=None, preexec_fn=_closing(1))
+    _assert_one_error(result, "standard output is closed")
+    assert not (made / "topics" / "never").exists()
+
+
+def test_a_closed_stdin_is_empty_input(made: Path) -> None:
+    """``ebb produce TOPIC <&-``: no lines to produce, said as for an empty stdin."""
+    result = _ebb(made, "produce", "orders", stdin=None, preexec_fn=_closing(0))
+    _assert_one_error(result, "no records to produce")
+    purge = _ebb(made, "purge", "orders", stdin=None, preexec_fn=_closing(0))
+    _assert_one_error(purge, "--yes")
+
+
+def test_a_closed_stderr_leaves_the_output_and_the_files_alone(made: Path) -> None:
+    """With descriptor 2 closed, no file the command opens may take it (a child's
+    stderr would write into it); the refusal still exits 2."""
+    before = sorted((p, p.stat().st_size) for p in made.rglob("*.log"))
+    created = _ebb(made, "produce", "orders", "--count", "3", "--size", "10", stderr=None, preexec_fn=_closing(2))
+    assert created.code == 0
+    refused = _ebb(made, "topic", "create", "orders", stderr=None, preexec_fn=_closing(2))
+    assert refused.code == 2
+    assert "ebb: error" not in refused.out  # a closed stderr is not a reason to print errors on stdout
+    after = sorted((p, p.stat().st_size) for p in made.rglob("*.log"))
+    assert [p for p, _ in after] == [p for p, _ in before]
+    assert _ebb(made, "verify").code == 0
+
+
+def test_a_config_that_is_a_directory_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    (tmp_path / "ebb.toml").mkdir()
+    data_dir = tmp_path / "never-made"
+    result = _ebb(data_dir, "--config", str(tmp_path / "ebb.toml"), "topic", "list")
+    _assert_one_error(result, "is a directory")
+    assert not data_dir.exists()
+
+
+def test_a_config_that_is_not_a_regular_file_says_so(tmp_path: Path) -> None:
+    result = _ebb(tmp_path / "data", "--config", os.devnull, "topic", "list")
+    _assert_one_error(result, "is not a regular file")
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_missing_config_creates_no_data_directory(tmp_path: Path) -> None:
+    result = _ebb(tmp_path / "data", "--config", str(tmp_path / "absent.toml"), "topic", "list")
+    _assert_one_error(result, "does not exist")
+    assert not (tmp_path / "data").exists()
