@@ -134,3 +134,23 @@ def test_a_missing_config_creates_no_data_directory(tmp_path: Path) -> None:
     result = _ebb(tmp_path / "data", "--config", str(tmp_path / "absent.toml"), "topic", "list")
     _assert_one_error(result, "does not exist")
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize(
+    "args", [("verify",), ("verify", "--repair"), ("topic", "list"), ("--read-only", "topic", "list")]
+)
+def test_a_data_directory_that_is_a_file_is_one_error_line(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """`ebb verify` looked for topics under it first and crashed (NotADirectoryError)."""
+    not_a_directory = tmp_path / "data"
+    not_a_directory.write_text("x")
+    result = _ebb(not_a_directory, *args)
+    _assert_one_error(result, str(not_a_directory))
+    assert not_a_directory.read_text() == "x"
+
+
+def test_a_topics_entry_that_is_a_file_is_named(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "topics").write_text("")
+    for args in (("topic", "list"), ("verify",)):
+        _assert_one_error(_ebb(data_dir, *args), f"{data_dir / 'topics'} is a file, not a directory")
