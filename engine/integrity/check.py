@@ -392,7 +392,7 @@ class _PartitionChecker:
         self.row, self.rows, self.lost = self.state
         try:
             self.names = os.listdir(self.directory)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             self.names = []  # every segment then reports its file missing
         bases = file_bases(self.names, LOG_SUFFIX)
         self.scans = {b: scan_segment(self.directory / (segment_stem(b) + LOG_SUFFIX), b) for b in bases}

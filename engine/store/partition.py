@@ -92,6 +92,10 @@ def _listdir(directory: Path) -> list[str]:
         return os.listdir(directory)
     except FileNotFoundError:
         raise StoreError(f"partition directory {directory} is missing") from None
+    except NotADirectoryError:
+        raise StoreError(f"partition directory {directory} is not a directory (`ebb verify` reports it)") from None
+    except OSError as error:
+        raise StoreError(f"cannot list partition directory {directory}: {describe(error)}") from None
 
 
 def file_bases(names: list[str], suffix: str) -> list[int]:

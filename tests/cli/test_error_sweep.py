@@ -8,6 +8,7 @@ property of the process's descriptors, not of Python objects a test could swap."
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import IO, Any
@@ -154,3 +155,23 @@ def test_a_topics_entry_that_is_a_file_is_named(tmp_path: Path) -> None:
     (data_dir / "topics").write_text("")
     for args in (("topic", "list"), ("verify",)):
         _assert_one_error(_ebb(data_dir, *args), f"{data_dir / 'topics'} is a file, not a directory")
+
+
+def test_a_partition_directory_replaced_by_a_file_is_reported_and_repaired(made: Path) -> None:
+    """Reads said NotADirectoryError in a traceback, `ebb verify` too, and --repair
+    died on mkdir: now one line, findings, and a repair that keeps the file aside."""
+    partition = made / "topics" / "orders" / "0"
+    shutil.rmtree(partition)
+    partition.write_text("not a partition")
+
+    consumed = _ebb(made, "consume", "orders", "--group", "g", "--no-commit")
+    _assert_one_error(consumed, f"partition directory {partition} is not a directory")
+    found = _ebb(made, "verify")
+    assert found.code == 1 and "Traceback" not in found.err, found
+    assert "segment file missing" in found.out
+    repaired = _ebb(made, "verify", "--repair")
+    assert repaired.code == 1 and "Traceback" not in repaired.err, repaired
+    assert _ebb(made, "verify").code == 0
+    kept = made / "quarantine" / "orders" / "0" / "0.not-a-directory"
+    assert kept.read_text() == "not a partition"
+    assert _ebb(made, "produce", "orders", "--count", "1", "--size", "3").code == 0
