@@ -14,9 +14,13 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import TextIO
 
 from console.cli import (
@@ -135,6 +139,47 @@ def _check_config_path(config: Path | None) -> None:
     raise InvalidInput(f"config file {config} does not exist")
 
 
+class Terminated(Exception):
+    """The command was stopped by SIGTERM; its text says what a produce had
+    acknowledged, as an interrupt's does."""
+
+
+@contextmanager
+def _sigterm_as_interrupt(wanted: bool) -> Iterator[list[bool]]:
+    """SIGTERM (``kill``, a service manager, a CI timeout) stops a command the way
+    Ctrl-C does: the command's own interrupt handling runs (a produce writes and
+    acknowledges what it read, a plan's Spark jobs are cancelled, a prune stops
+    before applying or between durable steps), one line says so, and the catalog is
+    left up to the files, where the default action killed the process between an
+    append and its catalog row. The list it yields is non-empty once SIGTERM came.
+
+    Only on the main thread, and not over a disposition someone chose (an ignored
+    SIGTERM stays ignored); `ebb engine` installs its own (a clean stop, exit 0); the
+    console leaves signals to Textual."""
+    came: list[bool] = []
+    if not wanted or threading.current_thread() is not threading.main_thread():
+        yield came
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield came
+        return
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        came.append(True)
+        ctrl_c = signal.getsignal(signal.SIGINT)
+        if callable(ctrl_c):
+            # Ctrl-C's handler of the moment: during a plan it also cancels the plan's
+            # Spark jobs (engine/prune/session.py), where a bare interrupt waits for them.
+            ctrl_c(signal.SIGINT, frame)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield came
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     closed = reopen_closed_streams()
@@ -171,8 +216,14 @@ def _main(argv: list[str], closed: set[str], real_stdout: TextIO) -> int:
             sys.stdout = real_stdout
         _check_config_path(args.config)
         # A command may open the data directory its own way (verify: a damaged catalog).
-        with getattr(args, "open_data", Broker)(data.root, args.config) as broker:
-            code = run(broker, args)
+        with _sigterm_as_interrupt(run is not console_cmd.run_console) as terminated:
+            try:
+                with getattr(args, "open_data", Broker)(data.root, args.config) as broker:
+                    code = run(broker, args)
+            except KeyboardInterrupt as interrupt:
+                if terminated:
+                    raise Terminated(str(interrupt)) from None
+                raise
         # Output still buffered fails here, inside the handlers below, rather than in
         # the interpreter's exit with a traceback.
         sys.stdout.flush()
@@ -183,6 +234,10 @@ def _main(argv: list[str], closed: set[str], real_stdout: TextIO) -> int:
         # one_line: a message quoting operator input must stay one line whatever it holds.
         print(f"ebb: error: {one_line(str(error))}", file=sys.stderr)
         return 2
+    except Terminated as stop:
+        said = f"; {one_line(str(stop))}" if str(stop) else ""
+        print(f"ebb: terminated (SIGTERM){said}", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt as interrupt:
         # what a produce had acknowledged when it was stopped, where it says
         said = f"; {one_line(str(interrupt))}" if str(interrupt) else ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 from typing import IO, Any
@@ -175,3 +176,54 @@ def test_a_partition_directory_replaced_by_a_file_is_reported_and_repaired(made:
     kept = made / "quarantine" / "orders" / "0" / "0.not-a-directory"
     assert kept.read_text() == "not a partition"
     assert _ebb(made, "produce", "orders", "--count", "1", "--size", "3").code == 0
+
+
+def test_sigterm_stops_a_produce_as_ctrl_c_does(made: Path) -> None:
+    """SIGTERM (kill, a service manager, a CI timeout) killed `ebb produce` between an
+    append and its catalog row, without a word. Now it runs the interrupt's path: one
+    line saying what was acknowledged, exit 143, the catalog up to the files."""
+    process = subprocess.Popen(
+        ebb_command(made, "produce", "orders", "--json"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(b"one\ntwo\n")
+    process.stdin.flush()
+    acknowledged = process.stdout.readline()  # written once the lines are durable
+    assert b'"count": 2' in acknowledged, acknowledged
+    process.send_signal(signal.SIGTERM)  # while it waits for more input
+    out, err = process.communicate(timeout=120)
+    result = CliResult(process.returncode, out.decode(), err.decode())
+    assert result.code == 128 + signal.SIGTERM, result
+    lines = result.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ebb: terminated (SIGTERM); 2 record(s)"), result.err
+    assert _ebb(made, "verify").code == 0
+    consumed = _ebb(made, "consume", "orders", "--group", "check", "--no-commit")
+    assert consumed.out.splitlines()[-2:] == ["one", "two"]
+
+
+def test_an_ignored_sigterm_stays_ignored(made: Path) -> None:
+    """`ebb` does not take over a disposition its parent chose (nohup-like wrappers)."""
+    process = subprocess.Popen(
+        ["sh", "-c", 'trap "" TERM; exec "$@"', "sh", *ebb_command(made, "produce", "orders", "--json")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(b"kept\n")
+    process.stdin.flush()
+    assert b'"count": 1' in process.stdout.readline()  # running, past its start-up
+    process.send_signal(signal.SIGTERM)
+    # More input, then its end: it finishes as usual.
+    out, err = process.communicate(b"also kept\n", timeout=120)
+    assert process.returncode == 0, err
+    assert out.count(b'"count": 1') == 1, out
+    consumed = _ebb(made, "consume", "orders", "--group", "check", "--no-commit")
+    assert consumed.out.splitlines()[-2:] == ["kept", "also kept"]
