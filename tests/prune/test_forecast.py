@@ -198,30 +198,6 @@ def test_the_extended_snapshot_is_the_models_catalog_at_each_instant(
                     assert r["offset"] == model.time_cut(by_partition[r["partition"]], theta), (topic.name, i, r)
 
 
-def test_a_rolling_topic_is_batched_by_the_segments_its_roll_makes() -> None:
-    """A record of 100 bytes a second into segments of 1 MiB: a week fills 58 of them;
-    rolled every minute it makes 10,080 (5,040 on average over the instants).
-    Counted by segment_size alone, a batch held about 170 times the virtual segments
-    MAX_VIRTUAL_ROWS allows it."""
-    now, hour = 1_700_000_000_000, 3_600_000
-    names = ["rolled", "filled"]
-    topics = pa.Table.from_pylist(
-        [{"topic": "rolled", "segment_roll": 60_000}, {"topic": "filled", "segment_roll": None}],
-        schema=tables.TOPICS,
-    )
-    partitions = pa.Table.from_pylist([{"topic": t, "partition": 0} for t in names], schema=tables.PARTITIONS)
-    empty = {name: schema.empty_table() for name, schema in tables.SNAPSHOT_TABLES.items()}
-    snapshot = Snapshot(now, {**empty, "topics": topics, "partitions": partitions}, {})
-    rate = Rate(1, 1000, 100, "given")  # a record of 100 bytes a second
-    variant = forecasting.Variant("", snapshot, [rate, rate], dict.fromkeys(names, 1 << 20))
-    instants = [now + i * hour for i in range(169)]
-    rolled, filled = 169 * (5_040 + 1), 169 * (58 // 2 + 1)  # today's none, and the ingest's
-    with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", rolled + filled - 169):
-        assert forecasting.batches(variant, instants, 1) == [["rolled"], ["filled"]]
-    with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", rolled + filled + 169):
-        assert forecasting.batches(variant, instants, 1) == [["rolled", "filled"]]
-
-
 def test_a_caller_that_stops_never_waits_for_the_batch_being_built() -> None:
     """Ctrl-C during `ebb forecast` leaves the batch loop while the next batch's virtual
     snapshot is still being built; leaving must not wait for that build (a pool's
@@ -263,3 +239,27 @@ def test_an_error_building_a_batch_reaches_the_caller() -> None:
         assert str(error) == "no batch"
     else:
         raise AssertionError("the error was lost")
+
+
+def test_a_rolling_topic_is_batched_by_the_segments_its_roll_makes() -> None:
+    """A record of 100 bytes a second into segments of 1 MiB: a week fills 58 of them;
+    rolled every minute it makes 10,080 (5,040 on average over the instants).
+    Counted by segment_size alone, a batch held about 170 times the virtual segments
+    MAX_VIRTUAL_ROWS allows it."""
+    now, hour = 1_700_000_000_000, 3_600_000
+    names = ["rolled", "filled"]
+    topics = pa.Table.from_pylist(
+        [{"topic": "rolled", "segment_roll": 60_000}, {"topic": "filled", "segment_roll": None}],
+        schema=tables.TOPICS,
+    )
+    partitions = pa.Table.from_pylist([{"topic": t, "partition": 0} for t in names], schema=tables.PARTITIONS)
+    empty = {name: schema.empty_table() for name, schema in tables.SNAPSHOT_TABLES.items()}
+    snapshot = Snapshot(now, {**empty, "topics": topics, "partitions": partitions}, {})
+    rate = Rate(1, 1000, 100, "given")  # a record of 100 bytes a second
+    variant = forecasting.Variant("", snapshot, [rate, rate], dict.fromkeys(names, 1 << 20))
+    instants = [now + i * hour for i in range(169)]
+    rolled, filled = 169 * (5_040 + 1), 169 * (58 // 2 + 1)  # today's none, and the ingest's
+    with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", rolled + filled - 169):
+        assert forecasting.batches(variant, instants, 1) == [["rolled"], ["filled"]]
+    with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", rolled + filled + 169):
+        assert forecasting.batches(variant, instants, 1) == [["rolled", "filled"]]
