@@ -71,6 +71,10 @@ class DataDir:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
             self.topics_root.mkdir(mode=0o700, exist_ok=True)
         except OSError as error:
+            if isinstance(error, FileExistsError):
+                # mkdir's "File exists" would leave the operator to guess which file.
+                path = self.root if not self.root.is_dir() else self.topics_root
+                raise StoreError(f"cannot use data directory {self.root}: {path} is a file, not a directory") from None
             raise StoreError(f"cannot create data directory {self.root}: {error.strerror or error}") from None
         if not os.access(self.root, os.W_OK):
             raise StoreError(f"data directory {self.root} is not writable")

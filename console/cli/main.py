@@ -14,9 +14,14 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
+from typing import TextIO
 
 from console.cli import (
     completion,
@@ -33,6 +38,7 @@ from console.cli import (
     verify,
 )
 from console.cli.parser import OneLineParser, Run, mutates, one_line
+from console.cli.standard_streams import GuardedOutput, OutputFailed, discard_pending_output, reopen_closed_streams
 from engine.broker import Broker
 from engine.catalog.damage import damaged, holds_topics
 from engine.datadir import DataDir, default_data_dir
@@ -120,15 +126,85 @@ def _read_only(args: argparse.Namespace, run: Run, data: DataDir) -> None:
         raise InvalidInput(f"--read-only: {data.root} is not a data directory yet (no {data.catalog_path.name})")
 
 
+def _check_config_path(config: Path | None) -> None:
+    """A ``--config`` that names no readable file is refused before the data directory
+    is opened (opening creates it), with what is wrong with it: a directory is not a
+    file that "does not exist"."""
+    if config is None or config.is_file():
+        return
+    if config.is_dir():
+        raise InvalidInput(f"config file {config} is a directory; name a TOML file")
+    if config.exists():
+        raise InvalidInput(f"config file {config} is not a regular file; name a TOML file")
+    raise InvalidInput(f"config file {config} does not exist")
+
+
+class Terminated(Exception):
+    """The command was stopped by SIGTERM; its text says what a produce had
+    acknowledged, as an interrupt's does."""
+
+
+@contextmanager
+def _sigterm_as_interrupt(wanted: bool) -> Iterator[list[bool]]:
+    """SIGTERM (``kill``, a service manager, a CI timeout) stops a command the way
+    Ctrl-C does: the command's own interrupt handling runs (a produce writes and
+    acknowledges what it read, a plan's Spark jobs are cancelled, a prune stops
+    before applying or between durable steps), one line says so, and the catalog is
+    left up to the files, where the default action killed the process between an
+    append and its catalog row. The list it yields is non-empty once SIGTERM came.
+
+    Only on the main thread, and not over a disposition someone chose (an ignored
+    SIGTERM stays ignored); `ebb engine` installs its own (a clean stop, exit 0); the
+    console leaves signals to Textual."""
+    came: list[bool] = []
+    if not wanted or threading.current_thread() is not threading.main_thread():
+        yield came
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield came
+        return
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        came.append(True)
+        ctrl_c = signal.getsignal(signal.SIGINT)
+        if callable(ctrl_c):
+            # Ctrl-C's handler of the moment: during a plan it also cancels the plan's
+            # Spark jobs (engine/prune/session.py), where a bare interrupt waits for them.
+            ctrl_c(signal.SIGINT, frame)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield came
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    closed = reopen_closed_streams()
+    real_stdout = sys.stdout
+    sys.stdout = GuardedOutput(real_stdout)  # a TextIO by delegation (its __getattr__)
     try:
+        return _main(argv, closed, real_stdout)
+    finally:
+        sys.stdout = real_stdout
+
+
+def _main(argv: list[str], closed: set[str], real_stdout: TextIO) -> int:
+    try:
+        if "stdout" in closed:
+            # Every command prints what it did; with nowhere to print it the operator
+            # would not know. Refused before anything is done, as `ls >&-` fails.
+            raise OutputFailed("standard output is closed; redirect it (>/dev/null) instead of closing it")
         _check_argv(argv)
         parser = build_parser()
         completion.autocomplete(parser)
         args = parser.parse_args(argv)
         if getattr(args, "standalone", None):
-            return int(args.standalone(args))
+            code = int(args.standalone(args))
+            sys.stdout.flush()
+            return code
         # ``ebb`` alone opens the console with its defaults.
         run = getattr(args, "run", console_cmd.run_console)
         data = DataDir(args.data_dir or default_data_dir())
@@ -136,13 +212,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             _read_only(args, run, data)
         if run is console_cmd.run_console:
             console_cmd.refuse_conflicts(args)
+            # Textual drives the terminal itself: it gets the real stream.
+            sys.stdout = real_stdout
+        _check_config_path(args.config)
         # A command may open the data directory its own way (verify: a damaged catalog).
-        with getattr(args, "open_data", Broker)(data.root, args.config) as broker:
-            return run(broker, args)
+        with _sigterm_as_interrupt(run is not console_cmd.run_console) as terminated:
+            try:
+                with getattr(args, "open_data", Broker)(data.root, args.config) as broker:
+                    code = run(broker, args)
+            except KeyboardInterrupt as interrupt:
+                if terminated:
+                    raise Terminated(str(interrupt)) from None
+                raise
+        # Output still buffered fails here, inside the handlers below, rather than in
+        # the interpreter's exit with a traceback.
+        sys.stdout.flush()
+        return int(code)
     except EbbError as error:
+        if isinstance(error, OutputFailed):
+            discard_pending_output(real_stdout)
         # one_line: a message quoting operator input must stay one line whatever it holds.
         print(f"ebb: error: {one_line(str(error))}", file=sys.stderr)
         return 2
+    except Terminated as stop:
+        said = f"; {one_line(str(stop))}" if str(stop) else ""
+        print(f"ebb: terminated (SIGTERM){said}", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt as interrupt:
         # what a produce had acknowledged when it was stopped, where it says
         said = f"; {one_line(str(interrupt))}" if str(interrupt) else ""

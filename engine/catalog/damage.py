@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
-from engine.errors import CatalogDamaged
+from engine.errors import CatalogDamaged, StoreError
 
 #: SQLite's primary result codes that mean the file is not a sound database
 _DAMAGE_CODES = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
@@ -47,8 +47,13 @@ def holds_topics(root: Path) -> bool:
     missing or empty there has been lost, not yet created."""
     try:
         return any(entry.is_dir() for entry in os.scandir(root / "topics"))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
+        # No topics directory, or ``root`` is no directory at all (a file given as
+        # --data-dir): opening it says so.
         return False
+    except OSError as error:
+        # Unknown is not "none": a lost catalog must not pass for a new data directory.
+        raise StoreError(f"cannot list {root / 'topics'}: {error.strerror}") from None
 
 
 def write_lock_holder(path: Path) -> int | None:

@@ -7,9 +7,10 @@ which is over every topic forecast.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -147,15 +148,34 @@ def forecast(
 
 def _one_ahead(work: Callable[[_Item], _Result], items: Sequence[_Item]) -> Iterator[_Result]:
     """``work`` of each of ``items`` in order, each computed in a thread while the
-    caller still uses the one before."""
-    with ThreadPoolExecutor(1, thread_name_prefix="ebb-forecast") as pool:
-        pending: deque[Future[_Result]] = deque()
-        for item in items:
-            pending.append(pool.submit(work, item))
-            if len(pending) == 2:
-                yield pending.popleft().result()
-        while pending:
+    caller still uses the one before.
+
+    Daemon threads, not a pool: a caller stopped by Ctrl-C (``ebb forecast``) returns
+    at once, where a pool's worker is joined, on leaving the pool and again at the
+    interpreter's exit, until the batch it builds is done (minutes for a large
+    catalog: Ctrl-C seemed ignored). The abandoned batch's thread dies with the
+    process."""
+    pending: deque[Future[_Result]] = deque()
+    for item in items:
+        pending.append(_in_daemon_thread(work, item))
+        if len(pending) == 2:
             yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
+def _in_daemon_thread(work: Callable[[_Item], _Result], item: _Item) -> Future[_Result]:
+    future: Future[_Result] = Future()
+
+    def run() -> None:
+        future.set_running_or_notify_cancel()
+        try:
+            future.set_result(work(item))
+        except BaseException as error:  # noqa: BLE001 - handed to the caller, as a pool does
+            future.set_exception(error)
+
+    threading.Thread(target=run, name="ebb-forecast", daemon=True).start()
+    return future
 
 
 #: virtual segment rows (segments x instants) one Spark job plans at most: the

@@ -65,6 +65,7 @@ from engine.store.segment import (
     Segment,
     SegmentInfo,
     SegmentMissing,
+    describe,
     segment_stem,
 )
 
@@ -171,6 +172,9 @@ class SegmentScan:
     headers: tuple[BatchHeader, ...]
     #: what is wrong with the bytes at ``valid_end``; None if the file is valid to its end
     problem: str | None
+    #: the system refused to read the file from ``valid_end`` on (EIO, a permission, a
+    #: directory in its place): its bytes there are lost to the store as if corrupt
+    unreadable: bool = False
 
     @property
     def valid_end(self) -> int:
@@ -186,19 +190,26 @@ def scan_segment(path: Path, base_offset: int) -> SegmentScan:
     """Read a segment file batch by batch (one batch in memory at a time) with the
     store's own decoding, up to the first batch that is not valid."""
     headers: list[BatchHeader] = []
-    with open(path, "rb") as f:
-        fd = f.fileno()
-        size = os.fstat(fd).st_size
-        position, expected = 0, base_offset
-        while position < size:
-            header = peek_header(os.pread(fd, HEADER_SIZE, position), 0)
-            problem = _batch_problem(fd, position, size, expected, header)
-            if problem is not None:
-                return SegmentScan(base_offset, size, tuple(headers), problem)
-            assert header is not None
-            headers.append(replace(header, position=position))
-            position += header.size
-            expected = header.next_offset
+    size = 0
+    try:
+        with open(path, "rb") as f:
+            fd = f.fileno()
+            size = os.fstat(fd).st_size
+            position, expected = 0, base_offset
+            while position < size:
+                header = peek_header(os.pread(fd, HEADER_SIZE, position), 0)
+                problem = _batch_problem(fd, position, size, expected, header)
+                if problem is not None:
+                    return SegmentScan(base_offset, size, tuple(headers), problem)
+                assert header is not None
+                headers.append(replace(header, position=position))
+                position += header.size
+                expected = header.next_offset
+    except OSError as error:
+        # A finding like a corrupt batch, from where reading stopped, not a traceback
+        # that ends the whole check: every other file still gets its verdict.
+        why = describe(OSError(error.errno, error.strerror))
+        return SegmentScan(base_offset, size, tuple(headers), f"the file cannot be read ({why})", unreadable=True)
     return SegmentScan(base_offset, size, tuple(headers), None)
 
 
@@ -381,11 +392,13 @@ class _PartitionChecker:
         self.row, self.rows, self.lost = self.state
         try:
             self.names = os.listdir(self.directory)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             self.names = []  # every segment then reports its file missing
         bases = file_bases(self.names, LOG_SUFFIX)
         self.scans = {b: scan_segment(self.directory / (segment_stem(b) + LOG_SUFFIX), b) for b in bases}
-        self.infos = {i.base_offset: i for i in segment_infos(self.directory, bases)} if bases else {}
+        # The store's view of the files it can read (an unreadable one has its finding).
+        readable = [b for b in bases if not self.scans[b].unreadable]
+        self.infos = {i.base_offset: i for i in segment_infos(self.directory, readable)} if readable else {}
         self.deleted = set(file_bases(self.names, DELETED_SUFFIX))
         # A row of no file for offsets that a file holds is the catalog's error alone.
         self.stray = {
@@ -559,7 +572,9 @@ class _PartitionChecker:
                 file=name,
             )
         self.findings.extend(_index_findings(self.directory, self.topic, self.partition, scan))
-        if not (last and own_end < successor):  # a file cut short: its row says what was acknowledged
+        if base in self.infos and not (
+            last and own_end < successor
+        ):  # a file cut short: its row says what was acknowledged
             # The store's view stretches a sealed segment to the next *file*; the row
             # should reach the next segment, whose file may be missing or being deleted.
             expected = replace(self.infos[base], next_offset=successor, sealed=not last)

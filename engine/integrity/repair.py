@@ -242,6 +242,12 @@ def _plan(check: PartitionCheck, log_start: int) -> _Plan:
 def _repair_partition(broker: Broker, topic: str, partition: int, actor: str) -> list[Repair]:
     data, catalog = broker.data, broker.catalog
     directory = data.partition_dir(topic, partition)
+    if directory.exists() and not directory.is_dir():
+        # Something else holds the partition directory's place (a file): it is kept in
+        # the quarantine, and the partition is repaired as one whose directory is gone.
+        kept = data.quarantine_dir(topic, partition) / f"{directory.name}.not-a-directory"
+        kept.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.replace(directory, kept)
     # A partition directory that is gone is made again: its lock file lives there.
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     writer = PartitionWriter(directory, durable=broker.config.fsync)

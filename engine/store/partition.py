@@ -64,6 +64,7 @@ from engine.store.segment import (
     Segment,
     SegmentInfo,
     SegmentMissing,
+    SegmentUnreadable,
     describe,
     fsync_dir,
     remove_files,
@@ -91,6 +92,10 @@ def _listdir(directory: Path) -> list[str]:
         return os.listdir(directory)
     except FileNotFoundError:
         raise StoreError(f"partition directory {directory} is missing") from None
+    except NotADirectoryError:
+        raise StoreError(f"partition directory {directory} is not a directory (`ebb verify` reports it)") from None
+    except OSError as error:
+        raise StoreError(f"cannot list partition directory {directory}: {describe(error)}") from None
 
 
 def file_bases(names: list[str], suffix: str) -> list[int]:
@@ -165,13 +170,17 @@ def read_records(directory: Path, offset: int, max_records: int) -> list[Record]
             segment = Segment.open(directory, bases[i], sealed=i < len(bases) - 1, repair=False)
         except SegmentMissing:
             continue  # deleted since the listing: the gap check above catches what follows
+        except SegmentUnreadable:
+            if records:  # as for a corrupt batch: what comes before it first
+                return records
+            raise
         try:
             # One by one: what was read before a corrupt batch is kept and returned.
             for record in segment.read(expected, max_records - len(records)):
                 records.append(record)
         except SegmentMissing:
             continue  # deleted since it was opened, before a record of it was read
-        except CorruptBatch:
+        except (CorruptBatch, SegmentUnreadable):
             if records:
                 return records
             raise

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -41,6 +42,29 @@ class SegmentMissing(StoreError):
 
     def __init__(self, log_path: Path) -> None:
         super().__init__(f"segment file {log_path} is missing")
+
+
+class SegmentUnreadable(StoreError):
+    """The system refused to read a segment file (a failing disk, a permission, a
+    directory in its place). Readers fail on it as on a corrupt batch: one line naming
+    the file, never a traceback; ``ebb verify`` reports it."""
+
+    def __init__(self, log_path: Path, error: OSError) -> None:
+        # Without the error's own file name: the path is said once, whoever named it.
+        why = describe(OSError(error.errno, error.strerror))
+        super().__init__(f"cannot read segment file {log_path}: {why} (`ebb verify` reports it)")
+        self.path = log_path
+
+
+@contextmanager
+def _reading(log_path: Path) -> Iterator[None]:
+    """A lockless read of ``log_path``: its OSErrors become :class:`SegmentUnreadable`.
+    (The writer, which opens with ``repair``, turns its own into StoreErrors and marks
+    its view unsure: engine/store/partition.py.)"""
+    try:
+        yield
+    except OSError as error:
+        raise SegmentUnreadable(log_path, error) from None
 
 
 class CorruptBatch(StoreError):
@@ -121,7 +145,11 @@ class Segment:
         the partition lock) cut a torn tail of the active segment and rewrite stale
         indexes, else keep the fixes in memory."""
         segment = cls(directory, base_offset)
-        segment._recover(sealed=sealed, repair=repair)
+        if repair:
+            segment._recover(sealed=sealed, repair=repair)
+        else:
+            with _reading(segment.log_path):
+                segment._recover(sealed=sealed, repair=repair)
         return segment
 
     def _recover(self, *, sealed: bool, repair: bool) -> None:
@@ -202,13 +230,14 @@ class Segment:
         Raises :class:`SegmentMissing` if the file is gone since the segment was opened
         (a prune deleted it), before yielding anything."""
         position = self.index.position_for(offset)
-        try:
-            f = open(self.log_path, "rb")
-        except FileNotFoundError:
-            raise SegmentMissing(self.log_path) from None
-        with f:
-            f.seek(position)
-            data = f.read(max(self.size - position, 0))
+        with _reading(self.log_path):
+            try:
+                f = open(self.log_path, "rb")
+            except FileNotFoundError:
+                raise SegmentMissing(self.log_path) from None
+            with f:
+                f.seek(position)
+                data = f.read(max(self.size - position, 0))
         produced = 0
         cursor = 0
         while cursor < len(data) and produced < max_records:
@@ -243,7 +272,12 @@ class Segment:
         if first_candidate is None:
             return None
         position = self.index.position_for(max(offset, first_candidate))
-        with open(self.log_path, "rb") as f:
+        with _reading(self.log_path):
+            try:
+                f = open(self.log_path, "rb")
+            except FileNotFoundError:
+                raise SegmentMissing(self.log_path) from None
+        with _reading(self.log_path), f:
             while position < self.size:
                 prefix = os.pread(f.fileno(), HEADER_SIZE, position)
                 header = peek_header(prefix, 0)
@@ -267,19 +301,20 @@ class Segment:
         when the index does not lead to such a batch (missing, stale, corrupt): the
         caller then opens the segment, which rebuilds what the index lacks. Raises
         :class:`SegmentMissing` when the file is gone."""
-        try:
-            f = open(self.log_path, "rb")
-        except FileNotFoundError:
-            raise SegmentMissing(self.log_path) from None
-        with f:
-            entry = offset_entry(self.index.offset_path, offset)
-            if entry is None:
-                return None
-            base, position = entry
-            header = peek_header(os.pread(f.fileno(), HEADER_SIZE, position), 0)
-            if header is None or header.base_offset != base or header.next_offset <= offset:
-                return None
-            data = os.pread(f.fileno(), header.size, position)
+        with _reading(self.log_path):
+            try:
+                f = open(self.log_path, "rb")
+            except FileNotFoundError:
+                raise SegmentMissing(self.log_path) from None
+            with f:
+                entry = offset_entry(self.index.offset_path, offset)
+                if entry is None:
+                    return None
+                base, position = entry
+                header = peek_header(os.pread(f.fileno(), HEADER_SIZE, position), 0)
+                if header is None or header.base_offset != base or header.next_offset <= offset:
+                    return None
+                data = os.pread(f.fileno(), header.size, position)
         if read_header(data, 0) is None:
             return None
         return next((r for r in decode_records(data, replace(header, position=0)) if r.offset >= offset), None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import zlib
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from engine.store.partition import (
     read_records,
     segment_infos,
 )
-from engine.store.segment import Segment
+from engine.store.segment import Segment, SegmentUnreadable
 
 MiB = 1 << 20
 
@@ -263,3 +265,52 @@ def test_read_by_time_tolerates_a_segment_deleted_after_the_listing(
     (part / f"{0:020d}.log").unlink()
     monkeypatch.setattr(partition_module, "live_bases", lambda directory: listed)
     assert offset_for_time(part, 50) == 1
+
+
+def _sealed_segments(part: Path) -> list[Path]:
+    append(part, [NewRecord(b"x" * 100, None, i) for i in range(30)], segment_size=1024)
+    logs = sorted(part.glob("*.log"))
+    assert len(logs) >= 3
+    return logs
+
+
+def test_a_segment_file_the_system_refuses_to_read_is_one_store_error(part: Path) -> None:
+    """Lockless reads (consume, describe, a time cut) fail on an unreadable file with
+    one line naming it, as on a corrupt batch: never an OSError's traceback."""
+    logs = _sealed_segments(part)
+    logs[0].unlink()
+    logs[0].mkdir()  # open() works on a directory, reading it fails with EISDIR
+    with pytest.raises(SegmentUnreadable, match=rf"cannot read segment file {logs[0]}: Is a directory \(EISDIR\)"):
+        read_records(part, 0, 10)
+    with pytest.raises(SegmentUnreadable):
+        segment_infos(part)
+    with pytest.raises(SegmentUnreadable):
+        offset_for_time(part, 0)
+
+
+def test_records_before_an_unreadable_segment_are_returned_first(part: Path) -> None:
+    logs = _sealed_segments(part)
+    second = int(logs[1].stem)
+    logs[1].unlink()
+    logs[1].mkdir()
+    before = read_records(part, 0, 1000)
+    assert [r.offset for r in before] == list(range(second))
+    with pytest.raises(SegmentUnreadable):
+        read_records(part, second, 1000)
+
+
+def test_an_io_error_while_reading_a_batch_is_one_store_error(part: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failing disk: the file opens and its reads fail with EIO."""
+    logs = _sealed_segments(part)
+    segment = Segment.open(part, int(logs[0].stem), sealed=True, repair=False)
+
+    def failing_pread(fd: int, n: int, offset: int) -> bytes:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "pread", failing_pread)
+    with pytest.raises(SegmentUnreadable, match=r"Input/output error \(EIO\)"):
+        segment.indexed_record(0)
+    with pytest.raises(SegmentUnreadable, match="EIO"):
+        segment.first_at_or_after(0, 0)
+    with pytest.raises(SegmentUnreadable, match="EIO"):
+        Segment.open(part, int(logs[1].stem), sealed=True, repair=False)

@@ -448,3 +448,28 @@ def test_a_directory_of_no_topic_is_removed_when_empty_and_quarantined_when_it_h
     (moved,) = (data_dir / "quarantine" / "stray-topics").iterdir()
     assert (moved / "0" / "00000000000000000000.log").stat().st_size > 0
     assert ebb("verify").code == 0
+
+
+def test_an_unreadable_segment_file_is_a_finding_not_a_crash_and_repair_quarantines_it(
+    ebb, broker: Broker, data_dir: Path, filled
+) -> None:
+    """A file the system refuses to read (here a directory in its place: EISDIR, as EIO
+    or EACCES would be) is reported at its place like corrupt data; the other files
+    still get their verdict, and --repair moves it away."""
+    _n, _pdir, logs = filled
+    second = base_of(logs[1])
+    logs[0].unlink()
+    logs[0].mkdir()
+
+    (finding,) = check(broker)
+    assert (finding.code, finding.severity, finding.lost) == ("CORRUPT_DATA", "error", (0, second))
+    assert finding.where.file == logs[0].name
+    assert "cannot be read" in finding.what and "EISDIR" in finding.what
+    with pytest.raises(StoreError, match="cannot read segment file"):
+        broker.read(TOPIC, 0, 0, 5)
+    cli = ebb("verify")
+    assert cli.code == 1 and "Traceback" not in cli.err
+    assert ebb("verify", "--repair").code == 1
+    assert ebb("verify").code == 0
+    assert broker.catalog.partition(TOPIC, 0).log_start_offset == second
+    assert_records(broker.read(TOPIC, 0, second, 5), second, second + 5)

@@ -198,6 +198,49 @@ def test_the_extended_snapshot_is_the_models_catalog_at_each_instant(
                     assert r["offset"] == model.time_cut(by_partition[r["partition"]], theta), (topic.name, i, r)
 
 
+def test_a_caller_that_stops_never_waits_for_the_batch_being_built() -> None:
+    """Ctrl-C during `ebb forecast` leaves the batch loop while the next batch's virtual
+    snapshot is still being built; leaving must not wait for that build (a pool's
+    worker was joined until it ended: minutes on a large catalog, Ctrl-C seemed
+    ignored), and the builder must not hold the process open (a daemon thread)."""
+    import threading
+
+    release = threading.Event()
+
+    def build(item: int) -> int:
+        if item == 1:
+            release.wait()  # the next batch: slow until the test ends
+        return item
+
+    batches = forecasting._one_ahead(build, [0, 1])
+    assert next(batches) == 0
+    closer = threading.Thread(target=batches.close)  # as a KeyboardInterrupt leaves it
+    closer.start()
+    closer.join(timeout=60)
+    try:
+        assert not closer.is_alive(), "leaving the batch loop waited for the batch being built"
+        builders = [t for t in threading.enumerate() if t.name == "ebb-forecast"]
+        assert builders and all(t.daemon for t in builders)
+    finally:
+        release.set()
+
+
+def test_an_error_building_a_batch_reaches_the_caller() -> None:
+    def build(item: int) -> int:
+        if item == 1:
+            raise ValueError("no batch")
+        return item
+
+    batches = forecasting._one_ahead(build, [0, 1, 2])
+    assert next(batches) == 0
+    try:
+        next(batches)
+    except ValueError as error:
+        assert str(error) == "no batch"
+    else:
+        raise AssertionError("the error was lost")
+
+
 def _rolled_and_filled(now: int) -> tuple[Snapshot, Rate]:
     """Topics ``rolled`` (segment_roll a minute) and ``filled`` (no roll), a partition
     each and no segments yet, and a record of 100 bytes a second for each."""

@@ -1,0 +1,229 @@
+"""Failures of what surrounds ``ebb`` (its standard streams, a --config that is no file)
+end in one ``ebb: error:`` line and exit 2: never a traceback, never a data directory
+created for a refused command.
+
+Each test runs a real ``ebb`` process, since a closed or full standard stream is a
+property of the process's descriptors, not of Python objects a test could swap."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from tests.support.cli import REPO, CliResult, ebb_command
+
+
+def _ebb(data_dir: Path, *args: str, **streams: Any) -> CliResult:
+    """``ebb --data-dir DATA ARGS`` with the standard streams given (default: pipes)."""
+    streams.setdefault("stdout", subprocess.PIPE)
+    streams.setdefault("stderr", subprocess.PIPE)
+    streams.setdefault("stdin", subprocess.DEVNULL)
+    done = subprocess.run(
+        ebb_command(data_dir, *args),
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        **streams,
+    )
+    out = done.stdout.decode() if isinstance(done.stdout, bytes) else ""
+    err = done.stderr.decode() if isinstance(done.stderr, bytes) else ""
+    return CliResult(done.returncode, out, err)
+
+
+def _closing(fd: int):
+    """A preexec_fn closing descriptor ``fd`` in the child, as ``>&-`` does."""
+    return lambda: os.close(fd)
+
+
+def _assert_one_error(result: CliResult, *needles: str) -> None:
+    assert result.code == 2, result
+    assert "Traceback" not in result.err, result.err
+    lines = result.err.splitlines()
+    assert len(lines) == 1, result.err
+    assert lines[0].startswith("ebb: error: "), result.err
+    for needle in needles:
+        assert needle in lines[0], result.err
+
+
+@pytest.fixture
+def made(data_dir: Path, ebb) -> Path:
+    """A data directory with a topic holding a few records."""
+    assert ebb("topic", "create", "orders").code == 0
+    assert ebb("produce", "orders", "--count", "5", "--size", "10").code == 0
+    return data_dir
+
+
+def _dev_full() -> IO[bytes]:
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    return open("/dev/full", "wb")
+
+
+# One command of each way of printing: print(), sys.stdout.write with flush, a csv
+# writer, argparse's own help, a standalone command.
+PRINTING = [
+    ("topic", "list"),
+    ("topic", "describe", "orders", "--json"),
+    ("consume", "orders", "--group", "g", "--no-commit"),
+    ("log", "--csv"),
+    ("--help",),
+    ("completion", "bash"),
+]
+
+
+@pytest.mark.parametrize("args", PRINTING, ids=" ".join)
+def test_stdout_on_a_full_device_is_one_error_line(made: Path, args: tuple[str, ...]) -> None:
+    with _dev_full() as full:
+        result = _ebb(made, *args, stdout=full)
+    _assert_one_error(result, "cannot write to standard output", "No space left on device")
+
+
+@pytest.mark.parametrize("args", PRINTING, ids=" ".join)
+def test_a_closed_stdout_is_refused_before_anything_is_done(made: Path, args: tuple[str, ...]) -> None:
+    result = _ebb(made, *args, stdout=None, preexec_fn=_closing(1))
+    _assert_one_error(result, "standard output is closed")
+
+
+def test_a_closed_stdout_writes_nothing(made: Path) -> None:
+    result = _ebb(made, "topic", "create", "never", stdout=None, preexec_fn=_closing(1))
+    _assert_one_error(result, "standard output is closed")
+    assert not (made / "topics" / "never").exists()
+
+
+def test_a_closed_stdin_is_empty_input(made: Path) -> None:
+    """``ebb produce TOPIC <&-``: no lines to produce, said as for an empty stdin."""
+    result = _ebb(made, "produce", "orders", stdin=None, preexec_fn=_closing(0))
+    _assert_one_error(result, "no records to produce")
+    purge = _ebb(made, "purge", "orders", stdin=None, preexec_fn=_closing(0))
+    _assert_one_error(purge, "--yes")
+
+
+def test_a_closed_stderr_leaves_the_output_and_the_files_alone(made: Path) -> None:
+    """With descriptor 2 closed, no file the command opens may take it (a child's
+    stderr would write into it); the refusal still exits 2."""
+    before = sorted((p, p.stat().st_size) for p in made.rglob("*.log"))
+    created = _ebb(made, "produce", "orders", "--count", "3", "--size", "10", stderr=None, preexec_fn=_closing(2))
+    assert created.code == 0
+    refused = _ebb(made, "topic", "create", "orders", stderr=None, preexec_fn=_closing(2))
+    assert refused.code == 2
+    assert "ebb: error" not in refused.out  # a closed stderr is not a reason to print errors on stdout
+    after = sorted((p, p.stat().st_size) for p in made.rglob("*.log"))
+    assert [p for p, _ in after] == [p for p, _ in before]
+    assert _ebb(made, "verify").code == 0
+
+
+def test_a_config_that_is_a_directory_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    (tmp_path / "ebb.toml").mkdir()
+    data_dir = tmp_path / "never-made"
+    result = _ebb(data_dir, "--config", str(tmp_path / "ebb.toml"), "topic", "list")
+    _assert_one_error(result, "is a directory")
+    assert not data_dir.exists()
+
+
+def test_a_config_that_is_not_a_regular_file_says_so(tmp_path: Path) -> None:
+    result = _ebb(tmp_path / "data", "--config", os.devnull, "topic", "list")
+    _assert_one_error(result, "is not a regular file")
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_missing_config_creates_no_data_directory(tmp_path: Path) -> None:
+    result = _ebb(tmp_path / "data", "--config", str(tmp_path / "absent.toml"), "topic", "list")
+    _assert_one_error(result, "does not exist")
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize(
+    "args", [("verify",), ("verify", "--repair"), ("topic", "list"), ("--read-only", "topic", "list")]
+)
+def test_a_data_directory_that_is_a_file_is_one_error_line(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """`ebb verify` looked for topics under it first and crashed (NotADirectoryError)."""
+    not_a_directory = tmp_path / "data"
+    not_a_directory.write_text("x")
+    result = _ebb(not_a_directory, *args)
+    _assert_one_error(result, str(not_a_directory))
+    assert not_a_directory.read_text() == "x"
+
+
+def test_a_topics_entry_that_is_a_file_is_named(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "topics").write_text("")
+    for args in (("topic", "list"), ("verify",)):
+        _assert_one_error(_ebb(data_dir, *args), f"{data_dir / 'topics'} is a file, not a directory")
+
+
+def test_a_partition_directory_replaced_by_a_file_is_reported_and_repaired(made: Path) -> None:
+    """Reads said NotADirectoryError in a traceback, `ebb verify` too, and --repair
+    died on mkdir: now one line, findings, and a repair that keeps the file aside."""
+    partition = made / "topics" / "orders" / "0"
+    shutil.rmtree(partition)
+    partition.write_text("not a partition")
+
+    consumed = _ebb(made, "consume", "orders", "--group", "g", "--no-commit")
+    _assert_one_error(consumed, f"partition directory {partition} is not a directory")
+    found = _ebb(made, "verify")
+    assert found.code == 1 and "Traceback" not in found.err, found
+    assert "segment file missing" in found.out
+    repaired = _ebb(made, "verify", "--repair")
+    assert repaired.code == 1 and "Traceback" not in repaired.err, repaired
+    assert _ebb(made, "verify").code == 0
+    kept = made / "quarantine" / "orders" / "0" / "0.not-a-directory"
+    assert kept.read_text() == "not a partition"
+    assert _ebb(made, "produce", "orders", "--count", "1", "--size", "3").code == 0
+
+
+def test_sigterm_stops_a_produce_as_ctrl_c_does(made: Path) -> None:
+    """SIGTERM (kill, a service manager, a CI timeout) killed `ebb produce` between an
+    append and its catalog row, without a word. Now it runs the interrupt's path: one
+    line saying what was acknowledged, exit 143, the catalog up to the files."""
+    process = subprocess.Popen(
+        ebb_command(made, "produce", "orders", "--json"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(b"one\ntwo\n")
+    process.stdin.flush()
+    acknowledged = process.stdout.readline()  # written once the lines are durable
+    assert b'"count": 2' in acknowledged, acknowledged
+    process.send_signal(signal.SIGTERM)  # while it waits for more input
+    out, err = process.communicate(timeout=120)
+    result = CliResult(process.returncode, out.decode(), err.decode())
+    assert result.code == 128 + signal.SIGTERM, result
+    lines = result.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ebb: terminated (SIGTERM); 2 record(s)"), result.err
+    assert _ebb(made, "verify").code == 0
+    consumed = _ebb(made, "consume", "orders", "--group", "check", "--no-commit")
+    assert consumed.out.splitlines()[-2:] == ["one", "two"]
+
+
+def test_an_ignored_sigterm_stays_ignored(made: Path) -> None:
+    """`ebb` does not take over a disposition its parent chose (nohup-like wrappers)."""
+    process = subprocess.Popen(
+        ["sh", "-c", 'trap "" TERM; exec "$@"', "sh", *ebb_command(made, "produce", "orders", "--json")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(b"kept\n")
+    process.stdin.flush()
+    assert b'"count": 1' in process.stdout.readline()  # running, past its start-up
+    process.send_signal(signal.SIGTERM)
+    # More input, then its end: it finishes as usual.
+    out, err = process.communicate(b"also kept\n", timeout=120)
+    assert process.returncode == 0, err
+    assert out.count(b'"count": 1') == 1, out
+    consumed = _ebb(made, "consume", "orders", "--group", "check", "--no-commit")
+    assert consumed.out.splitlines()[-2:] == ["kept", "also kept"]
