@@ -568,9 +568,19 @@ class Broker:
             self.catalog.commit_position(topic, group, partition, offset, self.clock() if at_ms is None else at_ms)
 
     def consume(
-        self, topic: str, group: str, *, partition: int | None = None, max_records: int = 100, commit: bool = True
+        self,
+        topic: str,
+        group: str,
+        *,
+        partition: int | None = None,
+        max_records: int = 100,
+        commit: bool = True,
+        deliver: Callable[[list[Consumed]], None] | None = None,
     ) -> list[Consumed]:
-        """Read from a group's positions and (unless ``commit=False``) advance them.
+        """Read from a group's positions and (unless ``commit=False``) advance them,
+        after ``deliver`` took what was read: where it raises (its output failed),
+        nothing is committed, and the group reads the same records again (at least
+        once, as a Kafka consumer that commits after processing).
 
         A group that does not exist yet is created as a ``reader`` from ``earliest``:
         a reader never holds data back, so consuming can never block retention by
@@ -602,6 +612,8 @@ class Broker:
                 moved[row.partition] = records[-1].offset + 1
             elif position < row.log_start_offset:
                 moved[row.partition] = row.log_start_offset
+        if deliver is not None:
+            deliver(out)
         if commit and moved:
             now = self.clock()
             with self.catalog.write():

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from console.cli.parser import command, non_negative_int, positive_int
 from console.cli.render import emit_json
 from console.cli.stdin_lines import lines_as_they_arrive
-from engine.broker import Broker
+from engine.broker import Broker, Consumed
 from engine.clock import MAX_INSTANT_MS, format_instant, parse_instant
 from engine.errors import InvalidInput
 from engine.policy.units import describe_size, parse_duration, parse_size
@@ -147,21 +147,24 @@ def _text(data: bytes | None) -> dict[str, str | None]:
 
 
 def run_consume(broker: Broker, args: argparse.Namespace) -> int:
-    consumed = broker.consume(
-        args.topic, args.group, partition=args.partition, max_records=args.max, commit=not args.no_commit
+    def write(consumed: list[Consumed]) -> None:
+        """The records on stdout, flushed: the group's position moves only after."""
+        for item in consumed:
+            record = item.record
+            if args.json:
+                payload: dict[str, object] = {
+                    "partition": item.partition,
+                    "offset": record.offset,
+                    "timestamp": record.timestamp,
+                }
+                payload.update({"key" + k: v for k, v in _text(record.key).items()})
+                payload.update({"value" + k: v for k, v in _text(record.value).items()})
+                emit_json(payload)
+            else:
+                sys.stdout.write(record.value.decode("utf-8", "replace") + "\n")
+        sys.stdout.flush()
+
+    broker.consume(
+        args.topic, args.group, partition=args.partition, max_records=args.max, commit=not args.no_commit, deliver=write
     )
-    for item in consumed:
-        record = item.record
-        if args.json:
-            payload: dict[str, object] = {
-                "partition": item.partition,
-                "offset": record.offset,
-                "timestamp": record.timestamp,
-            }
-            payload.update({"key" + k: v for k, v in _text(record.key).items()})
-            payload.update({"value" + k: v for k, v in _text(record.value).items()})
-            emit_json(payload)
-        else:
-            sys.stdout.write(record.value.decode("utf-8", "replace") + "\n")
-    sys.stdout.flush()
     return 0

@@ -7,6 +7,7 @@ property of the process's descriptors, not of Python objects a test could swap."
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -82,6 +83,17 @@ def test_stdout_on_a_full_device_is_one_error_line(made: Path, args: tuple[str, 
     with _dev_full() as full:
         result = _ebb(made, *args, stdout=full)
     _assert_one_error(result, "cannot write to standard output", "No space left on device")
+
+
+def test_records_that_could_not_be_written_out_are_not_committed(made: Path, ebb) -> None:
+    """A group's position moves only once its records are on stdout: on a full disk
+    ``ebb consume`` failed, yet the group had moved past the 5 records it never
+    showed, lost to it."""
+    with _dev_full() as full:
+        result = _ebb(made, "consume", "orders", "--group", "g", stdout=full)
+    _assert_one_error(result, "cannot write to standard output")
+    again = ebb("consume", "orders", "--group", "g", "--json")
+    assert again.code == 0 and [json.loads(line)["offset"] for line in again.out.splitlines()] == [0, 1, 2, 3, 4]
 
 
 @pytest.mark.parametrize("args", PRINTING, ids=" ".join)
