@@ -315,6 +315,18 @@ class Broker:
                 # catalog up to them.
                 writer.close()
                 raise
+            except KeyboardInterrupt:
+                # Ctrl-C or SIGTERM inside the append: its batches may be on disk, even
+                # durable, yet not cataloged. The catalog is brought up to the files
+                # now, as the next writer would, so that the process does not leave
+                # "an append not yet cataloged" behind (ebb verify); a second interrupt
+                # or a fault here leaves that, as a killed producer does.
+                try:
+                    writer.reload(row.log_start_offset)
+                    self._reconcile(topic, partition, writer)
+                except StoreError:
+                    writer.close()
+                raise
         return result
 
     def _quota_gate(self, topic: str, policy: EffectivePolicy) -> EffectivePolicy:
