@@ -572,9 +572,9 @@ class _PartitionChecker:
                 file=name,
             )
         self.findings.extend(_index_findings(self.directory, self.topic, self.partition, scan))
-        if base in self.infos and not (
-            last and own_end < successor
-        ):  # a file cut short: its row says what was acknowledged
+        # A file cut short: its row says what was acknowledged; an unreadable file has
+        # its finding already, and no view of the store's to hold the row to.
+        if base in self.infos and not (last and own_end < successor):
             # The store's view stretches a sealed segment to the next *file*; the row
             # should reach the next segment, whose file may be missing or being deleted.
             expected = replace(self.infos[base], next_offset=successor, sealed=not last)
