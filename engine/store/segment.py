@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import BinaryIO
 
 from engine import faults
 from engine.errors import StoreError
@@ -225,19 +226,27 @@ class Segment:
             self.base_offset, self.next_offset, self.size, self.first_timestamp, self.max_timestamp, sealed
         )
 
-    def read(self, offset: int, max_records: int) -> Iterator[Record]:
-        """Records from ``offset`` on, at most ``max_records``, from valid batches only.
-        Raises :class:`SegmentMissing` if the file is gone since the segment was opened
-        (a prune deleted it), before yielding anything."""
-        position = self.index.position_for(offset)
+    @contextmanager
+    def _log_for_reading(self) -> Iterator[BinaryIO]:
+        """The log file open for reading, without the partition lock: SegmentMissing
+        where it is gone (a prune deleted it since the segment was opened), and what
+        else the system refuses, there or while it is read, SegmentUnreadable."""
         with _reading(self.log_path):
             try:
                 f = open(self.log_path, "rb")
             except FileNotFoundError:
                 raise SegmentMissing(self.log_path) from None
             with f:
-                f.seek(position)
-                data = f.read(max(self.size - position, 0))
+                yield f
+
+    def read(self, offset: int, max_records: int) -> Iterator[Record]:
+        """Records from ``offset`` on, at most ``max_records``, from valid batches only.
+        Raises :class:`SegmentMissing` if the file is gone since the segment was opened
+        (a prune deleted it), before yielding anything."""
+        position = self.index.position_for(offset)
+        with self._log_for_reading() as f:
+            f.seek(position)
+            data = f.read(max(self.size - position, 0))
         produced = 0
         cursor = 0
         while cursor < len(data) and produced < max_records:
@@ -272,12 +281,7 @@ class Segment:
         if first_candidate is None:
             return None
         position = self.index.position_for(max(offset, first_candidate))
-        with _reading(self.log_path):
-            try:
-                f = open(self.log_path, "rb")
-            except FileNotFoundError:
-                raise SegmentMissing(self.log_path) from None
-        with _reading(self.log_path), f:
+        with self._log_for_reading() as f:
             while position < self.size:
                 prefix = os.pread(f.fileno(), HEADER_SIZE, position)
                 header = peek_header(prefix, 0)
@@ -301,20 +305,15 @@ class Segment:
         when the index does not lead to such a batch (missing, stale, corrupt): the
         caller then opens the segment, which rebuilds what the index lacks. Raises
         :class:`SegmentMissing` when the file is gone."""
-        with _reading(self.log_path):
-            try:
-                f = open(self.log_path, "rb")
-            except FileNotFoundError:
-                raise SegmentMissing(self.log_path) from None
-            with f:
-                entry = offset_entry(self.index.offset_path, offset)
-                if entry is None:
-                    return None
-                base, position = entry
-                header = peek_header(os.pread(f.fileno(), HEADER_SIZE, position), 0)
-                if header is None or header.base_offset != base or header.next_offset <= offset:
-                    return None
-                data = os.pread(f.fileno(), header.size, position)
+        with self._log_for_reading() as f:
+            entry = offset_entry(self.index.offset_path, offset)
+            if entry is None:
+                return None
+            base, position = entry
+            header = peek_header(os.pread(f.fileno(), HEADER_SIZE, position), 0)
+            if header is None or header.base_offset != base or header.next_offset <= offset:
+                return None
+            data = os.pread(f.fileno(), header.size, position)
         if read_header(data, 0) is None:
             return None
         return next((r for r in decode_records(data, replace(header, position=0)) if r.offset >= offset), None)
