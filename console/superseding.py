@@ -42,3 +42,20 @@ def on_ui_if_current(app: App[Any], worker: Worker[Any], show: Callable[..., Non
             show(*args)
 
     app.call_from_thread(current)
+
+
+def forecast_progress(
+    app: App[Any], worker: Worker[Any], show: Callable[[int, int], None]
+) -> Callable[[int, int], None]:
+    """A forecast's ``progress(done, jobs)`` for ``worker``: ``show(done, jobs)`` on the
+    UI thread while it is current (not after the last job: its result follows at
+    once); once superseded, :class:`Superseded`, which stops the forecast before its
+    next job (those would hold the engine from the newer one)."""
+
+    def progress(done: int, jobs: int) -> None:
+        if worker.is_cancelled:
+            raise Superseded
+        if done < jobs:
+            on_ui_if_current(app, worker, show, done, jobs)
+
+    return progress

@@ -23,7 +23,7 @@ from console.errors import describe_error
 from console.host import ConsoleHost
 from console.model.capacity import WhatIfCaps, forecast_scope, week_ahead, what_if_caps
 from console.model.what_if import WhatIf
-from console.superseding import FromWorker, Superseded, on_ui_if_current
+from console.superseding import FromWorker, forecast_progress
 from console.widgets.cells import Palette
 from console.widgets.charts import Chart, ChartLegend
 from console.widgets.forecast_assumptions import assumptions
@@ -212,20 +212,13 @@ class WhatIfPane(Horizontal):
     @work(thread=True, exclusive=True, group="what-if-forecast", exit_on_error=False)
     def _forecast(self, host: ConsoleHost, topic: str, overrides: dict[str, str], tag: str) -> None:
         worker = get_current_worker()
-
-        def progress(done: int, jobs: int) -> None:
-            if worker.is_cancelled:
-                raise Superseded  # its remaining jobs would hold the engine from the newer one
-            if done < jobs:  # the last is followed by the chart at once
-                on_ui_if_current(self.app, worker, self._progress, done, jobs)
-
         try:
             # The caps and the disk budget are drawn as lines, as in the Forecast view.
             with host.reading() as broker:
                 caps, config = what_if_caps(broker, topic, overrides), broker.config
             result = host.forecast(
                 week_ahead(host.clock(), config), forecast_scope(topic, config),
-                overrides={topic: overrides}, progress=progress, tag=tag,
+                overrides={topic: overrides}, progress=forecast_progress(self.app, worker, self._progress), tag=tag,
             )  # fmt: skip
             edited = result.of(topic)
         except Exception as error:  # noqa: BLE001 - shown in the pane, never a crash

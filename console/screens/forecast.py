@@ -15,6 +15,7 @@ again.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from textual import work
 from textual.app import ComposeResult
@@ -38,7 +39,7 @@ from console.model.capacity import (
 from console.model.forecast_breaches import breach_text, breaches_in_order
 from console.model.history import History, load_history
 from console.screens.base import LiveScreen
-from console.superseding import Superseded, on_ui_if_current
+from console.superseding import forecast_progress, on_ui_if_current
 from console.widgets.charts import Chart, ChartLegend
 from console.widgets.forecast_assumptions import assumptions
 from console.widgets.forecast_chart import forecast_chart
@@ -189,21 +190,16 @@ class ForecastScreen(LiveScreen[TopicsData]):
 
     @work(thread=True, exclusive=True, group="forecast", exit_on_error=False)
     def _forecast(self, topic: str, request: Request, config: Config, tag: str) -> None:
-        host = self.ebb.host
-        worker = get_current_worker()
-
-        def progress(done: int, jobs: int) -> None:
-            if worker.is_cancelled:
-                raise Superseded  # its remaining jobs would hold the engine from the newer one
-            if done < jobs:  # the last is followed by the chart at once
-                on_ui_if_current(self.app, worker, self._progress, topic, config, done, jobs)
-
+        host, worker, now = self.ebb.host, get_current_worker(), request.instants[0]
         try:
             with host.reading() as broker, broker.catalog.read():
-                past = load_history(
-                    broker.catalog, (), request.instants[0], topic=topic, since=request.instants[0] - HORIZON_MS
-                )
-            result = host.forecast(request, forecast_scope(topic, config), progress=progress, tag=tag)
+                past = load_history(broker.catalog, (), now, topic=topic, since=now - HORIZON_MS)
+            result = host.forecast(
+                request,
+                forecast_scope(topic, config),
+                progress=forecast_progress(self.app, worker, partial(self._progress, topic, config)),
+                tag=tag,
+            )
             shown = result.of(topic)
         except Exception as error:  # noqa: BLE001 - a forecast that fails says why, in the view
             on_ui_if_current(self.app, worker, self._failed, topic, str(error))
