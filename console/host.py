@@ -348,6 +348,13 @@ class ConsoleHost:
         if self._spark is not None:
             self._spark.cancel(tag)
 
+    def replacing(self, tag: str | None) -> str:
+        """A new job tag for work that replaces the work running under ``tag`` (a
+        preview or forecast asked for again), which is cancelled."""
+        if tag is not None:
+            self.cancel(tag)
+        return self.new_tag()
+
     def close(self) -> None:
         """Stop the schedule and Spark, close the brokers (at exit, off the UI)."""
         if self._scheduler is not None:

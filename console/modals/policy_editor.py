@@ -550,9 +550,7 @@ class PolicyEditorScreen(ModalScreen[None]):
             return
         waiting = "" if status.session == "ready" else f" (Spark is {status.session}: the plan runs once it is ready)"
         pane.waiting(f"planning {self.topic} with the saved policy and with the form's{waiting}…")
-        if self._preview_tag is not None:
-            host.cancel(self._preview_tag)
-        self._preview_tag = host.new_tag()
+        self._preview_tag = host.replacing(self._preview_tag)
         self._preview(form.merged(), self._summary(form) or "the saved policy", self._preview_tag)
         pane.forecast(host, self.topic, form.merged())
 

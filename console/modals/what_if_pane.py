@@ -201,9 +201,7 @@ class WhatIfPane(Horizontal):
         self.query_one("#what-if-forecast").display = True
         self.query_one("#what-if-forecast-note", ChartLegend).show(None, f"{FORECASTING}…")
         self.query_one("#what-if-assumptions").display = False
-        if self._forecast_tag is not None:
-            host.cancel(self._forecast_tag)  # its worker is cancelled below (exclusive)
-        self._forecast_tag = host.new_tag()
+        self._forecast_tag = host.replacing(self._forecast_tag)  # its worker: cancelled below (exclusive)
         self._forecast(host, topic, dict(overrides), self._forecast_tag)
 
     def _progress(self, done: int, jobs: int) -> None:

@@ -146,9 +146,7 @@ class ForecastScreen(LiveScreen[TopicsData]):
         self.query_one("#forecast-summary", Static).update(f"{_forecasting(topic, config)}…")
         self.query_one("#forecast-assumptions", Static).update("")
         host = self.ebb.host
-        if self._forecast_tag is not None:
-            host.cancel(self._forecast_tag)  # its worker is cancelled below (exclusive)
-        self._forecast_tag = host.new_tag()
+        self._forecast_tag = host.replacing(self._forecast_tag)  # its worker: cancelled below (exclusive)
         self._forecast(
             topic, week_ahead(host.clock(), config, self.window_ms, self.stalled), config, self._forecast_tag
         )
