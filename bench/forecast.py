@@ -95,19 +95,21 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
         # The same forecast in its parts, to see where the time goes: the first
         # batch of topics (engine/forecast/forecast.py: batches), whole.
         snap_s, base = timed(forecasting.Variant.of, catalog, records, request, {}, None, "", None)
-        topic_batches = forecasting.batches(base, instants, 1)
-        snapshot, rates = base.only(topic_batches[0])
-        observed = observed_reads(catalog, topic_batches[0])
+        topic_batches = forecasting.batches(base, instants)
+        first = topic_batches[0]
+        snapshot, rates = base.only(first.topics)
+        observed = observed_reads(catalog, first.topics)
         reads = readings(snapshot.tables, observed, data.now, request.window_ms, frozenset())
         extend_s, extension = timed(
-            extend, snapshot, instants, rates, base.segment_sizes, readings=reads,
+            extend, snapshot, instants[first.start : first.stop], rates, base.segment_sizes, readings=reads,
             prune_interval_ms=request.prune_interval_ms, real_time_cut=lambda *a: time_cut(catalog, records, *a),
         )  # fmt: skip
         virtual = extension.snapshot.tables["segments"].num_rows
         vplan_s, plan = timed(planner.plan, extension.snapshot, every_segment=False)  # as the forecast plans
         summary_s, _ = timed(summarize, extension, plan.tables, snapshot, rates, reads, request.window_ms)
-        print(f"  parts:      snapshot and rates {snap_s:.2f} s; {len(topic_batches)} batch(es) of topics, the first "
-              f"({len(topic_batches[0])} topics): virtual snapshot {extend_s:.2f} s ({virtual:,} segments, "
+        print(f"  parts:      snapshot and rates {snap_s:.2f} s; {len(topic_batches)} batch(es), the first "
+              f"({len(first.topics)} topics, {first.stop - first.start} instants): virtual snapshot "
+              f"{extend_s:.2f} s ({virtual:,} segments, "
               f"{virtual / max(1, snapshot.tables['segments'].num_rows):.0f}x today's), plan {vplan_s:.2f} s, "
               f"summary {summary_s:.2f} s", flush=True)  # fmt: skip
         print(f"ratio:        forecast / plan = {total_s / plan_s:.1f} (goal: < 10); forecast / plan with "

@@ -7,6 +7,7 @@ which is over every topic forecast.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,7 +24,7 @@ from engine.errors import InvalidInput, InvalidPolicy
 from engine.forecast.extend import Extension, extend
 from engine.forecast.rates import Rate, given_rate, observed_rates, unobserved_record_bytes
 from engine.forecast.reading import Reading, observed_reads, readings
-from engine.forecast.result import Breach, Forecast
+from engine.forecast.result import Breach, Forecast, TopicForecast
 from engine.forecast.summary import summarize
 from engine.policy.effective import EffectivePolicy, resolve
 from engine.prune.planner import Planner
@@ -81,8 +82,9 @@ def forecast(
     """Forecast ``topics`` (all if None) of ``catalog``; ``overrides`` as in
     :func:`~engine.prune.snapshot.build_snapshot` (a what-if over time).
 
-    Every instant of a topic is planned in one Spark job; the topics are planned in
-    batches of at most :data:`MAX_VIRTUAL_ROWS` virtual segments (:func:`batches`).
+    The topics are planned in batches of about :data:`MAX_VIRTUAL_ROWS` virtual
+    segments at most, one Spark job each, every instant of a topic in one job but
+    for a topic larger than that (:func:`batches`).
     ``progress(done, batches)`` is called after each batch: a large catalog's
     forecast takes minutes (README, "The capacity forecast"); what it raises stops
     the forecast there. ``tag`` names the jobs, for ``Planner.cancel``."""
@@ -103,18 +105,18 @@ def forecast(
     Part = tuple[Extension, Snapshot, list[Rate], list[Reading]]
     Parts = list[Part | None]
 
-    def virtual(batch: list[str]) -> Parts:
+    def virtual(batch: Batch) -> Parts:
         """Each variant's virtual snapshot of ``batch`` (None: it has none of its topics)."""
         parts: Parts = []
         for variant in variants:
-            mine = [name for name in batch if name in variant.segment_sizes]
+            mine = [name for name in batch.topics if name in variant.segment_sizes]
             if not mine:
                 parts.append(None)
                 continue
             snapshot, rates = variant.only(mine)
             reads = readings(snapshot.tables, observed, now, request.window_ms, request.stalled)
             extension = extend(
-                snapshot, request.instants, rates, variant.segment_sizes, label=variant.label,
+                snapshot, request.instants[batch.start : batch.stop], rates, variant.segment_sizes, label=variant.label,
                 readings=reads, real_time_cut=real_time_cut, prune_interval_ms=request.prune_interval_ms,
             )  # fmt: skip
             parts.append((extension, snapshot, rates, reads))
@@ -178,9 +180,10 @@ def _in_daemon_thread(work: Callable[[_Item], _Result], item: _Item) -> Future[_
     return future
 
 
-#: virtual segment rows (segments x instants) one Spark job plans at most: the
-#: rows are built in this process, about 0.3 KiB each, and the job of a 1M-segment
-#: catalog's 168 instants in one would need tens of GiB
+#: virtual segment rows (segments x instants) one Spark job plans at most (about:
+#: :func:`batches` estimates them): the rows are built in this process, about 0.3
+#: KiB each, and the job of a 1M-segment catalog's 168 instants in one would need
+#: tens of GiB
 MAX_VIRTUAL_ROWS = 4_000_000
 
 
@@ -224,12 +227,23 @@ class Variant:
         return Snapshot(self.snapshot.now, tables_, self.snapshot.rejected), rates
 
 
-def batches(variant: Variant, instants: Sequence[int], others: Sequence[Variant] = ()) -> list[list[str]]:
-    """The topics of ``variant`` in batches, in order, each of at most
-    :data:`MAX_VIRTUAL_ROWS` virtual segments over ``instants`` (and again for each
-    of the ``others`` that holds the topic too; a topic larger than that alone): its
-    segments today, plus the segments its ingest adds by the horizon, at each
-    instant."""
+@dataclass(frozen=True)
+class Batch:
+    """What one Spark job plans: ``topics``, at the request's instants ``[start, stop)``."""
+
+    topics: list[str]
+    start: int
+    stop: int
+
+
+def batches(variant: Variant, instants: Sequence[int], others: Sequence[Variant] = ()) -> list[Batch]:
+    """The topics of ``variant`` in batches, in order, each of about
+    :data:`MAX_VIRTUAL_ROWS` virtual segments at most over ``instants`` (and again
+    for each of the ``others`` that holds the topic too): its segments today, plus
+    the segments its ingest adds by the horizon, at each instant. A topic larger
+    than that alone is planned over runs of its instants, a batch each (the rows
+    of one job are built in this process: a topic of 1M segments over a week in one
+    would need tens of GiB)."""
     tables_ = variant.snapshot.tables
     rows = dict.fromkeys(tables_["topics"]["topic"].to_pylist(), 0.0)
     for count in pc.value_counts(tables_["segments"]["topic"]).to_pylist():
@@ -245,15 +259,21 @@ def batches(variant: Variant, instants: Sequence[int], others: Sequence[Variant]
             else min(rate.records * horizon_ms / rate.per_ms, horizon_ms / max(roll[topic], 1))
         )
         rows[topic] += max(filled, rolled) / 2  # on average over instants
-    result: list[list[str]] = []
+    result: list[Batch] = []
     size = 0.0
+    whole = len(instants)
     for topic, count in rows.items():
-        cost = (count + 1) * len(instants) * (1 + sum(topic in other.segment_sizes for other in others))
-        if result and size + cost <= MAX_VIRTUAL_ROWS:
-            result[-1].append(topic)
+        cost = (count + 1) * whole * (1 + sum(topic in other.segment_sizes for other in others))
+        if cost > MAX_VIRTUAL_ROWS:
+            runs = min(whole, math.ceil(cost / MAX_VIRTUAL_ROWS))
+            length = math.ceil(whole / runs)
+            result += [Batch([topic], start, min(start + length, whole)) for start in range(0, whole, length)]
+            size = cost  # over the limit: the next topic begins a batch
+        elif result and size + cost <= MAX_VIRTUAL_ROWS:
+            result[-1].topics.append(topic)
             size += cost
         else:
-            result.append([topic])
+            result.append(Batch([topic], 0, whole))
             size = cost
     return result
 
@@ -262,14 +282,33 @@ def _merged(parts: Sequence[Forecast], request: Request) -> Forecast:
     """One forecast of the topics of ``parts`` (batches of one request), with the
     disk budget's breach over all of them."""
     instants = list(request.instants)
-    merged = Forecast(
-        instants[0], instants, request.window_ms, [topic for part in parts for topic in part.topics], None, None
-    )
+    merged = Forecast(instants[0], instants, request.window_ms, _joined(parts), None, None)
     if request.disk_budget is None:
         return merged
     over = (at for at, held in zip(instants, merged.bytes_on_disk()) if held > request.disk_budget)
     breach = next((Breach("disk_budget", at, request.disk_budget) for at in over), None)
     return replace(merged, disk_budget=request.disk_budget, disk_breach=breach)
+
+
+def _joined(parts: Sequence[Forecast]) -> list[TopicForecast]:
+    """The topics of ``parts``, in order, each once: a topic planned over runs of its
+    instants (:func:`batches`) has a part per run, in instant order, whose points are
+    joined and whose first breach of each kind is the earliest run's."""
+    pieces: dict[str, list[TopicForecast]] = {}
+    for part in parts:
+        for topic in part.topics:
+            pieces.setdefault(topic.topic, []).append(topic)
+    joined = []
+    for first, *rest in pieces.values():
+        if rest:
+            breaches: dict[str, Breach] = {}
+            for piece in (first, *rest):
+                for breach in piece.breaches:
+                    breaches.setdefault(breach.kind, breach)
+            points = [point for piece in (first, *rest) for point in piece.points]
+            first = replace(first, points=points, breaches=sorted(breaches.values(), key=lambda b: b.at))
+        joined.append(first)
+    return joined
 
 
 def _segment_size(policy: EffectivePolicy) -> int:

@@ -73,8 +73,9 @@ def test_forecast_agrees_with_the_reference_model(
     budget: int | None,
     interval: int,
 ) -> None:
-    """``batched``: each topic planned in a Spark job of its own, as a large catalog's
-    are (forecast.batches)."""
+    """``batched``: each topic planned at each instant in a Spark job of its own, as a
+    topic too large for one job is planned (forecast.batches), its instants' points
+    and breaches joined."""
     now = generated.now
     instants = [now + i * step for i in range(count)]
     rates = reference.rates(generated, window, rate)
@@ -98,7 +99,7 @@ def test_forecast_agrees_with_the_reference_model(
 
     assert got.instants == instants
     assert [t.topic for t in got.topics] == sorted(expected)
-    jobs = len(expected) if batched else 1  # a batch per topic: MAX_VIRTUAL_ROWS of 1
+    jobs = len(expected) * count if batched else 1  # a batch per topic and instant: MAX_VIRTUAL_ROWS of 1
     assert progress == [(done, jobs) for done in range(1, jobs + 1)]
     assert {
         (topic.topic, r.group, r.partition): (
@@ -260,6 +261,12 @@ def _rolled_and_filled(now: int) -> tuple[Snapshot, Rate]:
 WEEK, ROLLED, FILLED = 169, 169 * (5_040 + 1), 169 * (58 // 2 + 1)
 
 
+def _topics(batches: list[forecasting.Batch]) -> list[list[str]]:
+    """The topics of each of ``batches``, which hold every instant."""
+    assert all((batch.start, batch.stop) == (0, WEEK) for batch in batches)
+    return [batch.topics for batch in batches]
+
+
 def test_a_rolling_topic_is_batched_by_the_segments_its_roll_makes() -> None:
     """A record of 100 bytes a second into segments of 1 MiB: a week fills 58 of them;
     rolled every minute it makes 10,080 (5,040 on average over the instants).
@@ -270,9 +277,9 @@ def test_a_rolling_topic_is_batched_by_the_segments_its_roll_makes() -> None:
     variant = forecasting.Variant("", snapshot, [rate, rate], dict.fromkeys(["rolled", "filled"], 1 << 20))
     instants = [now + i * hour for i in range(WEEK)]
     with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", ROLLED + FILLED - WEEK):
-        assert forecasting.batches(variant, instants) == [["rolled"], ["filled"]]
+        assert _topics(forecasting.batches(variant, instants)) == [["rolled"], ["filled"]]
     with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", ROLLED + FILLED + WEEK):
-        assert forecasting.batches(variant, instants) == [["rolled", "filled"]]
+        assert _topics(forecasting.batches(variant, instants)) == [["rolled", "filled"]]
 
 
 def test_a_topic_a_what_if_changes_costs_its_batch_twice() -> None:
@@ -284,6 +291,23 @@ def test_a_topic_a_what_if_changes_costs_its_batch_twice() -> None:
     saved = forecasting.Variant("saved:", snapshot, [rate], {"rolled": 1 << 20})  # only rolled is changed
     instants = [now + i * hour for i in range(WEEK)]
     with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", 2 * ROLLED + FILLED - WEEK):
-        assert forecasting.batches(variant, instants, [saved]) == [["rolled"], ["filled"]]
+        assert _topics(forecasting.batches(variant, instants, [saved])) == [["rolled"], ["filled"]]
     with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", 2 * ROLLED + FILLED + WEEK):
-        assert forecasting.batches(variant, instants, [saved]) == [["rolled", "filled"]]
+        assert _topics(forecasting.batches(variant, instants, [saved])) == [["rolled", "filled"]]
+
+
+def test_a_topic_larger_than_a_batch_is_planned_over_runs_of_its_instants() -> None:
+    """A topic whose virtual segments over the week exceed MAX_VIRTUAL_ROWS is planned
+    over runs of its instants, in order, each within the limit (about: the segments
+    per instant are an average); the topic after it begins a batch of its own."""
+    now, hour = 1_700_000_000_000, 3_600_000
+    snapshot, rate = _rolled_and_filled(now)
+    variant = forecasting.Variant("", snapshot, [rate, rate], dict.fromkeys(["rolled", "filled"], 1 << 20))
+    instants = [now + i * hour for i in range(WEEK)]
+    with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", ROLLED // 3):
+        got = forecasting.batches(variant, instants)
+    runs = [(b.start, b.stop) for b in got if b.topics == ["rolled"]]
+    assert runs[0][0] == 0 and runs[-1][1] == WEEK and len(runs) in (3, 4)
+    assert all(stop == start for (_, stop), (start, _) in zip(runs, runs[1:]))
+    assert all((stop - start) * (ROLLED // WEEK) <= ROLLED // 3 for start, stop in runs)
+    assert got[len(runs) :] == [forecasting.Batch(["filled"], 0, WEEK)]
