@@ -6,7 +6,10 @@ reading, as ``ebb forecast`` words it.
 
 The topic list is a live view (a catalog read); the forecast of the selected topic
 is one Spark job, run in a worker thread with the read of its past when a topic is
-chosen (``enter``) and again with ``f``, never on the refresh tick. ``w`` widens the
+chosen (``enter``) and again with ``f``, never on the refresh tick. With a disk
+budget the forecast is of every topic (the budget is over them all): another topic
+chosen within :data:`REUSE_MS` is charted from it at once, and says how old it is
+(a large catalog's forecast takes minutes); ``f`` forecasts anew. ``w`` widens the
 rate window (``--window``: a partition written less often than the window shows no
 ingest) and ``g`` assumes a group of the topic stalled (``--stalled``), each forecasting
 again.
@@ -51,6 +54,29 @@ from engine.forecast.result import Forecast, TopicForecast
 
 COLUMNS = (Column("topic", "Topic"), Column("partitions", "Parts"), Column("bytes", "On disk"))
 
+#: how long a forecast of every topic (a disk budget) charts another topic chosen,
+#: rather than a new forecast: its hourly points are then minutes off at most
+REUSE_MS = 5 * 60_000
+
+
+@dataclass(frozen=True)
+class _EveryTopic:
+    """A forecast of every topic, and what it was asked under: it charts another topic
+    chosen under the same (a topic chosen afresh has no group stalled)."""
+
+    result: Forecast
+    request: Request
+    config: Config
+
+    def charts(self, topic: str, request: Request, config: Config, now: int) -> bool:
+        same = (self.request.window_ms, self.request.stalled, self.config) == (
+            request.window_ms,
+            request.stalled,
+            config,
+        )
+        fresh = now - self.result.now < REUSE_MS
+        return same and fresh and any(t.topic == topic for t in self.result.topics)
+
 
 @dataclass(frozen=True)
 class TopicsData:
@@ -80,7 +106,7 @@ class ForecastScreen(LiveScreen[TopicsData]):
     VIEW_TITLE = "Forecast"
     BINDINGS = [
         Binding("enter", "forecast", "Forecast", show=True),
-        Binding("f", "forecast", "Forecast again", show=False),
+        Binding("f", "forecast_again", "Forecast anew", show=False),
         Binding("w", "window", "Rate window", show=True),
         Binding("g", "stall", "Stall a group", show=True),
     ]
@@ -99,6 +125,8 @@ class ForecastScreen(LiveScreen[TopicsData]):
         self.stalled: frozenset[str] = frozenset()
         #: the Spark jobs of the forecast running, cancelled when another is asked for
         self._forecast_tag: str | None = None
+        #: the last forecast of every topic (a disk budget), which another topic reuses
+        self._every_topic: _EveryTopic | None = None
 
     def compose_view(self) -> ComposeResult:
         with Horizontal():
@@ -134,22 +162,27 @@ class ForecastScreen(LiveScreen[TopicsData]):
         self.query_one("#forecast-topics", LiveTable).show(data.rows)
         self._caps, self._partitions, self._config = data.caps, data.partitions, data.config
 
-    def action_forecast(self) -> None:
+    def action_forecast(self, anew: bool = False) -> None:
         topic = self.query_one("#forecast-topics", LiveTable).selected_key
         if topic is not None:
             if self.shown is None or topic != self.shown.topic:
                 self.stalled = frozenset()
-            self._start(topic)
+            self._start(topic, anew)
 
-    def _start(self, topic: str) -> None:
+    def action_forecast_again(self) -> None:
+        self.action_forecast(anew=True)
+
+    def _start(self, topic: str, anew: bool = True) -> None:
         config = self._config  # one config for the request and what it is said to do
-        self.query_one("#forecast-summary", Static).update(f"{_forecasting(topic, config)}…")
-        self.query_one("#forecast-assumptions", Static).update("")
         host = self.ebb.host
+        request = week_ahead(host.clock(), config, self.window_ms, self.stalled)
+        last = self._every_topic
+        reused = None if anew or last is None or not last.charts(topic, request, config, host.clock()) else last
+        doing = f"charting {topic}" if reused else _forecasting(topic, config)
+        self.query_one("#forecast-summary", Static).update(f"{doing}…")
+        self.query_one("#forecast-assumptions", Static).update("")
         self._forecast_tag = host.replacing(self._forecast_tag)  # its worker: cancelled below (exclusive)
-        self._forecast(
-            topic, week_ahead(host.clock(), config, self.window_ms, self.stalled), config, self._forecast_tag
-        )
+        self._forecast(topic, request, config, self._forecast_tag, reused)
 
     def action_window(self) -> None:
         """The next rate window; the topic on screen forecast again under it."""
@@ -187,32 +220,51 @@ class ForecastScreen(LiveScreen[TopicsData]):
         )
 
     @work(thread=True, exclusive=True, group="forecast", exit_on_error=False)
-    def _forecast(self, topic: str, request: Request, config: Config, tag: str) -> None:
-        host, worker, now = self.ebb.host, get_current_worker(), request.instants[0]
+    def _forecast(self, topic: str, request: Request, config: Config, tag: str, reused: _EveryTopic | None) -> None:
+        """Forecast ``topic``, or chart it from ``reused``, with its past."""
+        host, worker = self.ebb.host, get_current_worker()
+        now = request.instants[0] if reused is None else reused.result.now
+        every_topic = reused
         try:
             with host.reading() as broker, broker.catalog.read():
                 past = load_history(broker.catalog, (), now, topic=topic, since=now - HORIZON_MS)
-            result = host.forecast(
-                request,
-                forecast_scope(topic, config),
-                progress=forecast_progress(self.app, worker, partial(self._progress, topic, config)),
-                tag=tag,
-            )
+            if every_topic is None:
+                scope = forecast_scope(topic, config)
+                progress = forecast_progress(self.app, worker, partial(self._progress, topic, config))
+                result = host.forecast(request, scope, progress=progress, tag=tag)
+                every_topic = _EveryTopic(result, request, config) if scope is None else None
+            else:
+                result = every_topic.result
             shown = result.of(topic)
         except Exception as error:  # noqa: BLE001 - a forecast that fails says why, in the view
             on_ui_if_current(self.app, worker, self._failed, topic, str(error))
             return
-        on_ui_if_current(self.app, worker, self.draw, result, shown, past)
+        made_ago = None if reused is None else host.clock() - reused.result.now
+        on_ui_if_current(self.app, worker, self._drawn, result, shown, past, every_topic, made_ago)
+
+    def _drawn(
+        self,
+        result: Forecast,
+        topic: TopicForecast,
+        past: History,
+        every_topic: _EveryTopic | None,
+        made_ago: int | None,
+    ) -> None:
+        self._every_topic = every_topic
+        self.draw(result, topic, past, made_ago)
 
     def _failed(self, topic: str, error: str) -> None:
         self.query_one("#forecast-summary", Static).update(f"forecast of {topic} failed: {error}")
 
-    def draw(self, result: Forecast, topic: TopicForecast, past: History | None = None) -> None:
+    def draw(
+        self, result: Forecast, topic: TopicForecast, past: History | None = None, made_ago: int | None = None
+    ) -> None:
         """Chart ``topic`` (of ``result``): its past, then bytes on disk per hour from
         now, the topic's cap (max_partition_size x partitions, the legend says so) and
         disk budget as lines (and the bytes of all the topics forecast, which the
         budget is over), the first breach the summary names as a vertical line
-        (widgets/forecast_chart.py)."""
+        (widgets/forecast_chart.py); ``made_ago`` (ms): ``result`` was made for
+        another topic that long ago."""
         self.shown = topic
         name = topic.topic
         spec = forecast_chart(
@@ -220,7 +272,7 @@ class ForecastScreen(LiveScreen[TopicsData]):
         )
         self.query_one("#forecast-chart", Chart).show(spec)
         self.query_one("#forecast-legend", ChartLegend).show(spec)
-        self.query_one("#forecast-summary", Static).update(summary(topic, result, past))
+        self.query_one("#forecast-summary", Static).update(summary(topic, result, past, made_ago))
         self.query_one("#forecast-assumptions", Static).update(assumptions(topic, result.window_ms))
 
 
@@ -231,9 +283,10 @@ def _forecasting(topic: str, config: Config) -> str:
     return f"forecasting {topic} on Spark"
 
 
-def summary(topic: TopicForecast, result: Forecast, past: History | None = None) -> str:
+def summary(topic: TopicForecast, result: Forecast, past: History | None = None, made_ago: int | None = None) -> str:
     """The lines under the chart: peak, first breaches (as ``ebb forecast`` words
-    them, earliest first), the past charted (the rates and readings assumed follow,
+    them, earliest first), the past charted, and how old ``result`` is where it was
+    made for another topic (``made_ago``, ms; the rates and readings assumed follow,
     :func:`assumptions`)."""
     peak = max(topic.points, key=lambda p: p.bytes)
     # "after pruning": the forecast at +0 h is the plan of now applied, so its peak can
@@ -251,4 +304,6 @@ def summary(topic: TopicForecast, result: Forecast, past: History | None = None)
         if samples
         else "past: no samples yet (each prune cycle adds one)"
     )
+    if made_ago is not None:
+        lines.append(f"from the forecast of every topic made {format.age(made_ago)} ago (f: forecast anew)")
     return "\n".join(lines)

@@ -18,6 +18,7 @@ from console.cli import forecast as cli_forecast
 from console.cli.forecast import render
 from console.cli.main import main
 from console.model.forecast_assumptions import ingest, pace
+from console.screens import forecast as forecast_screen
 from console.screens.forecast import HOUR, ForecastScreen, summary
 from console.superseding import Superseded
 from console.widgets.forecast_assumptions import assumptions
@@ -474,3 +475,43 @@ async def test_a_topic_deleted_before_its_forecast_says_so(make_console, monkeyp
         await _press(pilot, "6", "enter")
         said = str(app.screen.query_one("#forecast-summary").render())
     assert said == "forecast of clickstream failed: topic 'clickstream' does not exist"
+
+
+async def test_with_a_disk_budget_another_topic_is_charted_from_the_forecast_of_every_topic(
+    make_console, console_data: Path, monkeypatch
+) -> None:
+    """With a budget the view forecasts every topic (minutes on a large catalog):
+    another topic chosen within REUSE_MS is charted from that forecast, and says how
+    old it is; ``f`` forecasts anew, and so does a topic chosen after REUSE_MS."""
+    (console_data / "ebb.toml").write_text('[engine]\ndisk_budget = "1 GiB"\n')
+    app = make_console()
+    asked: list[list[str] | None] = []
+
+    def forecast(request: Request, topics: list[str] | None, **_: object) -> Forecast:
+        asked.append(topics)
+        with app.host.reading() as broker:
+            names = [t.name for t in broker.catalog.topics()]
+        every = [_forecast(request, [name]).topics[0] for name in names]
+        return dataclasses.replace(_forecast(request, names[:1]), topics=every, disk_budget=1 << 30)
+
+    monkeypatch.setattr(app.host, "forecast", forecast)
+
+    def said() -> str:
+        return str(app.screen.query_one("#forecast-summary").render())
+
+    async with app.run_test(size=TERMINAL) as pilot:
+        await _press(pilot, "6", "enter")
+        screen = app.screen
+        assert isinstance(screen, ForecastScreen) and screen.shown is not None
+        first = screen.shown.topic
+        assert asked == [None] and "from the forecast of every topic" not in said()
+        await _press(pilot, "down", "enter")
+        assert asked == [None] and screen.shown.topic != first
+        assert "from the forecast of every topic made 0s ago (f: forecast anew)" in said()
+        assert "peak after pruning" in said()
+        await _press(pilot, "f")
+        assert asked == [None, None] and "from the forecast of every topic" not in said()
+        monkeypatch.setattr(app.host, "clock", lambda: NOW + forecast_screen.REUSE_MS)
+        await _press(pilot, "up", "enter")
+        assert asked == [None, None, None] and screen.shown.topic == first
+        assert "from the forecast of every topic" not in said()
