@@ -57,7 +57,7 @@ from engine.store.batch import (
     read_header,
 )
 from engine.store.index import ENTRY_SIZE, SegmentIndex
-from engine.store.partition import file_bases, segment_infos
+from engine.store.partition import LOCK_FILE, file_bases, segment_infos
 from engine.store.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIXES,
@@ -94,6 +94,7 @@ PARTITION_ROW = "PARTITION_ROW"  # the partition's next offset is not its data's
 LOG_START = "LOG_START"  # the log start lies past the end of the data
 POSITION_OUT_OF_RANGE = "POSITION_OUT_OF_RANGE"  # a group position outside [0, next offset]
 METADATA_STALE = "METADATA_STALE"  # topic.json or groups.json not what the catalog says
+LOCK_UNUSABLE = "LOCK_UNUSABLE"  # something not a file where the partition's lock file goes
 
 #: times a partition is checked again when its catalog rows changed meanwhile
 ATTEMPTS = 3
@@ -445,6 +446,8 @@ class _PartitionChecker:
                         segment=base,
                         file=segment_stem(base) + suffix,
                     )
+        if LOCK_FILE in self.names and not (self.directory / LOCK_FILE).is_file():
+            self.findings.append(lock_unusable(self.topic, self.partition))
         own_ends = {b: s.next_offset for b, s in self.scans.items()}
         active = self.slots[-1] if self.slots else None
         return PartitionCheck(self.topic, self.partition, active, self.end, own_ends, tuple(self.findings))
@@ -623,6 +626,18 @@ class _PartitionChecker:
                     f"{min(max(position[0], 0), end)})",
                     POSITION_OUT_OF_RANGE,
                 )
+
+
+def lock_unusable(topic: str, partition: int) -> Finding:
+    """The finding of a partition whose lock file is not a file (a directory)."""
+    return Finding(
+        "error",
+        Place(topic, partition, file=LOCK_FILE),
+        "the lock file is not a file: producing, truncating and pruning the partition fail"
+        " (--repair moves it to the quarantine)",
+        True,
+        LOCK_UNUSABLE,
+    )
 
 
 def check_partition(data: DataDir, catalog: Catalog, topic: str, partition: int) -> PartitionCheck:

@@ -85,11 +85,12 @@ from engine.integrity.check import (
     PartitionCheck,
     Place,
     check_partition,
+    lock_unusable,
     metadata_findings,
     verify,
 )
 from engine.journal.journal import Entry, Journal
-from engine.store.partition import PartitionWriter, live_bases
+from engine.store.partition import LOCK_FILE, PartitionWriter, live_bases
 from engine.store.segment import INDEX_SUFFIXES, LOG_SUFFIX, Segment, fsync_dir, segment_stem
 
 TRIGGER = "manual"
@@ -245,17 +246,28 @@ def _repair_partition(broker: Broker, topic: str, partition: int, actor: str) ->
     if directory.exists() and not directory.is_dir():
         # Something else holds the partition directory's place (a file): it is kept in
         # the quarantine, and the partition is repaired as one whose directory is gone.
-        kept = data.quarantine_dir(topic, partition) / f"{directory.name}.not-a-directory"
-        kept.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.replace(directory, kept)
+        _set_aside_in_the_way(data, topic, partition, directory, "not-a-directory")
     # A partition directory that is gone is made again: its lock file lives there.
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    lock = directory / LOCK_FILE
+    moved: list[Repair] = []
+    if lock.exists() and not lock.is_file():
+        # A directory where the lock file goes: nothing can lock the partition (nor
+        # this repair) until it is out of the way; kept, since it is not ours.
+        kept = _set_aside_in_the_way(data, topic, partition, lock, "not-a-file")
+        finding = lock_unusable(topic, partition)
+        moved.append(Repair(finding.where, f"moved to {kept}; a new lock file is made", finding.code))
+        with catalog.write():
+            Journal(catalog).append(
+                [_entry("repair", finding, details={"moved_to": str(kept)})],
+                time=broker.clock(), trigger=TRIGGER, actor=actor, status="applied",
+            )  # fmt: skip
     writer = PartitionWriter(directory, durable=broker.config.fsync)
     try:
         with writer.held():
             check = check_partition(data, catalog, topic, partition)
             if not check.findings:
-                return []
+                return moved
             now = broker.clock()
             old_start = catalog.partition(topic, partition).log_start_offset
             plan = _plan(check, old_start)
@@ -283,9 +295,18 @@ def _repair_partition(broker: Broker, topic: str, partition: int, actor: str) ->
                     actor=actor,
                     status="applied",
                 )
-            return repairs + [Repair(f.where, _RECOVERED[f.code], f.code) for f in recovered]
+            return moved + repairs + [Repair(f.where, _RECOVERED[f.code], f.code) for f in recovered]
     finally:
         writer.close()
+
+
+def _set_aside_in_the_way(data: DataDir, topic: str, partition: int, path: Path, what: str) -> Path:
+    """Move ``path``, which stands where the partition needs something else, into its
+    quarantine as ``<name>.<what>``; its new path."""
+    kept = data.quarantine_dir(topic, partition) / f"{path.name}.{what}"
+    kept.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.replace(path, kept)
+    return kept
 
 
 def _write_missing_indexes(directory: Path, check: PartitionCheck) -> None:

@@ -191,6 +191,27 @@ def test_a_partition_directory_replaced_by_a_file_is_reported_and_repaired(made:
     assert _ebb(made, "produce", "orders", "--count", "1", "--size", "3").code == 0
 
 
+def test_a_lock_file_replaced_by_a_directory_is_reported_and_repaired(made: Path) -> None:
+    """Producing failed with one line, but `ebb verify` said "no problems found" and
+    --repair could not help: now an error finding, and a repair that moves the
+    directory (kept whole: it is not ours) to the quarantine."""
+    lock = made / "topics" / "orders" / "0" / ".lock"
+    lock.unlink()
+    (lock / "inside").mkdir(parents=True)
+
+    produced = _ebb(made, "produce", "orders", "--count", "1", "--size", "3")
+    _assert_one_error(produced, "locking partition orders/0 failed", "Is a directory")
+    found = _ebb(made, "verify")
+    assert found.code == 1 and "orders/0/.lock: the lock file is not a file" in found.out, found
+    repaired = _ebb(made, "verify", "--repair")
+    kept = made / "quarantine" / "orders" / "0" / ".lock.not-a-file"
+    assert f"repaired: orders/0/.lock: moved to {kept}" in repaired.out, repaired
+    assert (kept / "inside").is_dir() and lock.is_file()
+    assert _ebb(made, "verify").code == 0
+    assert _ebb(made, "produce", "orders", "--count", "1", "--size", "3").code == 0
+    assert '"reason":"LOCK_UNUSABLE"' in _ebb(made, "log", "--json").out.replace(" ", "")
+
+
 def _producer(command: list[str]) -> subprocess.Popen[bytes]:
     """``command`` (an ``ebb produce``) running, its three streams pipes."""
     process = subprocess.Popen(
