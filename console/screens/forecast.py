@@ -69,11 +69,8 @@ class _EveryTopic:
     config: Config
 
     def charts(self, topic: str, request: Request, config: Config, now: int) -> bool:
-        same = (self.request.window_ms, self.request.stalled, self.config) == (
-            request.window_ms,
-            request.stalled,
-            config,
-        )
+        asked = (request.window_ms, request.stalled, config)
+        same = asked == (self.request.window_ms, self.request.stalled, self.config)
         fresh = now - self.result.now < REUSE_MS
         return same and fresh and any(t.topic == topic for t in self.result.topics)
 
