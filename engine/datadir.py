@@ -3,6 +3,7 @@
     <data dir>/
         ebb.toml                 config (optional)
         catalog.db               catalog and journal (SQLite, WAL)
+        prune.lock               held by the process pruning (engine/prune/executor.py)
         topics/<topic>/<partition>/<base offset>.log|.index|.timeindex
         quarantine/<topic>/<partition>/   corrupt segments moved aside, each with a note
 
@@ -19,6 +20,7 @@ from engine.errors import StoreError
 from engine.names import check_topic_name
 
 CONFIG_NAME = "ebb.toml"
+PRUNE_LOCK_NAME = "prune.lock"
 
 
 def default_data_dir() -> Path:

@@ -44,7 +44,7 @@ from typing import Any, Literal
 from engine.catalog import metadata_files
 from engine.catalog.catalog import Catalog, PartitionRow, QuarantinedRange
 from engine.catalog.metadata_files import METADATA_NAMES, GroupMeta, MetadataInvalid
-from engine.datadir import DataDir
+from engine.datadir import PRUNE_LOCK_NAME, DataDir
 from engine.errors import InvalidInput, StoreError
 from engine.policy.effective import resolve
 from engine.store.batch import (
@@ -628,13 +628,17 @@ class _PartitionChecker:
                 )
 
 
-def lock_unusable(topic: str, partition: int) -> Finding:
-    """The finding of a partition whose lock file is not a file (a directory)."""
+def lock_unusable(topic: str | None = None, partition: int | None = None) -> Finding:
+    """The finding of a partition's lock file (or, without one, the data directory's
+    prune lock) that is not a file (a directory)."""
+    if partition is None:
+        where, fails = Place(file=PRUNE_LOCK_NAME), "every prune cycle fails"
+    else:
+        where, fails = Place(topic, partition, file=LOCK_FILE), "producing, truncating and pruning the partition fail"
     return Finding(
         "error",
-        Place(topic, partition, file=LOCK_FILE),
-        "the lock file is not a file: producing, truncating and pruning the partition fail"
-        " (--repair moves it to the quarantine)",
+        where,
+        f"the lock file is not a file: {fails} (--repair moves it to the quarantine)",
         True,
         LOCK_UNUSABLE,
     )
@@ -796,6 +800,8 @@ def verify(
         for row in catalog.partitions(name):
             findings += check_partition(data, catalog, name, row.partition).findings
     if topics is None:
+        if os.path.lexists(data.root / PRUNE_LOCK_NAME) and not (data.root / PRUNE_LOCK_NAME).is_file():
+            findings.append(lock_unusable())
         known = set(names)
         try:
             strays = sorted(set(os.listdir(data.topics_root)) - known)

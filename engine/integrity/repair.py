@@ -72,10 +72,11 @@ from typing import Any
 from engine.broker import Broker
 from engine.catalog.catalog import Catalog, QuarantinedRange
 from engine.catalog.metadata_files import write_durably
-from engine.datadir import DataDir
+from engine.datadir import PRUNE_LOCK_NAME, DataDir
 from engine.integrity.check import (
     CORRUPT_DATA,
     INDEX_DAMAGED,
+    LOCK_UNUSABLE,
     LOG_START,
     METADATA_STALE,
     POSITION_OUT_OF_RANGE,
@@ -169,7 +170,9 @@ def repair(broker: Broker, topics: Sequence[str] | None = None, *, actor: str = 
     repairs += [r for topic in stale for r in _rewrite_metadata(broker, topic, found)]
     strays = [f for f in found if f.code == STRAY_TOPIC]
     repairs += [_clear_stray(broker, f, actor) for f in strays]
-    if not targets and not stale and not strays:
+    prune_lock = [f for f in found if f.code == LOCK_UNUSABLE and f.where.topic is None]
+    repairs += [_clear_lock(broker, broker.data.root / PRUNE_LOCK_NAME, None, None, actor) for _ in prune_lock]
+    if not targets and not stale and not strays and not prune_lock:
         return RepairResult(found, [], found)
     remaining = verify(broker.data, broker.catalog, broker.config.policy_defaults, topics)
     return RepairResult(found, _done(repairs, remaining), remaining)
@@ -246,22 +249,11 @@ def _repair_partition(broker: Broker, topic: str, partition: int, actor: str) ->
     if directory.exists() and not directory.is_dir():
         # Something else holds the partition directory's place (a file): it is kept in
         # the quarantine, and the partition is repaired as one whose directory is gone.
-        _set_aside_in_the_way(data, topic, partition, directory, "not-a-directory")
+        _set_aside_in_the_way(data.quarantine_dir(topic, partition), directory, "not-a-directory")
     # A partition directory that is gone is made again: its lock file lives there.
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     lock = directory / LOCK_FILE
-    moved: list[Repair] = []
-    if lock.exists() and not lock.is_file():
-        # A directory where the lock file goes: nothing can lock the partition (nor
-        # this repair) until it is out of the way; kept, since it is not ours.
-        kept = _set_aside_in_the_way(data, topic, partition, lock, "not-a-file")
-        finding = lock_unusable(topic, partition)
-        moved.append(Repair(finding.where, f"moved to {kept}; a new lock file is made", finding.code))
-        with catalog.write():
-            Journal(catalog).append(
-                [_entry("repair", finding, details={"moved_to": str(kept)})],
-                time=broker.clock(), trigger=TRIGGER, actor=actor, status="applied",
-            )  # fmt: skip
+    moved = [] if lock.is_file() or not lock.exists() else [_clear_lock(broker, lock, topic, partition, actor)]
     writer = PartitionWriter(directory, durable=broker.config.fsync)
     try:
         with writer.held():
@@ -300,11 +292,27 @@ def _repair_partition(broker: Broker, topic: str, partition: int, actor: str) ->
         writer.close()
 
 
-def _set_aside_in_the_way(data: DataDir, topic: str, partition: int, path: Path, what: str) -> Path:
-    """Move ``path``, which stands where the partition needs something else, into its
-    quarantine as ``<name>.<what>``; its new path."""
-    kept = data.quarantine_dir(topic, partition) / f"{path.name}.{what}"
-    kept.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+def _clear_lock(broker: Broker, lock: Path, topic: str | None, partition: int | None, actor: str) -> Repair:
+    """Move ``lock``, a lock file's place taken by something else (a directory), to
+    the quarantine (the partition's, or without one the quarantine's root): nothing can
+    take the lock (nor a repair) until it is out of the way; kept, since it is not ours."""
+    data = broker.data
+    quarantine = data.quarantine_root if topic is None or partition is None else data.quarantine_dir(topic, partition)
+    kept = _set_aside_in_the_way(quarantine, lock, "not-a-file")
+    finding = lock_unusable(topic, partition)
+    with broker.catalog.write():
+        Journal(broker.catalog).append(
+            [_entry("repair", finding, details={"moved_to": str(kept)})],
+            time=broker.clock(), trigger=TRIGGER, actor=actor, status="applied",
+        )  # fmt: skip
+    return Repair(finding.where, f"moved to {kept}; a new lock file is made", finding.code)
+
+
+def _set_aside_in_the_way(quarantine: Path, path: Path, what: str) -> Path:
+    """Move ``path``, which stands where something else is needed, into ``quarantine``
+    as ``<name>.<what>`` (``.N`` after it if that is taken); its new path."""
+    quarantine.mkdir(mode=0o700, parents=True, exist_ok=True)
+    kept = quarantine / _free_stem(quarantine, f"{path.name}.{what}", "")
     os.replace(path, kept)
     return kept
 

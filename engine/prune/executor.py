@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from engine.broker import Broker
 from engine.catalog.database import on_full, share_again
+from engine.datadir import PRUNE_LOCK_NAME
 from engine.errors import NotFound, StoreError
 from engine.faults import fault_point
 from engine.journal.history import DiskHistory
@@ -51,7 +52,6 @@ from engine.store.lock import FileLock, LockTimeout
 from engine.store.partition import PartitionWriter, deleting, unlink_detached
 from engine.store.segment import SegmentInfo
 
-PRUNE_LOCK_FILE = "prune.lock"
 #: how long a cycle waits for a partition's writer lock before it skips the partition
 #: until the next cycle (a producer stopped while holding it: SIGSTOP, a debugger)
 PARTITION_LOCK_WAIT = 5.0
@@ -80,7 +80,7 @@ def hold_prune_lock(
     Tries for ``patience`` seconds (None: forever), then calls ``waiting`` with the
     timeout (which names the holder) and tries again, and calls it with None once the
     lock is taken after a wait; without ``waiting`` it raises."""
-    lock = FileLock(root / PRUNE_LOCK_FILE, what=f"pruning of {root}")
+    lock = FileLock(root / PRUNE_LOCK_NAME, what=f"pruning of {root}")
     waited = False
     while True:
         try:

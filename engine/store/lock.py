@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from engine.errors import StoreError
+from engine.store.segment import describe
 
 _PID_WIDTH = 12
 #: the byte a POSIX (fcntl) lock takes as the lock's turnstile (past the pid; POSIX
@@ -75,18 +76,30 @@ class FileLock:
 
     def acquire(self, timeout: float | None) -> None:
         """Take the lock, waiting at most ``timeout`` seconds (None: forever); raises
-        :class:`LockTimeout` naming the holder's pid."""
+        :class:`LockTimeout` naming the holder's pid, and a StoreError naming the lock
+        where the system refuses it (a directory where the lock file goes, a disk
+        that fails)."""
         if self._fd is not None:
             raise RuntimeError(f"lock {self.path} is already held by this object")
+        try:
+            self._acquire(timeout)
+        except OSError as error:
+            raise StoreError(f"{self.what}: cannot take its lock: {describe(error)}") from None
+
+    def _acquire(self, timeout: float | None) -> None:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         deadline = _deadline(timeout)
         # The turnstile first, then the lock: a writer that releases the lock and
         # takes it again at once (a producer appending back to back) must queue
         # behind a waiter already holding the turnstile, or it could starve it.
-        taken = _poll(lambda: fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, _TURNSTILE), deadline) and _poll(
-            lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB), deadline
-        )
-        _leave_turnstile(fd)
+        try:
+            taken = _poll(lambda: fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, _TURNSTILE), deadline) and _poll(
+                lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB), deadline
+            )
+            _leave_turnstile(fd)
+        except BaseException:  # a lock the system refuses, or Ctrl-C while waiting
+            os.close(fd)
+            raise
         if not taken:
             holder = _read_pid(fd)
             os.close(fd)

@@ -296,10 +296,7 @@ class PartitionWriter:
     def __enter__(self) -> PartitionWriter:
         if self._failed is not None:
             raise StoreError(self._failed)
-        try:
-            self._lock.acquire(self._timeout)
-        except OSError as error:
-            raise StoreError(f"locking partition {self.label} failed: {describe(error)}") from None
+        self._lock.acquire(self._timeout)
         try:
             self._refresh(self._log_start)
         except BaseException as error:

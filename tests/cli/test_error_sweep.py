@@ -200,7 +200,7 @@ def test_a_lock_file_replaced_by_a_directory_is_reported_and_repaired(made: Path
     (lock / "inside").mkdir(parents=True)
 
     produced = _ebb(made, "produce", "orders", "--count", "1", "--size", "3")
-    _assert_one_error(produced, "locking partition orders/0 failed", "Is a directory")
+    _assert_one_error(produced, "partition orders/0: cannot take its lock: Is a directory (EISDIR)")
     found = _ebb(made, "verify")
     assert found.code == 1 and "orders/0/.lock: the lock file is not a file" in found.out, found
     repaired = _ebb(made, "verify", "--repair")
@@ -210,6 +210,24 @@ def test_a_lock_file_replaced_by_a_directory_is_reported_and_repaired(made: Path
     assert _ebb(made, "verify").code == 0
     assert _ebb(made, "produce", "orders", "--count", "1", "--size", "3").code == 0
     assert '"reason":"LOCK_UNUSABLE"' in _ebb(made, "log", "--json").out.replace(" ", "")
+
+
+def test_a_prune_lock_replaced_by_a_directory_is_one_line_reported_and_repaired(made: Path) -> None:
+    """`ebb prune` and `ebb truncate` (cycles, which take the prune lock) died in a
+    traceback (IsADirectoryError) and `ebb verify` said nothing; twice over, the
+    second directory kept beside the first. (A truncate, not a prune: no Spark.)"""
+    lock = made / "prune.lock"
+    for time in (1, 2):
+        truncate = ("truncate", "orders", "--partition", "0", "--before-offset", str(time))  # a record each
+        lock.unlink(missing_ok=True)
+        (lock / f"inside{time}").mkdir(parents=True)
+        _assert_one_error(_ebb(made, *truncate), f"pruning of {made}: cannot take its lock: Is a directory (EISDIR)")
+        found = _ebb(made, "verify")
+        assert found.code == 1 and "prune.lock: the lock file is not a file: every prune cycle fails" in found.out
+        assert "repaired: prune.lock: moved to" in _ebb(made, "verify", "--repair").out
+        assert _ebb(made, "verify").code == 0 and _ebb(made, *truncate).code == 0 and lock.is_file()
+    assert (made / "quarantine" / "prune.lock.not-a-file" / "inside1").is_dir()
+    assert (made / "quarantine" / "prune.lock.not-a-file.1" / "inside2").is_dir()
 
 
 def _producer(command: list[str]) -> subprocess.Popen[bytes]:

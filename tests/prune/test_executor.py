@@ -14,13 +14,14 @@ import pyarrow as pa
 import pytest
 
 from engine.broker import Broker
+from engine.datadir import PRUNE_LOCK_NAME
 from engine.errors import StoreError
 from engine.faults import IOFault, inject
 from engine.journal.journal import Entry, Journal
 from engine.journal.state import EngineState
 from engine.prune import executor as executor_module
 from engine.prune import tables
-from engine.prune.executor import PRUNE_LOCK_FILE, execute, recover_interrupted
+from engine.prune.executor import execute, recover_interrupted
 from engine.prune.plan_work import work_from_plan
 from engine.prune.work import (
     ExpiredGroup,
@@ -732,7 +733,7 @@ def test_a_cycle_first_recovers_the_cycles_a_dead_process_left_running(
 
 
 def test_one_cycle_at_a_time(broker: Broker, data_dir: Path, topic: str) -> None:
-    other = FileLock(data_dir / PRUNE_LOCK_FILE, what="another process")
+    other = FileLock(data_dir / PRUNE_LOCK_NAME, what="another process")
     other.acquire(None)
     try:
         with pytest.raises(StoreError, match="pruning of .* is locked"):
