@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.store.segment import describe
+
 TOPIC_FILE = "topic.json"
 GROUPS_FILE = "groups.json"
 #: in the data directory itself: whether all deletion is paused (``ebb pause``)
@@ -178,7 +180,9 @@ def _load(path: Path) -> dict[str, Any] | None:
         value = json.loads(path.read_bytes())
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as error:
+    except OSError as error:
+        raise MetadataInvalid(f"cannot be read: {describe(error)}") from None
+    except ValueError as error:
         raise MetadataInvalid(f"{path} cannot be read: {error}") from None
     if not isinstance(value, dict) or value.get("format") != FORMAT:
         raise MetadataInvalid(f"{path} is not a metadata file of format {FORMAT}")

@@ -738,11 +738,14 @@ def _metadata_problems(data: DataDir, catalog: Catalog, topic: str) -> list[tupl
     topic_dir = data.topic_dir(topic)
     problems = []
     try:
-        on_disk = (topic_dir / metadata_files.TOPIC_FILE).read_bytes()
+        held = (topic_dir / metadata_files.TOPIC_FILE).read_bytes()
+        wrong = None if held == metadata_files.topic_bytes(meta) else "not what the catalog holds"
     except FileNotFoundError:
-        on_disk = None
-    if on_disk != metadata_files.topic_bytes(meta):
-        problems.append((metadata_files.TOPIC_FILE, "missing" if on_disk is None else "not what the catalog holds"))
+        wrong = "missing"
+    except OSError as error:  # a directory in its place: --repair moves it aside
+        wrong = f"cannot be read: {describe(error)}"
+    if wrong is not None:
+        problems.append((metadata_files.TOPIC_FILE, wrong))
     try:
         if not (topic_dir / metadata_files.GROUPS_FILE).exists():
             problems.append((metadata_files.GROUPS_FILE, "missing"))

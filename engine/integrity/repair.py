@@ -71,7 +71,7 @@ from typing import Any
 
 from engine.broker import Broker
 from engine.catalog.catalog import Catalog, QuarantinedRange
-from engine.catalog.metadata_files import write_durably
+from engine.catalog.metadata_files import METADATA_NAMES, write_durably
 from engine.datadir import PRUNE_LOCK_NAME, DataDir
 from engine.integrity.check import (
     CORRUPT_DATA,
@@ -213,6 +213,11 @@ def _clear_stray(broker: Broker, finding: Finding, actor: str) -> Repair:
 
 
 def _rewrite_metadata(broker: Broker, topic: str, found: Sequence[Finding]) -> list[Repair]:
+    topic_dir = broker.data.topic_dir(topic)
+    for name in METADATA_NAMES:
+        if (path := topic_dir / name).exists() and not path.is_file():
+            # a directory where the file goes: no file can be written over it; kept
+            _set_aside_in_the_way(broker.data.quarantine_root / topic, path, "not-a-file")
     broker.catalog.write_metadata(topic)
     still = metadata_findings(broker.data, broker.catalog, topic)
     stale = [f for f in found if f.code == METADATA_STALE and f.where.topic == topic]

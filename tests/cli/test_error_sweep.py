@@ -230,6 +230,23 @@ def test_a_prune_lock_replaced_by_a_directory_is_one_line_reported_and_repaired(
     assert (made / "quarantine" / "prune.lock.not-a-file.1" / "inside2").is_dir()
 
 
+@pytest.mark.parametrize("name", ["topic.json", "groups.json"])
+def test_a_metadata_file_replaced_by_a_directory_is_reported_and_repaired(made: Path, name: str) -> None:
+    """`ebb verify` ended in a traceback for topic.json (IsADirectoryError), and
+    --repair for either file, which it could not write over a directory."""
+    path = made / "topics" / "orders" / name
+    path.unlink()
+    (path / "inside").mkdir(parents=True)
+
+    found = _ebb(made, "verify")
+    assert found.code == 1 and "Traceback" not in found.err, found
+    assert f"orders/{name}: metadata file cannot be read: Is a directory (EISDIR): {path}" in found.out
+    repaired = _ebb(made, "verify", "--repair")
+    assert "Traceback" not in repaired.err and f"repaired: orders/{name}: rewritten" in repaired.out, repaired
+    assert _ebb(made, "verify").code == 0 and path.is_file()
+    assert (made / "quarantine" / "orders" / f"{name}.not-a-file" / "inside").is_dir()
+
+
 def _producer(command: list[str]) -> subprocess.Popen[bytes]:
     """``command`` (an ``ebb produce``) running, its three streams pipes."""
     process = subprocess.Popen(
