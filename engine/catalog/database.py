@@ -130,6 +130,10 @@ def _free_bytes(directory: Path) -> int:
     return stats.f_bavail * stats.f_frsize
 
 
+#: the SQLite errors of a lock held by another connection
+_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_BUSY_RECOVERY", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_TIMEOUT")
+
+
 @contextmanager
 def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
     """A ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back on error.
@@ -139,6 +143,14 @@ def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Databa
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as error:
+        if getattr(error, "sqlite_errorname", None) not in _BUSY:
+            # Not a lock another process holds (waiting would not help): a read-only
+            # file, a directory in the place of catalog.db-shm, a failing disk.
+            path = conn.path if isinstance(conn, CheckedConnection) else "catalog.db"
+            raise StoreError(
+                f"the catalog cannot be written ({error}): {path} and its -wal and -shm files must be files"
+                " this user can write"
+            ) from None
         holder = write_lock_holder(conn.path) if isinstance(conn, CheckedConnection) else None
         who = f"process {holder}" if holder else "another process"
         raise CatalogBusy(f"the catalog is busy ({error}); {who} holds it, try again") from None

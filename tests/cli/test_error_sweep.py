@@ -247,6 +247,18 @@ def test_a_metadata_file_replaced_by_a_directory_is_reported_and_repaired(made: 
     assert (made / "quarantine" / "orders" / f"{name}.not-a-file" / "inside").is_dir()
 
 
+def test_a_catalog_that_cannot_be_written_is_not_called_busy(made: Path) -> None:
+    """A directory where catalog.db-shm goes makes every write fail at once: "the
+    catalog is busy; another process holds it, try again" sent the operator to wait
+    for a process that does not exist."""
+    shm = made / "catalog.db-shm"
+    shm.unlink(missing_ok=True)
+    shm.mkdir()
+    produced = _ebb(made, "produce", "orders", "--count", "1", "--size", "3")
+    _assert_one_error(produced, "the catalog cannot be written (attempt to write a readonly database)", "-shm")
+    assert "busy" not in produced.err
+
+
 def _producer(command: list[str]) -> subprocess.Popen[bytes]:
     """``command`` (an ``ebb produce``) running, its three streams pipes."""
     process = subprocess.Popen(
