@@ -58,6 +58,7 @@ from engine.store.batch import (
 )
 from engine.store.index import ENTRY_SIZE, SegmentIndex
 from engine.store.partition import LOCK_FILE, file_bases, segment_infos
+from engine.store.reserve import RESERVE_NAME
 from engine.store.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIXES,
@@ -94,7 +95,14 @@ PARTITION_ROW = "PARTITION_ROW"  # the partition's next offset is not its data's
 LOG_START = "LOG_START"  # the log start lies past the end of the data
 POSITION_OUT_OF_RANGE = "POSITION_OUT_OF_RANGE"  # a group position outside [0, next offset]
 METADATA_STALE = "METADATA_STALE"  # topic.json or groups.json not what the catalog says
-LOCK_UNUSABLE = "LOCK_UNUSABLE"  # something not a file where the partition's lock file goes
+NOT_A_FILE = "NOT_A_FILE"  # something else (a directory) where a lock file or the reserve goes
+
+#: the data directory's own files (beside the catalog's), and what fails while one is
+#: not a file
+DATA_DIR_FILES = {
+    PRUNE_LOCK_NAME: "every prune cycle fails",
+    RESERVE_NAME: "no room is kept for deleting on a full disk",
+}
 
 #: times a partition is checked again when its catalog rows changed meanwhile
 ATTEMPTS = 3
@@ -447,7 +455,7 @@ class _PartitionChecker:
                         file=segment_stem(base) + suffix,
                     )
         if LOCK_FILE in self.names and not (self.directory / LOCK_FILE).is_file():
-            self.findings.append(lock_unusable(self.topic, self.partition))
+            self.findings.append(not_a_file(LOCK_FILE, self.topic, self.partition))
         own_ends = {b: s.next_offset for b, s in self.scans.items()}
         active = self.slots[-1] if self.slots else None
         return PartitionCheck(self.topic, self.partition, active, self.end, own_ends, tuple(self.findings))
@@ -628,20 +636,15 @@ class _PartitionChecker:
                 )
 
 
-def lock_unusable(topic: str | None = None, partition: int | None = None) -> Finding:
-    """The finding of a partition's lock file (or, without one, the data directory's
-    prune lock) that is not a file (a directory)."""
+def not_a_file(name: str, topic: str | None = None, partition: int | None = None) -> Finding:
+    """The finding of a partition's lock file ``name`` (or, without a partition, the
+    data directory's file ``name`` of :data:`DATA_DIR_FILES`) that is not a file (a
+    directory)."""
     if partition is None:
-        where, fails = Place(file=PRUNE_LOCK_NAME), "every prune cycle fails"
+        where, fails = Place(file=name), DATA_DIR_FILES[name]
     else:
-        where, fails = Place(topic, partition, file=LOCK_FILE), "producing, truncating and pruning the partition fail"
-    return Finding(
-        "error",
-        where,
-        f"the lock file is not a file: {fails} (--repair moves it to the quarantine)",
-        True,
-        LOCK_UNUSABLE,
-    )
+        where, fails = Place(topic, partition, file=name), "producing, truncating and pruning the partition fail"
+    return Finding("error", where, f"not a file: {fails} (--repair moves it to the quarantine)", True, NOT_A_FILE)
 
 
 def check_partition(data: DataDir, catalog: Catalog, topic: str, partition: int) -> PartitionCheck:
@@ -803,8 +806,11 @@ def verify(
         for row in catalog.partitions(name):
             findings += check_partition(data, catalog, name, row.partition).findings
     if topics is None:
-        if os.path.lexists(data.root / PRUNE_LOCK_NAME) and not (data.root / PRUNE_LOCK_NAME).is_file():
-            findings.append(lock_unusable())
+        findings += [
+            not_a_file(name)
+            for name in DATA_DIR_FILES
+            if os.path.lexists(data.root / name) and not (data.root / name).is_file()
+        ]
         known = set(names)
         try:
             strays = sorted(set(os.listdir(data.topics_root)) - known)

@@ -72,13 +72,13 @@ from typing import Any
 from engine.broker import Broker
 from engine.catalog.catalog import Catalog, QuarantinedRange
 from engine.catalog.metadata_files import METADATA_NAMES, write_durably
-from engine.datadir import PRUNE_LOCK_NAME, DataDir
+from engine.datadir import DataDir
 from engine.integrity.check import (
     CORRUPT_DATA,
     INDEX_DAMAGED,
-    LOCK_UNUSABLE,
     LOG_START,
     METADATA_STALE,
+    NOT_A_FILE,
     POSITION_OUT_OF_RANGE,
     STRAY_TOPIC,
     TRAILING_BYTES,
@@ -86,8 +86,8 @@ from engine.integrity.check import (
     PartitionCheck,
     Place,
     check_partition,
-    lock_unusable,
     metadata_findings,
+    not_a_file,
     verify,
 )
 from engine.journal.journal import Entry, Journal
@@ -170,9 +170,11 @@ def repair(broker: Broker, topics: Sequence[str] | None = None, *, actor: str = 
     repairs += [r for topic in stale for r in _rewrite_metadata(broker, topic, found)]
     strays = [f for f in found if f.code == STRAY_TOPIC]
     repairs += [_clear_stray(broker, f, actor) for f in strays]
-    prune_lock = [f for f in found if f.code == LOCK_UNUSABLE and f.where.topic is None]
-    repairs += [_clear_lock(broker, broker.data.root / PRUNE_LOCK_NAME, None, None, actor) for _ in prune_lock]
-    if not targets and not stale and not strays and not prune_lock:
+    in_the_way = [f.where.file for f in found if f.code == NOT_A_FILE and f.where.topic is None]
+    repairs += [_clear_not_a_file(broker, broker.data.root, name, None, None, actor) for name in in_the_way if name]
+    if in_the_way:
+        broker.reserve.ensure()  # the reserve, if it was in the way: made now, not at the next write
+    if not targets and not stale and not strays and not in_the_way:
         return RepairResult(found, [], found)
     remaining = verify(broker.data, broker.catalog, broker.config.policy_defaults, topics)
     return RepairResult(found, _done(repairs, remaining), remaining)
@@ -258,7 +260,11 @@ def _repair_partition(broker: Broker, topic: str, partition: int, actor: str) ->
     # A partition directory that is gone is made again: its lock file lives there.
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     lock = directory / LOCK_FILE
-    moved = [] if lock.is_file() or not lock.exists() else [_clear_lock(broker, lock, topic, partition, actor)]
+    moved = (
+        []
+        if lock.is_file() or not lock.exists()
+        else [_clear_not_a_file(broker, directory, LOCK_FILE, topic, partition, actor)]
+    )
     writer = PartitionWriter(directory, durable=broker.config.fsync)
     try:
         with writer.held():
@@ -297,20 +303,23 @@ def _repair_partition(broker: Broker, topic: str, partition: int, actor: str) ->
         writer.close()
 
 
-def _clear_lock(broker: Broker, lock: Path, topic: str | None, partition: int | None, actor: str) -> Repair:
-    """Move ``lock``, a lock file's place taken by something else (a directory), to
-    the quarantine (the partition's, or without one the quarantine's root): nothing can
-    take the lock (nor a repair) until it is out of the way; kept, since it is not ours."""
+def _clear_not_a_file(
+    broker: Broker, directory: Path, name: str, topic: str | None, partition: int | None, actor: str
+) -> Repair:
+    """Move ``directory / name``, a file's place taken by something else (a
+    directory), to the quarantine (the partition's, or without one the quarantine's
+    root): no lock can be taken there (nor a repair), no reserve made, until it is out
+    of the way; kept, since it is not ours."""
     data = broker.data
     quarantine = data.quarantine_root if topic is None or partition is None else data.quarantine_dir(topic, partition)
-    kept = _set_aside_in_the_way(quarantine, lock, "not-a-file")
-    finding = lock_unusable(topic, partition)
+    kept = _set_aside_in_the_way(quarantine, directory / name, "not-a-file")
+    finding = not_a_file(name, topic, partition)
     with broker.catalog.write():
         Journal(broker.catalog).append(
             [_entry("repair", finding, details={"moved_to": str(kept)})],
             time=broker.clock(), trigger=TRIGGER, actor=actor, status="applied",
         )  # fmt: skip
-    return Repair(finding.where, f"moved to {kept}; a new lock file is made", finding.code)
+    return Repair(finding.where, f"moved to {kept}; a new one is made", finding.code)
 
 
 def _set_aside_in_the_way(quarantine: Path, path: Path, what: str) -> Path:

@@ -56,7 +56,7 @@ class Reserve:
 
     @property
     def present(self) -> bool:
-        return self.path.exists()
+        return self.path.is_file()  # a directory in its place reserves nothing (ebb verify: NOT_A_FILE)
 
     def size(self) -> int:
         return reserve_size(self.root)
@@ -65,8 +65,8 @@ class Reserve:
         """Give the reserve's blocks back to the filesystem; True if it was there."""
         try:
             os.unlink(self.path)
-        except FileNotFoundError:
-            return False
+        except (FileNotFoundError, IsADirectoryError):
+            return False  # none, or a directory in its place: no room to give back
         return True
 
     def release_if_low(self) -> bool:

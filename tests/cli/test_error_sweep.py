@@ -202,14 +202,14 @@ def test_a_lock_file_replaced_by_a_directory_is_reported_and_repaired(made: Path
     produced = _ebb(made, "produce", "orders", "--count", "1", "--size", "3")
     _assert_one_error(produced, "partition orders/0: cannot take its lock: Is a directory (EISDIR)")
     found = _ebb(made, "verify")
-    assert found.code == 1 and "orders/0/.lock: the lock file is not a file" in found.out, found
+    assert found.code == 1 and "orders/0/.lock: not a file" in found.out, found
     repaired = _ebb(made, "verify", "--repair")
     kept = made / "quarantine" / "orders" / "0" / ".lock.not-a-file"
     assert f"repaired: orders/0/.lock: moved to {kept}" in repaired.out, repaired
     assert (kept / "inside").is_dir() and lock.is_file()
     assert _ebb(made, "verify").code == 0
     assert _ebb(made, "produce", "orders", "--count", "1", "--size", "3").code == 0
-    assert '"reason":"LOCK_UNUSABLE"' in _ebb(made, "log", "--json").out.replace(" ", "")
+    assert '"reason":"NOT_A_FILE"' in _ebb(made, "log", "--json").out.replace(" ", "")
 
 
 def test_a_prune_lock_replaced_by_a_directory_is_one_line_reported_and_repaired(made: Path) -> None:
@@ -223,11 +223,26 @@ def test_a_prune_lock_replaced_by_a_directory_is_one_line_reported_and_repaired(
         (lock / f"inside{time}").mkdir(parents=True)
         _assert_one_error(_ebb(made, *truncate), f"pruning of {made}: cannot take its lock: Is a directory (EISDIR)")
         found = _ebb(made, "verify")
-        assert found.code == 1 and "prune.lock: the lock file is not a file: every prune cycle fails" in found.out
+        assert found.code == 1 and "prune.lock: not a file: every prune cycle fails" in found.out
         assert "repaired: prune.lock: moved to" in _ebb(made, "verify", "--repair").out
         assert _ebb(made, "verify").code == 0 and _ebb(made, *truncate).code == 0 and lock.is_file()
     assert (made / "quarantine" / "prune.lock.not-a-file" / "inside1").is_dir()
     assert (made / "quarantine" / "prune.lock.not-a-file.1" / "inside2").is_dir()
+
+
+def test_a_reserve_replaced_by_a_directory_is_reported_and_made_again(made: Path) -> None:
+    """A directory where reserve.ballast goes counted as the reserve: no room was kept
+    for deleting on a full disk, and a deletion that released it would have failed on
+    unlinking a directory; `ebb verify` said nothing."""
+    reserve = made / "reserve.ballast"
+    reserve.unlink(missing_ok=True)
+    (reserve / "inside").mkdir(parents=True)
+    assert _ebb(made, "produce", "orders", "--count", "1", "--size", "3").code == 0  # writing goes on
+    found = _ebb(made, "verify")
+    assert found.code == 1 and "reserve.ballast: not a file: no room is kept for deleting on a full disk" in found.out
+    assert "repaired: reserve.ballast: moved to" in _ebb(made, "verify", "--repair").out
+    assert _ebb(made, "verify").code == 0 and reserve.is_file() and reserve.stat().st_size > 0
+    assert (made / "quarantine" / "reserve.ballast.not-a-file" / "inside").is_dir()
 
 
 @pytest.mark.parametrize("name", ["topic.json", "groups.json"])

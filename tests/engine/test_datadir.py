@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from engine.datadir import DataDir
+from engine.store.reserve import RESERVE_NAME, Reserve
 
 
 def test_a_relative_data_directory_is_made_absolute_where_it_is_named(
@@ -19,3 +20,13 @@ def test_a_relative_data_directory_is_made_absolute_where_it_is_named(
     monkeypatch.chdir("/")
     assert data.root == tmp_path / "data"
     assert data.catalog_path == tmp_path / "data" / "catalog.db"
+
+
+def test_a_directory_in_the_reserves_place_is_no_reserve(tmp_path: Path) -> None:
+    """It held no room, yet counted as present; releasing it, on a full disk before a
+    deletion, failed on unlinking a directory."""
+    (tmp_path / RESERVE_NAME / "inside").mkdir(parents=True)
+    reserve = Reserve(tmp_path)
+    assert not reserve.present
+    assert reserve.release() is False and (tmp_path / RESERVE_NAME / "inside").is_dir()
+    assert reserve.ensure() is False  # no file can be made over it: `ebb verify --repair` moves it
