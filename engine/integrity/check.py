@@ -47,6 +47,7 @@ from engine.catalog.metadata_files import METADATA_NAMES, GroupMeta, MetadataInv
 from engine.datadir import PRUNE_LOCK_NAME, DataDir
 from engine.errors import InvalidInput, StoreError
 from engine.policy.effective import resolve
+from engine.prune.spark_service import ATTACH_LOCK, SERVICE_DIR, START_LOCK
 from engine.store.batch import (
     HEADER_SIZE,
     BatchHeader,
@@ -102,6 +103,8 @@ NOT_A_FILE = "NOT_A_FILE"  # something else (a directory) where a lock file or t
 DATA_DIR_FILES = {
     PRUNE_LOCK_NAME: "every prune cycle fails",
     RESERVE_NAME: "no room is kept for deleting on a full disk",
+    f"{SERVICE_DIR}/{START_LOCK}": "the Spark service cannot be started or stopped",
+    f"{SERVICE_DIR}/{ATTACH_LOCK}": "no process can plan on the Spark service",
 }
 
 #: times a partition is checked again when its catalog rows changed meanwhile

@@ -40,6 +40,7 @@ from typing import IO, Any
 
 from engine.errors import SparkUnavailable
 from engine.prune.spark_settings import server_conf, spark_home
+from engine.store.segment import describe
 
 SERVICE_DIR = "spark"
 STATE_NAME = "server.json"
@@ -194,14 +195,13 @@ class ServiceDir:
     def attach_lock(self) -> IO[bytes]:
         """Hold ``attached.lock`` shared until the returned file is closed: the server
         does not stop for idleness while any client holds it."""
-        self.ensure()
-        handle = open(self.path(ATTACH_LOCK), "ab")
+        handle = self._opened(ATTACH_LOCK)
         fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
         return handle
 
     def try_exclusive_attach(self) -> IO[bytes] | None:
         """``attached.lock`` held exclusively if no client holds it, else None."""
-        handle = open(self.path(ATTACH_LOCK), "ab")
+        handle = self._opened(ATTACH_LOCK)
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -211,10 +211,18 @@ class ServiceDir:
 
     @contextlib.contextmanager
     def _lock(self, name: str, mode: int) -> Iterator[None]:
-        self.ensure()
-        with open(self.path(name), "ab") as handle:
+        with self._opened(name) as handle:
             fcntl.flock(handle.fileno(), mode)
             yield
+
+    def _opened(self, name: str) -> IO[bytes]:
+        """Lock file ``name``, open (created if missing); SparkUnavailable, in one line,
+        where the system refuses it (a directory in its place, a full disk)."""
+        try:
+            self.ensure()
+            return open(self.path(name), "ab")
+        except OSError as error:
+            raise SparkUnavailable(f"the Spark service's {name} cannot be opened: {describe(error)}") from None
 
 
 # -- processes ---------------------------------------------------------------------------

@@ -245,6 +245,27 @@ def test_a_reserve_replaced_by_a_directory_is_reported_and_made_again(made: Path
     assert (made / "quarantine" / "reserve.ballast.not-a-file" / "inside").is_dir()
 
 
+@pytest.mark.parametrize("name", ["start.lock", "attached.lock"])
+def test_a_spark_service_lock_replaced_by_a_directory_is_one_line_reported_and_repaired(made: Path, name: str) -> None:
+    """`ebb spark start` and `stop` ended in an IsADirectoryError traceback (start.lock),
+    a plan in a line quoting Python's (attached.lock, which a plan takes once the
+    service runs); `ebb verify` said nothing."""
+    lock = made / "spark" / name
+    lock.unlink(missing_ok=True)
+    (lock / "inside").mkdir(parents=True)
+    if name == "start.lock":
+        try:
+            started = _ebb(made, "spark", "start")
+        finally:
+            _ebb(made, "spark", "stop")  # should the start go through after all
+        _assert_one_error(started, f"the Spark service's {name} cannot be opened: Is a directory (EISDIR): {lock}")
+    found = _ebb(made, "verify")
+    assert found.code == 1 and f"spark/{name}: not a file: " in found.out, found
+    assert f"repaired: spark/{name}: moved to" in _ebb(made, "verify", "--repair").out
+    assert _ebb(made, "verify").code == 0 and not lock.exists()  # made again when the service needs it
+    assert (made / "quarantine" / f"{name}.not-a-file" / "inside").is_dir()
+
+
 @pytest.mark.parametrize("name", ["topic.json", "groups.json"])
 def test_a_metadata_file_replaced_by_a_directory_is_reported_and_repaired(made: Path, name: str) -> None:
     """`ebb verify` ended in a traceback for topic.json (IsADirectoryError), and

@@ -360,3 +360,17 @@ def _warm_up_of(pid: int) -> str | None:
     except OSError:
         return None
     return argv[3] if argv[1:3] == ["-m", "engine.prune.spark_warmup"] and len(argv) > 3 else None
+
+
+def test_a_lock_file_the_system_refuses_is_spark_unavailable_in_one_line(tmp_path: Path) -> None:
+    """A directory in the place of a lock file: every caller gets SparkUnavailable
+    (one error line), where `ebb spark start` ended in IsADirectoryError."""
+    service = spark_service.ServiceDir(tmp_path)
+    for name in (spark_service.START_LOCK, spark_service.ATTACH_LOCK):
+        (service.root / name).mkdir(parents=True)
+    with pytest.raises(SparkUnavailable, match=r"start.lock cannot be opened: Is a directory \(EISDIR\)"):
+        with service.start_lock():
+            pass
+    for take in (service.attach_lock, service.try_exclusive_attach):
+        with pytest.raises(SparkUnavailable, match=r"attached.lock cannot be opened: Is a directory \(EISDIR\)"):
+            take()
