@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from engine.catalog.catalog import Catalog
 from engine.errors import NotFound
+from engine.journal import trimmed
 from engine.journal.rows import Action, ActionStatus, Cycle, CycleStatus
 from engine.journal.schema import ensure_cycle_phases, ensure_journal_schema, write_or_join
 
@@ -73,6 +74,13 @@ class Entry:
     bytes: int | None = None
     reason: str | None = None
     details: Mapping[str, Any] | None = None
+
+
+#: what the journal's retention deletes (``:cutoff``: now less the retention): a
+#: cycle still ``running`` and its actions are kept whatever their age (recovery
+#: needs them)
+_TRIMMED_CYCLES = "started < :cutoff AND status != 'running'"
+_TRIMMED_ACTIONS = "time < :cutoff AND (cycle IS NULL OR cycle NOT IN (SELECT id FROM cycles WHERE status = 'running'))"
 
 
 @dataclass(frozen=True)
@@ -330,7 +338,9 @@ class Journal:
     # -- retention --------------------------------------------------------------------
 
     def apply_retention(self, *, now: int, retention_ms: int | None) -> RetentionResult:
-        """Delete journal rows older than ``retention_ms`` (None: keep everything).
+        """Delete journal rows older than ``retention_ms`` (None: keep everything),
+        having added the cycles and deletions among them to the trimmed totals
+        (engine/journal/trimmed.py), so that the metrics' counters never go down.
 
         Kept whatever their age: a cycle still ``running`` and its actions (recovery
         needs them), and each topic's latest policy change, whose id is the topic's
@@ -340,17 +350,12 @@ class Journal:
             return RetentionResult(0, 0, 0)
         cutoff = now - retention_ms
         with write_or_join(self.db):
-            actions = self.db.conn.execute(
-                "DELETE FROM actions WHERE time < ? AND (cycle IS NULL OR cycle NOT IN "
-                "(SELECT id FROM cycles WHERE status = 'running'))",
-                (cutoff,),
-            ).rowcount
-            cycles = self.db.conn.execute(
-                "DELETE FROM cycles WHERE started < ? AND status != 'running'", (cutoff,)
-            ).rowcount
+            trimmed.carry(self.db.conn, cycles=_TRIMMED_CYCLES, actions=_TRIMMED_ACTIONS, cutoff=cutoff)
+            actions = self.db.conn.execute(f"DELETE FROM actions WHERE {_TRIMMED_ACTIONS}", {"cutoff": cutoff})
+            cycles = self.db.conn.execute(f"DELETE FROM cycles WHERE {_TRIMMED_CYCLES}", {"cutoff": cutoff})
             changes = self.db.conn.execute(
                 "DELETE FROM policy_changes WHERE time < ? AND id NOT IN "
                 "(SELECT MAX(id) FROM policy_changes GROUP BY topic)",
                 (cutoff,),
-            ).rowcount
-        return RetentionResult(cycles, actions, changes)
+            )
+        return RetentionResult(cycles.rowcount, actions.rowcount, changes.rowcount)

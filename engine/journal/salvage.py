@@ -11,6 +11,7 @@ from pathlib import Path
 import sqlite_utils
 
 from engine.catalog.database import write_transaction
+from engine.journal import trimmed
 from engine.journal.rows import current_cycle_row
 
 #: the journal's history, kept from the old catalog as far as it can be read
@@ -18,6 +19,8 @@ _HISTORY = {
     "cycles": "SELECT * FROM cycles",
     "actions": "SELECT * FROM actions",
     "policy_changes": "SELECT * FROM policy_changes",
+    # what the metrics' counters count on from (engine/journal/trimmed.py)
+    **{table: f"SELECT * FROM {table}" for table in trimmed.TABLES},
 }
 
 

@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager, nullcontext
 import sqlite_utils
 
 from engine.catalog.database import write_transaction
+from engine.journal import trimmed
 
 #: one statement each: they may run inside a caller's transaction, which
 #: ``executescript`` would commit
@@ -78,9 +79,10 @@ _STATEMENTS = (
         PRIMARY KEY (topic, cycle)
     )""",
     "CREATE INDEX IF NOT EXISTS disk_samples_time ON disk_samples(time)",
+    *trimmed.SCHEMA,
 )
 
-_TABLES = ("cycles", "actions", "engine_state", "topic_state", "disk_samples")
+_TABLES = ("cycles", "actions", "engine_state", "topic_state", "disk_samples", *trimmed.TABLES)
 
 
 def ensure_journal_schema(db: sqlite_utils.Database) -> None:

@@ -1,13 +1,15 @@
 """What the journal adds up to, for the metrics (engine/metrics): cycles by status,
 their durations, and what retention deleted, by reason.
 
-Counted over the rows the journal keeps (``[engine] journal_retention``)."""
+Each is counted since the journal began: the rows it keeps (``[engine]
+journal_retention``) and what its retention trimmed (engine/journal/trimmed.py)."""
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 
-from engine.journal.journal import Journal
+from engine.journal.trimmed import DELETIONS, DURATION_BUCKETS_MS, PHASE_COLUMNS, bucket_of
 
 
 @dataclass(frozen=True)
@@ -18,39 +20,69 @@ class Deleted:
     bytes: int
 
 
-def cycles_by_status(journal: Journal) -> dict[tuple[str, str], int]:
+@dataclass
+class Durations:
+    """One phase's durations as a histogram: the cycles in each bucket of
+    :data:`~engine.journal.trimmed.DURATION_BUCKETS_MS` and then +Inf (not cumulative),
+    and the sum of the durations in ms."""
+
+    counts: list[int]
+    total_ms: int = 0
+
+    @classmethod
+    def empty(cls) -> Durations:
+        return cls([0] * (len(DURATION_BUCKETS_MS) + 1))
+
+
+def cycles_by_status(conn: sqlite3.Connection) -> dict[tuple[str, str], int]:
     """(trigger, status) -> cycles."""
-    rows = journal.db.conn.execute(
-        "SELECT trigger, status, COUNT(*) FROM cycles GROUP BY trigger, status ORDER BY trigger, status"
+    rows = conn.execute(
+        "SELECT trigger, status, SUM(n) FROM ("
+        " SELECT trigger, status, COUNT(*) AS n FROM cycles GROUP BY trigger, status"
+        " UNION ALL SELECT trigger, status, cycles FROM trimmed_cycles"
+        ") GROUP BY trigger, status ORDER BY trigger, status"
     )
     return {(trigger, status): count for trigger, status, count in rows}
 
 
-def phase_durations_ms(journal: Journal) -> dict[tuple[str, str], list[int]]:
+def phase_durations(conn: sqlite3.Connection) -> dict[tuple[str, str], Durations]:
     """How long the finished cycles took, by trigger (``schedule``, or ``manual``:
     ``ebb prune``, a truncate, a purge, a repair) and phase: ``plan`` (snapshot and
     Spark), ``apply`` (from its start in the journal to its end) and ``cycle``, the
     whole cycle, as every view shows it. A time the journal does not know (a cycle
     journaled before planning times were) is left out; every phase of a trigger
     that finished a cycle is there, so that a series does not come and go."""
-    durations: dict[tuple[str, str], list[int]] = {}
-    for c in journal.cycles(limit=None):
-        if c.finished is None:
-            continue
-        for phase, ms in (("plan", c.plan_ms), ("apply", c.apply_ms), ("cycle", c.duration_ms)):
-            known = durations.setdefault((c.trigger, phase), [])
-            if ms is not None:
-                known.append(ms)
+    finished = conn.execute(
+        "SELECT DISTINCT trigger FROM cycles WHERE finished IS NOT NULL"
+        " UNION SELECT trigger FROM trimmed_durations ORDER BY trigger"
+    )
+    durations = {(trigger, phase): Durations.empty() for (trigger,) in finished for phase in PHASE_COLUMNS}
+    kept = " UNION ALL ".join(
+        f"SELECT trigger, '{phase}' AS phase, {bucket_of(column)} AS bucket, 1 AS cycles, {column} AS ms"
+        f" FROM cycles WHERE finished IS NOT NULL AND {column} IS NOT NULL"
+        for phase, column in PHASE_COLUMNS.items()
+    )
+    rows = conn.execute(
+        f"SELECT trigger, phase, bucket, SUM(cycles), SUM(ms) FROM ({kept}"
+        " UNION ALL SELECT trigger, phase, bucket, cycles, total_ms FROM trimmed_durations"
+        ") GROUP BY trigger, phase, bucket"
+    )
+    for trigger, phase, bucket, cycles, total_ms in rows:
+        histogram = durations[(trigger, phase)]
+        histogram.counts[bucket] += cycles
+        histogram.total_ms += total_ms
     return durations
 
 
-def deleted_by_reason(journal: Journal) -> list[Deleted]:
+def deleted_by_reason(conn: sqlite3.Connection) -> list[Deleted]:
     """Segments deleted by retention and their bytes, per topic and reason code."""
     return [
         Deleted(*row)
-        for row in journal.db.conn.execute(
-            "SELECT topic, reason, COUNT(*), COALESCE(SUM(bytes), 0) FROM actions"
-            " WHERE action = 'delete_segment' AND status = 'applied' AND reason IS NOT NULL"
-            " GROUP BY topic, reason ORDER BY topic, reason"
+        for row in conn.execute(
+            "SELECT topic, reason, SUM(segments), SUM(bytes) FROM ("
+            f" SELECT topic, reason, COUNT(*) AS segments, COALESCE(SUM(bytes), 0) AS bytes FROM actions"
+            f" WHERE {DELETIONS} GROUP BY topic, reason"
+            " UNION ALL SELECT topic, reason, segments, bytes FROM trimmed_deletions"
+            ") GROUP BY topic, reason ORDER BY topic, reason"
         )
     ]

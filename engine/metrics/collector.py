@@ -4,13 +4,15 @@ each scrape (one read transaction), so that they equal what ``ebb topic describe
 
 Names follow Prometheus conventions: base units (bytes, seconds), ``_total`` for
 counters, one metric per quantity with ``topic``/``partition``/``group`` labels.
-The journal's counters count the rows it keeps (``[engine] journal_retention``).
+The journal's counters count since the journal began: the rows it keeps and what its
+retention trimmed (engine/journal/trimmed.py), so that they never go down.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator
+from itertools import accumulate
 from pathlib import Path
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -22,8 +24,9 @@ from engine.catalog.stats import partition_stats
 from engine.datadir import DataDir
 from engine.errors import EbbError, InvalidPolicy
 from engine.journal import totals
-from engine.journal.journal import Journal
 from engine.journal.state import EngineState
+from engine.journal.totals import Durations
+from engine.journal.trimmed import DURATION_BUCKETS_MS
 from engine.prune.record_times import RecordAges
 
 #: the states of :attr:`engine.prune.session.SparkEngine.state`, and the console's
@@ -33,8 +36,6 @@ SPARK_STATES = ("off", "stopped", "starting", "ready", "failed")
 #: it has ended, or the series of the one it leaves would go down
 UNFINISHED = ("running",)
 _READABLE_HELP = "1 when the scrape read the catalog, 0 when it could not (locked, damaged, gone: see ebb verify)"
-#: cycle phase durations, seconds: plans take seconds, applies milliseconds to minutes
-DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
 _PARTITION = ["topic", "partition"]
 _GROUP = ["topic", "group", "kind", "partition"]
@@ -71,7 +72,7 @@ class EbbCollector(Collector):
         # SQLite connection stays in the thread that opened it.
         with Broker(self.root, self.config_path) as broker:
             catalog = broker.catalog
-            journal, state = Journal(catalog), EngineState(catalog)
+            state = EngineState(catalog)  # the journal's tables made where an old catalog lacks them
             with catalog.read():
                 now = broker.clock()
                 stats = partition_stats(catalog)
@@ -80,9 +81,9 @@ class EbbCollector(Collector):
                 holds = {name: _hold(broker, name) for name in names}
                 quotas = state.quota_states()
                 paused = state.is_paused()
-                by_status = totals.cycles_by_status(journal)
-                phases = totals.phase_durations_ms(journal)
-                deleted = totals.deleted_by_reason(journal)
+                by_status = totals.cycles_by_status(catalog.db.conn)
+                phases = totals.phase_durations(catalog.db.conn)
+                deleted = totals.deleted_by_reason(catalog.db.conn)
         yield from _partitions(stats)
         yield from _lags(lags, now)
         yield _gauge("ebbtide_topic_quota_exceeded", "1 if the last cycle found the topic over its backlog quota",
@@ -105,8 +106,8 @@ class EbbCollector(Collector):
             "prune cycles: plan (snapshot and Spark), apply (journal start to end) and cycle (the two)",
             labels=["trigger", "phase"],
         )
-        for (trigger, phase), values in phases.items():
-            durations.add_metric([trigger, phase], *_buckets(values))
+        for (trigger, phase), histogram in phases.items():
+            durations.add_metric([trigger, phase], *_buckets(histogram))
         yield durations
         segments = CounterMetricFamily(
             "ebbtide_deleted_segments", "segments deleted, by reason", labels=["topic", "reason"]
@@ -161,10 +162,10 @@ def _lags(lags: list, now: int) -> Iterator[Metric]:
                  {key[lag]: lag.lag_ms(now) / 1000 for lag in lags})  # fmt: skip
 
 
-def _buckets(values_ms: list[int]) -> tuple[list[tuple[str, float]], float]:
-    """Cumulative bucket counts of ``values_ms`` (the last one ``+Inf``), and their sum
+def _buckets(histogram: Durations) -> tuple[list[tuple[str, float]], float]:
+    """Cumulative bucket counts of ``histogram`` (the last one ``+Inf``), and its sum
     in seconds. The sum is of the milliseconds, divided once: adding each cycle's
     seconds gives 0.024999999999999998 for 22 + 1 + 1 + 1 ms, not the 0.025 that the
     journal's ``log --cycles`` adds up to."""
-    counts = [(str(float(bound)), float(sum(1 for v in values_ms if v / 1000 <= bound))) for bound in DURATION_BUCKETS]
-    return [*counts, ("+Inf", float(len(values_ms)))], sum(values_ms) / 1000
+    bounds = [str(bound / 1000) for bound in DURATION_BUCKETS_MS] + ["+Inf"]
+    return list(zip(bounds, map(float, accumulate(histogram.counts)))), histogram.total_ms / 1000

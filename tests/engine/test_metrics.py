@@ -328,3 +328,70 @@ def test_an_unreadable_catalog_is_a_zero_under_the_same_help(ebb, data_dir: Path
     catalog.rename(data_dir / "catalog.moved")
     catalog.mkdir()  # a directory where the catalog was: SQLite cannot open it
     assert readable() == (help_text, 0)
+
+
+def test_counters_never_go_down_as_the_journal_trims_its_rows(broker: Broker, data_dir: Path) -> None:
+    """A counter that fell when the journal's retention trimmed old rows read to
+    Prometheus as a restart: ``increase()`` then added everything still kept (after
+    90 days, the 90-day total in one step), or went flat while cycles ran."""
+    from engine.journal.journal import Entry
+    from engine.metrics.collector import EbbCollector
+
+    journal = Journal(broker.catalog)
+    day = 86_400_000
+
+    def cycle(started: int, trigger: str, status: str, ms: tuple[int, int], deleted: int) -> None:
+        plan_ms, apply_ms = ms
+        cycle_id = journal.start_cycle(
+            trigger=trigger, actor="e", scope="all", now=started, started=started, spark_master=None, plan_ms=plan_ms
+        )
+        entries = [
+            Entry("delete_segment", "t", 0, segment=i, bytes=100 + i, reason="DELETE_TIME") for i in range(deleted)
+        ]
+        journal.append(entries, time=started, trigger=trigger, actor="e", status="applied", cycle=cycle_id)
+        journal.finish_cycle(
+            cycle_id, status=status, finished=started + apply_ms, planned=deleted, applied=deleted, bytes_freed=0
+        )
+
+    def counters() -> dict[tuple[str, frozenset], float]:
+        return {
+            (sample.name, frozenset(sample.labels.items())): sample.value
+            for family in EbbCollector(data_dir, None).collect()
+            if family.type in ("counter", "histogram")
+            for sample in family.samples
+        }
+
+    start = 1_760_000_000_000
+    for i, (ms, deleted) in enumerate([((40, 7), 2), ((3_000, 20), 1), ((900_000, 0), 0), ((40, 70), 3)]):
+        cycle(start + i * day, "schedule", "done", ms, deleted)
+    cycle(start, "manual", "failed", (5, 1), 0)
+    before = counters()
+    assert before[("ebbtide_deleted_segments_total", frozenset({"topic": "t", "reason": "DELETE_TIME"}.items()))] == 6
+    assert before[("ebbtide_cycles_total", frozenset({"trigger": "schedule", "status": "done"}.items()))] == 4
+
+    # A retention that keeps two days trims the first two scheduled cycles and the manual one.
+    removed = journal.apply_retention(now=start + 4 * day, retention_ms=2 * day)
+    assert (removed.cycles, removed.actions) == (3, 3)
+    assert counters() == before
+    removed = journal.apply_retention(now=start + 9 * day, retention_ms=2 * day)  # and then the rest
+    assert (removed.cycles, removed.actions) == (2, 3)
+    assert counters() == before
+
+    cycle(start + 9 * day, "schedule", "done", (40, 7), 1)
+    after = counters()
+    grew = {key: after[key] - before.get(key, 0) for key in after if after[key] != before.get(key, 0)}
+    expected: dict[tuple[str, frozenset], float] = {
+        ("ebbtide_cycles_total", frozenset({"trigger": "schedule", "status": "done"}.items())): 1,
+        ("ebbtide_deleted_segments_total", frozenset({"topic": "t", "reason": "DELETE_TIME"}.items())): 1,
+        ("ebbtide_deleted_bytes_total", frozenset({"topic": "t", "reason": "DELETE_TIME"}.items())): 100,
+    }
+    bounds = ["0.01", "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "30.0", "60.0", "120.0", "300.0",
+              "600.0", "+Inf"]  # fmt: skip
+    for phase, seconds in (("plan", 0.040), ("apply", 0.007), ("cycle", 0.047)):
+        labels = frozenset({"trigger": "schedule", "phase": phase}.items())
+        expected[("ebbtide_cycle_duration_seconds_count", labels)] = 1
+        expected[("ebbtide_cycle_duration_seconds_sum", labels)] = pytest.approx(seconds)
+        for le in bounds:
+            if le == "+Inf" or seconds <= float(le):
+                expected[("ebbtide_cycle_duration_seconds_bucket", labels | {("le", le)})] = 1
+    assert grew == expected
