@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from textual import events, work
@@ -109,10 +109,14 @@ class EbbApp(App[None]):
         live: bool = True,
         watch: bool = True,
         settings: ConsoleSettings | None = None,
+        notices: Sequence[str] = (),
     ) -> None:
         """``theme`` is ``--theme``; ``config_theme`` the config file's ``[console]
-        theme``, which a theme chosen at run time (remembered) overrides."""
+        theme``, which a theme chosen at run time (remembered) overrides; ``notices``,
+        what the start had to say (a metrics address another process serves), shown
+        once the console is up."""
         super().__init__()
+        self._notices = list(notices)
         self.host = host
         self.settings = settings or ConsoleSettings()
         self._requested_theme = theme
@@ -144,6 +148,8 @@ class EbbApp(App[None]):
         self._refresh_timer = self.set_interval(self._refresh_seconds, self.refresh_view, pause=not self._live)
         if self._watch:
             self._watch_files()
+        for notice in self._notices:
+            self.notify(notice, title="Metrics", severity="warning", timeout=15)
 
     def _pick_theme(self) -> str:
         names = set(self.available_themes)

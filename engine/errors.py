@@ -16,6 +16,10 @@ class InvalidInput(EbbError):
     """A value, name or argument given by the operator is not acceptable."""
 
 
+class AddressInUse(InvalidInput):
+    """An address to serve on that another process listens on already."""
+
+
 class InvalidPolicy(InvalidInput):
     """A policy value or combination of values breaks a rule of SPEC §3."""
 

@@ -48,7 +48,10 @@ def run_console(broker: Broker, args: argparse.Namespace) -> int:
     root, config_path = broker.data.root, broker.config_path
     # Served from here on: a scrape before the host is built finds no Spark session.
     host: ConsoleHost | None = None
-    metrics = serve_metrics(broker, None, lambda: host.engine_status().session if host is not None else "off")
+    notices: list[str] = []  # shown once the console is up: what is printed now is drawn over
+    metrics = serve_metrics(
+        broker, None, lambda: host.engine_status().session if host is not None else "off", notices.append
+    )
     # Whatever fails from here on (a host, a demo or an app that cannot be built)
     # still stops what was started before it: the metrics port, the demo's threads.
     with ExitStack() as started:
@@ -76,5 +79,6 @@ def run_console(broker: Broker, args: argparse.Namespace) -> int:
             theme=theme,
             config_theme=config.console_theme,
             refresh_seconds=config.console_refresh_ms / 1000,
+            notices=notices,
         ).run()
     return 0

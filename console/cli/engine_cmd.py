@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from console import format
 from console.cli.metrics import serve_metrics
-from console.cli.parser import command, positive_int
+from console.cli.parser import command, positive_int, warn
 from console.cli.prune import add_spark_flags
 from console.cli.render import emit_json, instant, size
 from console.model.journal import cycle_took
@@ -139,7 +139,7 @@ def run_engine(broker: Broker, args: argparse.Namespace) -> int:
             scheduler.stop()
 
     scheduler = Scheduler(Pruner(broker, spark), interval_ms=interval, max_cycles=args.cycles, on_cycle=on_cycle)
-    metrics = serve_metrics(broker, args.metrics, lambda: spark.state)
+    metrics = serve_metrics(broker, args.metrics, lambda: spark.state, warn)
 
     def on_signal(signum: int, _frame: Any) -> None:
         if stop.is_set():

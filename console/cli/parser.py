@@ -30,6 +30,11 @@ def one_line(message: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in message)
 
 
+def warn(message: str) -> None:
+    """One ``ebb: warning:`` line on stderr: what a command goes on without."""
+    print(f"ebb: warning: {one_line(message)}", file=sys.stderr, flush=True)
+
+
 class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         print(f"ebb: error: {one_line(message)} (see `{self.prog} --help`)", file=sys.stderr)

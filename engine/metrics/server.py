@@ -3,6 +3,7 @@ thread of the calling process: ``ebb engine`` and the console."""
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from prometheus_client import start_http_server
 from prometheus_client.registry import CollectorRegistry
 
-from engine.errors import InvalidInput
+from engine.errors import AddressInUse, InvalidInput
 from engine.metrics.address import parse_address, url_address
 from engine.metrics.collector import EbbCollector
 
@@ -35,7 +36,8 @@ class MetricsServer:
         try:
             self._server, self._thread = start_http_server(self.port, self.host, registry=self.registry)
         except OSError as error:
-            raise InvalidInput(f"metrics address {self.address}: cannot listen ({error.strerror or error})") from None
+            failed = AddressInUse if error.errno == errno.EADDRINUSE else InvalidInput
+            raise failed(f"metrics address {self.address}: cannot listen ({error.strerror or error})") from None
 
     def stop(self) -> None:
         if self._server is not None:

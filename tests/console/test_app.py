@@ -266,6 +266,16 @@ async def test_t_names_the_theme_it_switched_to(make_console) -> None:
         assert [str(n.message) for n in app._notifications][-1] == f"theme {app.theme} (t: next)"
 
 
+async def test_what_the_start_had_to_say_is_shown_once_the_console_is_up(make_console) -> None:
+    """A metrics address another process serves is not served here (console/cli/metrics.py):
+    said on stderr before the console starts, it would be drawn over at once."""
+    app = make_console(notices=("metrics address 127.0.0.1:9464: cannot listen (Address already in use): ...",))
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        shown = [(n.title, n.severity, str(n.message)) for n in app._notifications]
+        assert ("Metrics", "warning", app._notices[0]) in shown
+
+
 async def test_a_failing_load_is_a_notification_not_a_crash(make_console, monkeypatch: pytest.MonkeyPatch) -> None:
     app = make_console()
     async with app.run_test(size=TERMINAL) as pilot:

@@ -76,7 +76,7 @@ def _samples(port: int) -> dict[tuple[str, frozenset], float]:
 def _served_once(broker: Broker, port: int) -> dict[tuple[str, frozenset], float]:
     """One scrape of ``[engine] metrics`` (on ``port``) as this process serves them
     for ``broker``, the way the console does (no Spark session), then stopped."""
-    server = serve_metrics(broker, None, lambda: "off")
+    server = serve_metrics(broker, None, lambda: "off", pytest.fail)
     assert server is not None
     try:
         return _samples(port)
@@ -395,3 +395,36 @@ def test_counters_never_go_down_as_the_journal_trims_its_rows(broker: Broker, da
             if le == "+Inf" or seconds <= float(le):
                 expected[("ebbtide_cycle_duration_seconds_bucket", labels | {("le", le)})] = 1
     assert grew == expected
+
+
+def test_a_configured_address_another_process_serves_is_a_warning_and_a_given_one_an_error(
+    events: None, data_dir: Path, ebb, spark_connect_server: str
+) -> None:
+    """``[engine] metrics`` is read by every process of the data directory: a console
+    opened beside ``ebb engine`` (or a second engine) failed to start on the port the
+    first one serves, with the same figures. ``--metrics`` asks for that address."""
+    from engine.errors import AddressInUse
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        (data_dir / "ebb.toml").write_text(f'[engine]\nmetrics = "127.0.0.1:{port}"\n')
+        warned: list[str] = []
+        with Broker(data_dir) as broker:
+            assert serve_metrics(broker, None, lambda: "off", warned.append) is None
+            with pytest.raises(AddressInUse, match=f"127.0.0.1:{port}: cannot listen"):
+                serve_metrics(broker, f"127.0.0.1:{port}", lambda: "off", pytest.fail)
+        assert warned == [
+            f"metrics address 127.0.0.1:{port}: cannot listen (Address already in use): another process serves it "
+            "(ebb engine or a console of this data directory?); not served here"
+        ]
+        engine = ebb("engine", "--cycles", "1", "--spark-remote", spark_connect_server)
+        assert engine.code == 0, engine.err
+        assert engine.err == f"ebb: warning: {warned[0]}\n"
+        assert "metrics on" not in engine.out
+        given = ebb("engine", "--cycles", "1", "--metrics", f"127.0.0.1:{port}", "--spark-remote", spark_connect_server)
+        assert (given.code, given.err) == (
+            2,
+            f"ebb: error: metrics address 127.0.0.1:{port}: cannot listen (Address already in use)\n",
+        )

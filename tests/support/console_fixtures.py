@@ -116,10 +116,17 @@ def make_console(console_data: Path, console_settings) -> Iterator[Callable[...,
 
     hosts: list[ConsoleHost] = []
 
-    def make(*, read_only: bool = False, spark=None, theme: str | None = None, data: Path | None = None) -> EbbApp:
+    def make(
+        *,
+        read_only: bool = False,
+        spark=None,
+        theme: str | None = None,
+        data: Path | None = None,
+        notices: tuple[str, ...] = (),
+    ) -> EbbApp:
         host = ConsoleHost(data or console_data, read_only=read_only, engine=False, clock=lambda: NOW, spark=spark)
         hosts.append(host)
-        return EbbApp(host, theme=theme, live=False, watch=False, settings=console_settings)
+        return EbbApp(host, theme=theme, live=False, watch=False, settings=console_settings, notices=notices)
 
     yield make
     for host in hosts:
