@@ -218,6 +218,12 @@ class ConsoleHost:
     def latest_plan(self) -> LatestPlan | None:
         return self._latest_plan
 
+    def observed_session(self) -> str:
+        """The Spark session's state as a scrape reports it (SparkEngine.observed_state:
+        reads the service's files, so not on the UI thread)."""
+        spark = self._spark
+        return spark.observed_state() if spark else self.engine_status().session
+
     def engine_status(self) -> EngineStatus:
         spark, scheduler = self._spark, self._scheduler
         reader = self._reader

@@ -50,7 +50,7 @@ def run_console(broker: Broker, args: argparse.Namespace) -> int:
     host: ConsoleHost | None = None
     notices: list[str] = []  # shown once the console is up: what is printed now is drawn over
     metrics = serve_metrics(
-        broker, None, lambda: host.engine_status().session if host is not None else "off", notices.append
+        broker, None, lambda: host.observed_session() if host is not None else "off", notices.append
     )
     # Whatever fails from here on (a host, a demo or an app that cannot be built)
     # still stops what was started before it: the metrics port, the demo's threads.

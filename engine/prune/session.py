@@ -42,7 +42,7 @@ from engine.config import Config
 from engine.datadir import DataDir
 from engine.errors import PlanCancelled, SparkUnavailable
 from engine.prune.scratch import scratch_dir
-from engine.prune.spark_service import ServiceSpec
+from engine.prune.spark_service import ServiceSpec, serving
 from engine.prune.spark_settings import (
     CONNECT_DEFAULTS,
     LOCAL_DEFAULTS,
@@ -158,6 +158,17 @@ class SparkEngine:
         if self._state == "failed" and self._retry_at is not None and time.monotonic() >= self._retry_at:
             return "stopped"
         return self._state
+
+    def observed_state(self) -> str:
+        """:attr:`state`, but ``"stopped"`` where this engine plans on the data
+        directory's service and that server is gone (``ebb spark stop``, a crash):
+        :attr:`state` stays ``"ready"`` until the next plan finds out (and attaches
+        again), which a gauge or alert must not wait for. Reads the service's files:
+        for a metrics scrape, not a UI thread."""
+        state = self.state
+        if state == "ready" and self._service is not None and not serving(self._service_dir()):
+            return "stopped"
+        return state
 
     @property
     def error(self) -> str | None:

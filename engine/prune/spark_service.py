@@ -265,6 +265,14 @@ def running(service: ServiceDir) -> ServerState | None:
     return state
 
 
+def serving(service: ServiceDir) -> bool:
+    """Whether the recorded server is up and its JVM not dead: a JVM killed is a
+    zombie until its supervisor reaps it and clears the record, which :func:`running`
+    leaves to the supervisor (a start meanwhile would race it for the record)."""
+    state = running(service)
+    return state is not None and not _is_zombie(state.pid)
+
+
 @dataclass(frozen=True)
 class ServiceSpec:
     """How to start a data directory's service, from its config."""

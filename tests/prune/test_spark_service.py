@@ -339,8 +339,11 @@ def test_a_server_that_dies_is_one_error_then_replaced(service: Path, monkeypatc
         assert spark.range(3).count() == 3
         state = spark_service.ServiceDir(service).read_state()
         assert state is not None
+        assert engine.observed_state() == "ready"
         os.kill(state.pid, signal.SIGKILL)
         assert _wait_gone([state.pid], 30)
+        # Before a plan finds out, the metrics' gauge already says it (SparkEngine.observed_state).
+        assert (engine.state, engine.observed_state()) == ("ready", "stopped")
         with pytest.raises(SparkUnavailable, match="cannot be reached.*run the command again"):
             engine.run(lambda s: s.range(3).count(), "after-kill")
         # The supervisor saw its JVM die: nothing recorded, nothing left.
