@@ -21,12 +21,14 @@ from prometheus_client.registry import Collector
 from engine.broker import Broker
 from engine.catalog.lag import partition_lags
 from engine.catalog.stats import partition_stats
+from engine.config import load_config
 from engine.datadir import DataDir
 from engine.errors import EbbError, InvalidPolicy
 from engine.journal import totals
 from engine.journal.state import EngineState
 from engine.journal.totals import Durations
 from engine.journal.trimmed import DURATION_BUCKETS_MS
+from engine.policy.effective import EffectivePolicy
 from engine.prune.record_times import RecordAges
 
 #: the states of :attr:`engine.prune.session.SparkEngine.state`, and the console's
@@ -36,6 +38,7 @@ SPARK_STATES = ("off", "stopped", "starting", "ready", "failed")
 #: it has ended, or the series of the one it leaves would go down
 UNFINISHED = ("running",)
 _READABLE_HELP = "1 when the scrape read the catalog, 0 when it could not (locked, damaged, gone: see ebb verify)"
+_CONFIG_HELP = "1 when the config file is valid; 0: it is not (ebb verify names the error), and no other figure is read"
 
 _PARTITION = ["topic", "partition"]
 _GROUP = ["topic", "group", "kind", "partition"]
@@ -56,6 +59,19 @@ class EbbCollector(Collector):
         return []  # the registry then needs no scrape to register it
 
     def collect(self) -> Iterator[Metric]:
+        # The process's own, whatever the catalog and the config say.
+        if self.spark_state is not None:
+            current = self.spark_state()
+            yield _gauge("ebbtide_spark_session_state", "1 for the state the engine's Spark session is in", ["state"],
+                         {(s,): s == current for s in SPARK_STATES})  # fmt: skip
+        try:
+            load_config(self.config_path or DataDir(self.root).config_path)
+        except EbbError:
+            # Every other figure needs the config (policies, the clock's config);
+            # the catalog is not to blame, so it is not said to be unreadable.
+            yield _gauge("ebbtide_config_valid", _CONFIG_HELP, [], {(): 0})
+            return
+        yield _gauge("ebbtide_config_valid", _CONFIG_HELP, [], {(): 1})
         try:
             yield from self._collect()
         except (EbbError, sqlite3.Error, OSError):
@@ -78,7 +94,7 @@ class EbbCollector(Collector):
                 stats = partition_stats(catalog)
                 lags = partition_lags(catalog, self.record_ages)
                 names = [t.name for t in catalog.topics()]
-                holds = {name: _hold(broker, name) for name in names}
+                policies = {name: _policy(broker, name) for name in names}
                 quotas = state.quota_states()
                 paused = state.is_paused()
                 by_status = totals.cycles_by_status(catalog.db.conn)
@@ -89,7 +105,10 @@ class EbbCollector(Collector):
         yield _gauge("ebbtide_topic_quota_exceeded", "1 if the last cycle found the topic over its backlog quota",
                      ["topic"], {(n,): quotas[n].exceeded if n in quotas else 0 for n in names})  # fmt: skip
         yield _gauge("ebbtide_topic_hold", "1 if the topic is held (nothing of it is deleted)", ["topic"],
-                     {(n,): hold for n, hold in holds.items() if hold is not None})  # fmt: skip
+                     {(n,): bool(p["hold"]) for n, p in policies.items() if p is not None})  # fmt: skip
+        yield _gauge("ebbtide_topic_policy_valid",
+                     "1 if the topic's policy is valid; 0: it is not planned, nothing of it is deleted, until fixed",
+                     ["topic"], {(n,): p is not None for n, p in policies.items()})  # fmt: skip
         yield _gauge("ebbtide_engine_paused", "1 while deletion is paused (ebb pause)", [], {(): paused})
         # trigger: a scheduled cycle's times apart from a manual truncate's or purge's
         cycles = CounterMetricFamily(
@@ -120,17 +139,14 @@ class EbbCollector(Collector):
             size.add_metric([d.topic, d.reason], d.bytes)
         yield segments
         yield size
-        if self.spark_state is not None:
-            current = self.spark_state()
-            yield _gauge("ebbtide_spark_session_state", "1 for the state the engine's Spark session is in", ["state"],
-                         {(s,): s == current for s in SPARK_STATES})  # fmt: skip
 
 
-def _hold(broker: Broker, topic: str) -> bool | None:
+def _policy(broker: Broker, topic: str) -> EffectivePolicy | None:
+    """The topic's effective policy; None where it is invalid (not planned until fixed)."""
     try:
-        return bool(broker.policy(topic)["hold"])
+        return broker.policy(topic)
     except InvalidPolicy:
-        return None  # not planned at all until fixed; no hold to report
+        return None
 
 
 def _gauge(name: str, doc: str, labels: list[str], values: dict[tuple, float | bool | int]) -> GaugeMetricFamily:

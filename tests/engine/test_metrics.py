@@ -428,3 +428,41 @@ def test_a_configured_address_another_process_serves_is_a_warning_and_a_given_on
             2,
             f"ebb: error: metrics address 127.0.0.1:{port}: cannot listen (Address already in use)\n",
         )
+
+
+def test_a_config_error_and_an_invalid_policy_are_said_by_their_own_gauges(ebb, data_dir: Path) -> None:
+    """A typo in ``ebb.toml`` left only ``ebbtide_catalog_readable 0``, blaming a sound
+    catalog and dropping the Spark state; a topic whose policy a config default made
+    invalid (it is no longer planned) only lost its hold series."""
+    from engine.metrics.collector import EbbCollector
+
+    assert ebb("topic", "create", "badpol", "--retention-size", "3GiB", "--hold").code == 0
+    assert ebb("topic", "create", "fine").code == 0
+
+    def scrape() -> dict[tuple[str, frozenset], float]:
+        return {
+            (sample.name, frozenset(sample.labels.items())): sample.value
+            for family in EbbCollector(data_dir, None, lambda: "ready").collect()
+            for sample in family.samples
+        }
+
+    ready = ("ebbtide_spark_session_state", frozenset({"state": "ready"}.items()))
+    before = scrape()
+    assert before[("ebbtide_config_valid", frozenset())] == 1
+    assert before[("ebbtide_topic_policy_valid", frozenset({"topic": "badpol"}.items()))] == 1
+    assert before[("ebbtide_topic_hold", frozenset({"topic": "badpol"}.items()))] == 1
+
+    (data_dir / "ebb.toml").write_text('[policy]\nmax_partition_size = "2GiB"\n')
+    invalid = scrape()
+    assert "policy_error" in json.loads(ebb("topic", "list", "--json").out)[0]
+    assert invalid[("ebbtide_topic_policy_valid", frozenset({"topic": "badpol"}.items()))] == 0
+    assert invalid[("ebbtide_topic_policy_valid", frozenset({"topic": "fine"}.items()))] == 1
+    assert ("ebbtide_topic_hold", frozenset({"topic": "badpol"}.items())) not in invalid
+    assert invalid[("ebbtide_catalog_readable", frozenset())] == 1
+
+    (data_dir / "ebb.toml").write_text('[policy]\nretention_time = "7 parsecs"\n')
+    broken = scrape()
+    assert broken == {("ebbtide_config_valid", frozenset()): 0, ready: 1} | {
+        ("ebbtide_spark_session_state", frozenset({"state": s}.items())): 0
+        for s in ("off", "stopped", "starting", "failed")
+    }
