@@ -586,11 +586,11 @@ class Run:
     def freeze_engine(self) -> None:
         """Take the prune lock (the engine is then not applying a plan), then SIGSTOP
         the engine's process group."""
-        from engine.prune.executor import PRUNE_LOCK_FILE
+        from engine.datadir import PRUNE_LOCK_NAME
         from engine.store.lock import FileLock
 
         assert self.engine is not None
-        lock = FileLock(self.data / PRUNE_LOCK_FILE, what="the load bench's prune lock")
+        lock = FileLock(self.data / PRUNE_LOCK_NAME, what="the load bench's prune lock")
         deadline = time.monotonic() + self.args.stall
         while True:
             try:
