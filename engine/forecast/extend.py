@@ -27,8 +27,10 @@ now + lead) * records // (batch * per_ms))`` records have arrived (``lead``: the
 of the first gap gone at now, a steady partition's cadence going on from its last
 record). A segment takes the records
 that fit in ``segment_size`` (with a batch header per piece of a batch where the rate
-has one) and, with a ``segment_roll``, those stamped less than that after its first
-one (the store's rule). A group that committed within the rate window keeps its lag (it
+has one) and, with a ``segment_roll``, the appends (runs of ``header_run`` records
+from record 0) until one begins with a record stamped that much or more after its
+first one: the store checks the roll where an append begins, never inside one. A
+group that committed within the rate window keeps its lag (it
 reads as fast as records arrive), or reads at the pace observed from its commits
 (engine/forecast/reading.py), and commits at ``t``; one that did not, or is named
 stalled, stays where it is.
@@ -133,13 +135,26 @@ class _Partitions:
         last = np.maximum(0, (after_rest % whole - header) // size)
         return np.where(after_rest < 0, np.maximum(0, (room - header) // size), rest + after_rest // whole * run + last)
 
+    def rolls_at(self, rows: np.ndarray, within: np.ndarray) -> np.ndarray:
+        """The first synthetic record from ``within`` (of partition ``rows``) that
+        begins an append (a multiple of ``header_run``): the store checks
+        ``segment_roll`` only where an append's first batch begins, and the rest of
+        that append goes into new segments by size alone, so a time roll waits for
+        the next append (a backfill's records, stamped 2 minutes apart and appended
+        1000 at a time, were cut 3 to a segment under a 5-minute roll, where the
+        store fills a 1 KiB segment with 8)."""
+        run = self.header_run[rows]
+        return -(-within // run) * run
+
     def segment_records(self, rows: np.ndarray, start: np.ndarray, now: int) -> np.ndarray:
         """The records a segment whose first record is synthetic record ``start`` of
-        partition ``rows`` takes: what fits in ``segment_size``, and with a roll the
-        records stamped within ``segment_roll`` of its first one; at least that one."""
+        partition ``rows`` takes: what fits in ``segment_size``, and with a roll
+        those before the first append after ``start`` that begins with a record
+        stamped ``segment_roll`` or more after ``start``'s; at least that one."""
         roll = self.roll[rows]
         by_size = self.fitting(rows, start, self.segment_size[rows])
-        by_time = self.stamped_before(rows, self.timestamp(rows, start, now) + np.maximum(roll, 0), now) - start
+        within = self.stamped_before(rows, self.timestamp(rows, start, now) + np.maximum(roll, 0), now)
+        by_time = self.rolls_at(rows, np.maximum(within, start + 1)) - start
         return np.maximum(1, np.where(roll < 0, by_size, np.minimum(by_size, by_time)))
 
 
@@ -180,11 +195,11 @@ def _partitions(
     )
     rows = np.arange(count)
     # An empty active segment takes records as a new one does; a used one, what
-    # fits in its bytes and (with a roll) what is stamped before it rolls.
+    # fits in its bytes and (with a roll) the appends until one begins with a record
+    # stamped segment_roll or more after its first one (synthetic record 0 begins one).
     fits = parts.fitting(rows, np.zeros(count, np.int64), segment_size - used)
-    rolls = np.where(
-        roll < 0, fits, np.minimum(fits, parts.stamped_before(rows, first + np.maximum(roll, 0), snapshot.now))
-    )
+    within = parts.stamped_before(rows, first + np.maximum(roll, 0), snapshot.now)
+    rolls = np.where(roll < 0, fits, np.minimum(fits, parts.rolls_at(rows, within)))
     room = np.where(
         active < 0, 0, np.where(used == 0, parts.segment_records(rows, np.zeros(count, np.int64), snapshot.now), rolls)
     )

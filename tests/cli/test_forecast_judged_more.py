@@ -202,3 +202,55 @@ def test_each_partition_of_a_keyless_backfill_keeps_its_cadence(
     assert {p["partition"]: (p["bytes"], p["segments"], p["log_start"]) for p in last["partitions"]} == _kept(
         run_fed, "cadence", deleted
     )
+
+
+def test_a_backfill_under_a_roll_is_forecast_as_a_copy_fed_in_one_call_holds_it(
+    data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
+) -> None:
+    """A record every 2 minutes for two hours in one ``ebb produce``, under
+    ``segment_roll 5m``, 1 KiB segments and 10 minutes' retention; the judge's copy is
+    fed the records until each instant in one ``ebb produce`` too. The store checks
+    the roll only where an append begins, so the history's segments and the copy's
+    hold the 8 records that fit (14 minutes of them). The forecast rolled the future
+    records every 5 minutes, 3 to a segment of 388 bytes: at 25 minutes it held 776
+    bytes from offset 67 where the copy holds 1472 from 61."""
+    data_dir.mkdir(parents=True)
+    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    run = _in(ebb, data_dir)
+    roll, gap, history = 5 * MINUTE, 2 * MINUTE, 61
+    policy = [
+        "--segment-size",
+        "1KiB",
+        "--segment-roll",
+        "5m",
+        "--retention-time",
+        "10m",
+        "--max-partition-size",
+        "4KiB",
+    ]
+    run("topic", "create", "rolled", "--partitions", "1", *policy)
+    records = ["--size", 100, "--timestamp-step", "120s"]
+    run("produce", "rolled", "--count", history, "--timestamp", NOW - (history - 1) * gap, *records)
+    described = json.loads(run("topic", "describe", "rolled", "--json"))
+    assert {s["next_offset"] - s["base_offset"] for s in described["partitions"][0]["segments"][:-1]} == {8}
+    out = json.loads(run("forecast", "rolled", "--now", NOW, "--horizon", "100m", "--step", "25m", "--json"))
+
+    fed_curve = []
+    for at in out["instants"]:
+        fed = tmp_path / f"fed-{at}"
+        shutil.copytree(data_dir, fed)
+        run_fed = _in(ebb, fed)
+        if (future := (at - NOW) // gap) > 0:
+            run_fed("produce", "rolled", "--count", future, "--timestamp", NOW + gap, *records)
+        actions = json.loads(run_fed("prune", "--dry-run", "--now", at, "--json"))["actions"]
+        deleted = {(a["partition"], a["base_offset"]) for a in actions if a["action"] == "delete_segment"}
+        size, segments, log_start = _kept(run_fed, "rolled", deleted)[0]
+        # the cycle at the instant rolls an active segment whose first record is
+        # segment_roll old and begins an empty one, which the forecast counts
+        active = json.loads(run_fed("topic", "describe", "rolled", "--json"))["partitions"][0]["segments"][-1]
+        rolled = active["size_bytes"] > 0 and active["first_timestamp"] + roll <= at
+        fed_curve.append((size, segments + rolled, log_start))
+    curve = [
+        (p["bytes"], p["segments"], p["log_start"]) for point in out["topics"][0]["points"] for p in point["partitions"]
+    ]
+    assert curve == fed_curve

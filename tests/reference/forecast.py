@@ -2,7 +2,8 @@
 record to each instant, then :func:`reference.model.plan` at that instant.
 
 Independent of engine/forecast/ by construction: no shifted timestamps, no vectors;
-records are appended one at a time with the timestamps the rate gives them, and the
+records are appended an append at a time (``header_run`` of them, as the store is
+given them) and placed one by one with the timestamps the rate gives them, and the
 time cuts are found by scanning records (the model's own ``time_cut``).
 """
 
@@ -197,10 +198,14 @@ def extended_partition(
     prune_interval: int,
 ) -> Partition:
     """``partition`` with the records that arrive by ``at`` appended and the cycles
-    before ``at`` (one now, one every ``prune_interval``) run in between, in time
-    order (a record stamped at a cycle's instant comes before it). A record goes into
-    the active segment if that is empty, or if the record fits in ``segment_size`` and
-    is stamped less than ``segment_roll`` after the segment's first record; otherwise
+    before ``at`` (one now, one every ``prune_interval``) run in between. The records
+    come in appends of ``header_run`` (from the first), each written whole, in the
+    order of their first records' timestamps, and a cycle comes after the appends
+    whose first record is stamped at or before its instant (never inside one: an
+    append holds the partition). A record goes into the active segment if that
+    is empty, or if the record fits in ``segment_size`` and, where it begins an
+    append, is stamped less than ``segment_roll`` after the segment's first record
+    (the store checks the roll where an append begins, never inside one); otherwise
     the active segment is sealed and a new one begins. A cycle seals a non-empty
     active segment whose first record is ``segment_roll`` old, and an empty one
     begins."""
@@ -214,33 +219,39 @@ def extended_partition(
         segments.append({"base": start, "next": start, "size": 0, "sealed": False, "timestamps": []})
         return segments[-1]
 
-    records = [(rate.timestamp(now, j), 0, j) for j in range(rate.arrived(at - now))]
-    cycles = [(cycle, 1, -1) for cycle in range(now, at, prune_interval)]
-    for timestamp, is_cycle, j in sorted(records + cycles):
-        active = None if segments[-1]["sealed"] else segments[-1]
-        if is_cycle:
-            if active and active["timestamps"] and segment_roll is not None:
-                if timestamp - active["timestamps"][0] >= segment_roll:
-                    active["sealed"] = True
-                    begin()
-            continue
-        # a batch's first record, or the first of its records in a segment, brings a header
-        piece = rate.header if j % rate.header_run == 0 or active is None or not active["timestamps"] else 0
-        full = active is not None and active["size"] and active["size"] + piece + rate.record_bytes > segment_size
-        rolls = (
-            active is not None
-            and segment_roll is not None
-            and active["timestamps"]
+    def roll_due(active: dict, timestamp: int) -> bool:
+        return (
+            segment_roll is not None
+            and bool(active["timestamps"])
             and timestamp - active["timestamps"][0] >= segment_roll
         )
-        if active is None or full or rolls:
-            if active is not None:
-                active["sealed"] = True
-            active = begin()
-            piece = rate.header
-        active["next"] += 1
-        active["size"] += piece + rate.record_bytes
-        active["timestamps"].append(timestamp)
+
+    def append(records: range) -> None:
+        for j in records:
+            timestamp = rate.timestamp(now, j)
+            active = None if segments[-1]["sealed"] else segments[-1]
+            # a batch's first record, or the first of its records in a segment, brings a header
+            piece = rate.header if j % rate.header_run == 0 or active is None or not active["timestamps"] else 0
+            full = active is not None and active["size"] and active["size"] + piece + rate.record_bytes > segment_size
+            if active is None or full or (j == records.start and roll_due(active, timestamp)):
+                if active is not None:
+                    active["sealed"] = True
+                active = begin()
+                piece = rate.header
+            active["next"] += 1
+            active["size"] += piece + rate.record_bytes
+            active["timestamps"].append(timestamp)
+
+    arrived, run = rate.arrived(at - now), rate.header_run
+    appends = [(rate.timestamp(now, j), 0, range(j, min(j + run, arrived))) for j in range(0, arrived, run)]
+    cycles = [(cycle, 1, range(0)) for cycle in range(now, at, prune_interval)]
+    for timestamp, is_cycle, records in sorted(appends + cycles, key=lambda event: event[:2]):
+        active = None if segments[-1]["sealed"] else segments[-1]
+        if not is_cycle:
+            append(records)
+        elif active is not None and roll_due(active, timestamp):
+            active["sealed"] = True
+            begin()
     return replace(
         partition,
         segments=tuple(Segment(s["base"], s["next"], s["size"], s["sealed"], tuple(s["timestamps"])) for s in segments),
