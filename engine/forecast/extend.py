@@ -30,8 +30,8 @@ that fit in ``segment_size`` (with a batch header per piece of a batch where the
 has one) and, with a ``segment_roll``, those stamped less than that after its first
 one (the store's rule). A group that committed within the rate window keeps its lag (it
 reads as fast as records arrive), or reads at the pace observed from its commits
-(engine/forecast/reading.py), and commits at ``t``; one that did not, or is named
-stalled, stays where it is.
+(engine/forecast/reading.py), and commits at ``t``; one that did not, or never
+committed since it was created, or is named stalled, stays where it is.
 """
 
 from __future__ import annotations
