@@ -21,6 +21,10 @@ _PACES = {
     "stalled": "--stalled",
     "idle": "no commit in the window",
 }
+#: why an ``idle`` group that never committed reads nothing: created within the
+#: window, it has a commit time there (its creation's), so "no commit in the window"
+#: would not say why
+_NEVER_COMMITTED = "no commit since it was created"
 
 
 def _per_second(value: float) -> str:
@@ -59,4 +63,5 @@ def pace(reading: Reading) -> str:
     """``reads 0.00833 records/s (observed from its commits)``, ``reads nothing (...)``."""
     rate = reading.records_per_second
     pace = "reads nothing" if reading.source in ("stalled", "idle") else "reads as fast as records arrive"
-    return f"{pace if rate is None else f'reads {_per_second(rate)} records/s'} ({_PACES[reading.source]})"
+    why = _NEVER_COMMITTED if reading.source == "idle" and reading.never_committed else _PACES[reading.source]
+    return f"{pace if rate is None else f'reads {_per_second(rate)} records/s'} ({why})"

@@ -639,3 +639,23 @@ class Catalog:
             " FROM positions WHERE anchor_at IS NOT NULL"
         ).fetchall()
         return [tuple(r) for r in rows if r[0] in topics]
+
+    def never_committed(self, topics: Collection[str]) -> set[tuple[str, str]]:
+        """``(topic, group)`` of every group of ``topics`` that no consumer has
+        committed for since it was created: its creation is not a read.
+
+        Creation stamps every position with the group's ``created_at`` and no anchor;
+        a commit always sets the newer anchor (engine/catalog/anchors.py), even in the
+        millisecond the group was created, and moves that are not reading (a TTL skip,
+        an eviction, ``ebb group move``, a repair) keep the commit time. So a group
+        whose positions all still have their creation's time and no anchor never
+        committed; and one that did still tells so once a move or a rebuild cleared its
+        anchors, by a commit time other than its creation's (unless that commit came in
+        the millisecond it was created)."""
+        rows = self.db.execute(
+            "SELECT g.topic, g.name FROM groups g"
+            " JOIN positions p ON p.topic = g.topic AND p.group_name = g.name"
+            " GROUP BY g.topic, g.name"
+            " HAVING MAX(p.committed_at != g.created_at OR p.next_anchor_at IS NOT NULL) = 0"
+        ).fetchall()
+        return {(topic, group) for topic, group in rows if topic in topics}

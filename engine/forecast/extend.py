@@ -32,8 +32,8 @@ from record 0) until one begins with a record stamped that much or more after it
 first one: the store checks the roll where an append begins, never inside one. A
 group that committed within the rate window keeps its lag (it
 reads as fast as records arrive), or reads at the pace observed from its commits
-(engine/forecast/reading.py), and commits at ``t``; one that did not, or is named
-stalled, stays where it is.
+(engine/forecast/reading.py), and commits at ``t``; one that did not, or never
+committed since it was created, or is named stalled, stays where it is.
 """
 
 from __future__ import annotations

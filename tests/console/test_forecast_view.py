@@ -294,6 +294,23 @@ def test_a_group_reading_partitions_alike_is_one_row() -> None:
     assert len(view) == 1 + len(readings)
 
 
+def test_a_group_no_consumer_committed_for_says_why_it_reads_nothing_as_the_cli_does() -> None:
+    """Idle for want of any commit since it was created (its creation's time may be in
+    the window) is said apart from idle for want of one in the window, in the view's
+    words as in the CLI's."""
+    never = [Reading("audit", p, "idle", never_committed=True) for p in (0, 1)]
+    readings = [*never, Reading("billing", 0, "idle"), Reading("billing", 1, "idle")]
+    plain = _forecast(Request([NOW, NOW + HOUR], HOUR), ["orders"])
+    result = dataclasses.replace(plain, topics=[dataclasses.replace(plain.topics[0], readings=readings)])
+    lines = plain_lines(assumptions(result.topics[0], result.window_ms))
+    view = _as_cli_lines(lines)
+    cli = render(result, {}).splitlines()
+    assert sorted(view) == sorted(line for line in cli if line.startswith(("  partition ", "  group ")))
+    assert "  group audit on partition 1: reads nothing (no commit since it was created)" in view
+    assert "  group billing on partition 1: reads nothing (no commit in the window)" in view
+    assert len(lines) == 2 + 1 + 2  # a row per group: each reads its partitions alike
+
+
 # -- steering the forecast: the rate window and stalled groups -----------------------------------
 
 

@@ -152,11 +152,12 @@ def test_the_extended_snapshot_is_the_models_catalog_at_each_instant(
             loaded = load_into_catalog(generated, catalog)
             snapshot = build_snapshot(catalog, records, defaults=generated.defaults, now=now)
             request = Request(instants, window, rate)
-            observed = observed_reads(catalog, [t.name for t in generated.topics])
+            names = [t.name for t in generated.topics]
+            observed, never_committed = observed_reads(catalog, names), catalog.never_committed(names)
             sizes = {t.name: t.policy.segment_size for t in generated.topics}
             extension = extend(
                 snapshot, instants, rates_for(snapshot, request, catalog, records, sizes), sizes,
-                readings=readings(snapshot.tables, observed, now, window, frozenset()),
+                readings=readings(snapshot.tables, observed, now, window, frozenset(), never_committed),
                 prune_interval_ms=interval,
                 real_time_cut=lambda *args: time_cut(catalog, records, *args),
             )  # fmt: skip

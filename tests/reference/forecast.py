@@ -288,6 +288,19 @@ def extended_group(
     return replace(group, positions=tuple(Position(p.partition, moved(p), at, p.anchor) for p in group.positions))
 
 
+def never_committed(group: Group, created_at: int) -> bool:
+    """No consumer has committed for ``group`` since it was created at ``created_at``
+    (load_into_catalog creates every group at the catalog's now): its positions all
+    have their creation's time, and none an anchor (a commit sets one)."""
+    return all(p.committed_at == created_at and p.anchor is None for p in group.positions)
+
+
+def idle(group: Group, now: int, window: int) -> bool:
+    """``group`` reads nothing from ``now`` on: no commit in the window, or none since
+    it was created (its creation's time is no read)."""
+    return model.last_commit(group) < now - window or never_committed(group, now)
+
+
 def reads(
     catalog: RefCatalog, window: int, stalled: frozenset[str]
 ) -> dict[tuple[str, str, int], tuple[str, Fraction | None]]:
@@ -300,7 +313,7 @@ def reads(
                 end = next(q.next_offset for q in topic.partitions if q.index == p.partition)
                 if g.name in stalled:
                     source = "stalled"
-                elif model.last_commit(g) < catalog.now - window:
+                elif idle(g, catalog.now, window):
                     source = "idle"
                 else:
                     source = "keeps_up" if observed is None or p.position == end else "observed"
@@ -337,9 +350,7 @@ def extended(
         )
         by_index = {p.index: p for p in topic.partitions}
         groups = tuple(
-            extended_group(
-                g, by_index, arrived, now, at, model.last_commit(g) >= now - window and g.name not in stalled
-            )
+            extended_group(g, by_index, arrived, now, at, not idle(g, now, window) and g.name not in stalled)
             for g in topic.groups
         )
         budget = topic.policy.max_deletes_per_cycle
