@@ -99,7 +99,9 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
         first = topic_batches[0]
         snapshot, rates = base.only(first.topics)
         observed = observed_reads(catalog, first.topics)
-        reads = readings(snapshot.tables, observed, data.now, request.window_ms, frozenset())
+        reads = readings(
+            snapshot.tables, observed, data.now, request.window_ms, frozenset(), catalog.never_committed(first.topics)
+        )
         extend_s, extension = timed(
             extend, snapshot, instants[first.start : first.stop], rates, base.segment_sizes, readings=reads,
             prune_interval_ms=request.prune_interval_ms, real_time_cut=lambda *a: time_cut(catalog, records, *a),
