@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from engine.journal.trimmed import DELETIONS, DURATION_BUCKETS_MS, PHASE_COLUMNS, bucket_of
+from engine.journal.trimmed import DELETIONS, DURATION_BUCKETS_MS, PHASE_COLUMNS, bucket_of, phase_columns
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def phase_durations(conn: sqlite3.Connection) -> dict[tuple[str, str], Durations
     kept = " UNION ALL ".join(
         f"SELECT trigger, '{phase}' AS phase, {bucket_of(column)} AS bucket, 1 AS cycles, {column} AS ms"
         f" FROM cycles WHERE finished IS NOT NULL AND {column} IS NOT NULL"
-        for phase, column in PHASE_COLUMNS.items()
+        for phase, column in phase_columns(conn).items()
     )
     rows = conn.execute(
         f"SELECT trigger, phase, bucket, SUM(cycles), SUM(ms) FROM ({kept}"

@@ -18,6 +18,9 @@ import sqlite3
 DURATION_BUCKETS_MS = (10, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 120_000, 300_000, 600_000)
 #: each phase of a cycle, and the journal's column that times it
 PHASE_COLUMNS = {"plan": "plan_ms", "apply": "apply_ms", "cycle": "duration_ms"}
+#: the same of a journal older than the planning and applying times (read as it is,
+#: engine/journal/rows.py): its duration was the applying alone
+_OLD_PHASE_COLUMNS = {"apply": "duration_ms"}
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS trimmed_cycles (
@@ -49,6 +52,12 @@ TABLES = ("trimmed_cycles", "trimmed_durations", "trimmed_deletions")
 DELETIONS = "action = 'delete_segment' AND status = 'applied' AND reason IS NOT NULL"
 
 
+def phase_columns(conn: sqlite3.Connection) -> dict[str, str]:
+    """Each phase the journal's ``cycles`` times, and its column there."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(cycles)")}
+    return PHASE_COLUMNS if "apply_ms" in columns else _OLD_PHASE_COLUMNS
+
+
 def bucket_of(column: str) -> str:
     """SQL: the histogram bucket of the duration in ``column`` (ms)."""
     cases = " ".join(f"WHEN {column} <= {bound} THEN {i}" for i, bound in enumerate(DURATION_BUCKETS_MS))
@@ -66,7 +75,7 @@ def carry(conn: sqlite3.Connection, *, cycles: str, actions: str, cutoff: int) -
         " ON CONFLICT (trigger, status) DO UPDATE SET cycles = cycles + excluded.cycles",
         {"cutoff": cutoff},
     )
-    for phase, column in PHASE_COLUMNS.items():
+    for phase, column in phase_columns(conn).items():
         conn.execute(
             "INSERT INTO trimmed_durations (trigger, phase, bucket, cycles, total_ms)"
             f" SELECT trigger, :phase, {bucket_of(column)} AS b, COUNT(*), SUM({column}) FROM cycles"
