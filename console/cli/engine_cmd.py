@@ -139,7 +139,7 @@ def run_engine(broker: Broker, args: argparse.Namespace) -> int:
             scheduler.stop()
 
     scheduler = Scheduler(Pruner(broker, spark), interval_ms=interval, max_cycles=args.cycles, on_cycle=on_cycle)
-    metrics = serve_metrics(broker, args.metrics, spark.observed_state, warn)
+    metrics = serve_metrics(broker, args.metrics, lambda: spark.observed_state(), warn)
 
     def on_signal(signum: int, _frame: Any) -> None:
         if stop.is_set():

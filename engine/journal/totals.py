@@ -57,15 +57,17 @@ def phase_durations(conn: sqlite3.Connection) -> dict[tuple[str, str], Durations
         " UNION SELECT trigger FROM trimmed_durations ORDER BY trigger"
     )
     durations = {(trigger, phase): Durations.empty() for (trigger,) in finished for phase in PHASE_COLUMNS}
+    timed = phase_columns(conn)
     kept = " UNION ALL ".join(
-        f"SELECT trigger, '{phase}' AS phase, {bucket_of(column)} AS bucket, 1 AS cycles, {column} AS ms"
+        f"SELECT trigger, ? AS phase, {bucket_of(column)} AS bucket, 1 AS cycles, {column} AS ms"
         f" FROM cycles WHERE finished IS NOT NULL AND {column} IS NOT NULL"
-        for phase, column in phase_columns(conn).items()
+        for column in timed.values()
     )
     rows = conn.execute(
         f"SELECT trigger, phase, bucket, SUM(cycles), SUM(ms) FROM ({kept}"
         " UNION ALL SELECT trigger, phase, bucket, cycles, total_ms FROM trimmed_durations"
-        ") GROUP BY trigger, phase, bucket"
+        ") GROUP BY trigger, phase, bucket",
+        list(timed),
     )
     for trigger, phase, bucket, cycles, total_ms in rows:
         histogram = durations[(trigger, phase)]

@@ -77,8 +77,17 @@ ALLOWED: dict[str, set[str]] = {
     # "WHERE p.topic IN (?, ...)", one "?" per topic, or nothing; the topics are
     # parameters. The positions query is a literal of the module, embedded in the lag one.
     "engine/catalog/queries.py": {"','.join('?' * len(topics))", "_POSITIONS_SQL.format(where=where)", "where"},
-    # _Where joins terms that are literals of this module (checked below).
-    "engine/journal/journal.py": {"' AND '.join(self.terms)", "where.sql()"},
+    # _Where joins terms that are literals of this module (checked below); the
+    # retention's WHERE clauses are literals of the module, the cutoff a parameter.
+    "engine/journal/journal.py": {"' AND '.join(self.terms)", "where.sql()", "_TRIMMED_CYCLES", "_TRIMMED_ACTIONS"},
+    # The tables salvaged: names of engine/journal/trimmed.py's TABLES, literals.
+    "engine/journal/salvage.py": {"table"},
+    # The trimmed totals: DELETIONS a literal of trimmed.py; column a phase's column,
+    # a literal of its PHASE_COLUMNS; bucket_of a CASE over its integer bounds; kept
+    # those joined; the retention's WHERE clauses (actions, cycles) literals of
+    # engine/journal/journal.py, the cutoff a parameter.
+    "engine/journal/totals.py": {"DELETIONS", "bucket_of(column)", "column", "kept"},
+    "engine/journal/trimmed.py": {"DELETIONS", "bucket_of(column)", "column", "actions", "cycles"},
     # "WHERE column IN (?, ...)", one "?" per topic, or nothing; the topics are
     # parameters, the column a literal of the module's _TOPIC_COLUMN; _STAMPED_AFTER a
     # literal of the module, its count a parameter.
