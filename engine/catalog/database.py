@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -116,13 +117,33 @@ def _open(path: Path, *, exclusive: bool) -> sqlite3.Connection:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")  # a constant: PRAGMA takes no parameters
         if exclusive:
             conn.execute("PRAGMA locking_mode = EXCLUSIVE")  # before the first access to the WAL
-        conn.execute("PRAGMA journal_mode = WAL")
+        _enter_wal(conn)
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
     except sqlite3.Error:
         conn.close()
         raise
     return conn
+
+
+def _enter_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL, waiting up to the busy timeout for the locks it needs.
+
+    The first connections to a new catalog race to convert it from rollback mode, and
+    SQLite answers a loser SQLITE_BUSY at once, without its busy handler: two
+    processes (or the demo's threads) opening a fresh data directory together must
+    both open, so the switch is tried again as a busy write would wait."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if getattr(error, "sqlite_errorname", None) not in _BUSY or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 def _free_bytes(directory: Path) -> int:
