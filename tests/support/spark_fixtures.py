@@ -8,10 +8,13 @@ and shared. The servers are test-owned JVM subprocesses on loopback
 (PR_SET_PDEATHSIG), and writes only to a log file.
 
 Each is started as soon as collection shows a test that will ask for it
-(:func:`pytest_collection_finish`): its JVM then boots on the core that the tests, run
-one at a time, leave idle, instead of while the first test that needs it waits. Its
-fixture takes it from there, waits until it is ready and stops it; one that no test
-took (a run stopped early) is stopped when the session ends.
+(:func:`pytest_collection_finish`): its JVM then boots while the first tests run,
+instead of while the first test that needs it waits. Its fixture takes it from there,
+waits until it is ready and stops it; one that no test took (a run stopped early) is
+stopped when the session ends.
+
+"Once for the whole run" is once per pytest-xdist worker: each worker is a session of
+its own, with its own directories (pyproject.toml runs two).
 """
 
 from __future__ import annotations
