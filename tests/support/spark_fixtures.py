@@ -14,7 +14,8 @@ waits until it is ready and stops it; one that no test took (a run stopped early
 stopped when the session ends.
 
 "Once for the whole run" is once per pytest-xdist worker: each worker is a session of
-its own, with its own directories (pyproject.toml runs two).
+its own, with its own directories (pyproject.toml runs two), and starts only the
+local engine early.
 """
 
 from __future__ import annotations
@@ -63,6 +64,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # Started from this (the main) thread: a server dies with the thread that forked it.
     if "spark_engine" in needed:
         early["spark_engine"] = _local_engine(factory)
+    # A pytest-xdist worker collects every test but runs a share of them, unknown yet:
+    # the servers, which a few files ask for, start when its share first needs them,
+    # instead of booting in each worker (JVMs that take the CPU the tests run on).
+    if hasattr(session.config, "workerinput"):
+        return
     if "connect_server_of_the_run" in needed:
         early["connect_server_of_the_run"] = _ConnectStart(factory, factory.mktemp("hidden-from-spark"))
     if "spark_standalone_cluster" in needed:
