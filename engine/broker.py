@@ -161,14 +161,23 @@ class Consumed:
 class Broker:
     """One data directory, opened by one process (several may open the same one)."""
 
-    def __init__(self, root: Path, config_path: Path | None = None, *, clock: Callable[[], int] = now_ms) -> None:
+    def __init__(
+        self,
+        root: Path,
+        config_path: Path | None = None,
+        *,
+        clock: Callable[[], int] = now_ms,
+        config: Config | None = None,
+    ) -> None:
+        """``config``: the file's content, where the caller has just loaded it (a
+        second read could find the file changed in between)."""
         self.data = DataDir(root)
         self.data.ensure()
         if config_path is not None and not config_path.is_file():
             # The default file may be absent (all defaults); a file named on purpose may not.
             raise InvalidInput(f"config file {config_path} does not exist")
         self.config_path = config_path or self.data.config_path
-        self.config: Config = load_config(self.config_path)
+        self.config: Config = config if config is not None else load_config(self.config_path)
         self.catalog = Catalog.open(self.data.catalog_path)
         # The journal's tables are made with the catalog's, not by the first reader of
         # the journal: a command that reads it (or is refused) must write nothing.

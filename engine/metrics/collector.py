@@ -21,7 +21,7 @@ from prometheus_client.registry import Collector
 from engine.broker import Broker
 from engine.catalog.lag import partition_lags
 from engine.catalog.stats import partition_stats
-from engine.config import load_config
+from engine.config import Config, load_config
 from engine.datadir import DataDir
 from engine.errors import EbbError, InvalidPolicy
 from engine.journal import totals
@@ -65,7 +65,7 @@ class EbbCollector(Collector):
             yield _gauge("ebbtide_spark_session_state", "1 for the state the engine's Spark session is in", ["state"],
                          {(s,): s == current for s in SPARK_STATES})  # fmt: skip
         try:
-            load_config(self.config_path or DataDir(self.root).config_path)
+            config = load_config(self.config_path or DataDir(self.root).config_path)
         except EbbError:
             # Every other figure needs the config (policies, the clock's config);
             # the catalog is not to blame, so it is not said to be unreadable.
@@ -73,7 +73,7 @@ class EbbCollector(Collector):
             return
         yield _gauge("ebbtide_config_valid", _CONFIG_HELP, [], {(): 1})
         try:
-            yield from self._collect()
+            yield from self._collect(config)
         except (EbbError, sqlite3.Error, OSError):
             # A scrape that cannot read the catalog (locked, gone) says so as a metric:
             # the server's thread must not print a traceback on the engine's terminal.
@@ -83,10 +83,11 @@ class EbbCollector(Collector):
             return
         yield _gauge("ebbtide_catalog_readable", _READABLE_HELP, [], {(): 1})
 
-    def _collect(self) -> Iterator[Metric]:
+    def _collect(self, config: Config) -> Iterator[Metric]:
         # A broker per scrape: the HTTP server scrapes in threads of its own, and a
-        # SQLite connection stays in the thread that opened it.
-        with Broker(self.root, self.config_path) as broker:
+        # SQLite connection stays in the thread that opened it. It is given the config
+        # read above: a file changed in between would else read as an unreadable catalog.
+        with Broker(self.root, self.config_path, config=config) as broker:
             catalog = broker.catalog
             state = EngineState(catalog)  # the journal's tables made where an old catalog lacks them
             with catalog.read():

@@ -21,6 +21,7 @@ from console.cli.main import main
 from console.cli.metrics import serve_metrics
 from engine.broker import Broker
 from engine.clock import now_ms
+from engine.config import Config
 from engine.errors import InvalidInput
 from engine.journal.journal import Journal
 from engine.journal.state import EngineState
@@ -466,3 +467,30 @@ def test_a_config_error_and_an_invalid_policy_are_said_by_their_own_gauges(ebb, 
         ("ebbtide_spark_session_state", frozenset({"state": s}.items())): 0
         for s in ("off", "stopped", "starting", "failed")
     }
+
+
+def test_a_config_edited_during_a_scrape_is_not_read_as_an_unreadable_catalog(
+    ebb, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scrape read ``ebb.toml`` to check it, then its broker read it again: a file
+    broken by an edit in between made the scrape say the catalog was unreadable. The
+    scrape reads the file once, and its figures follow that reading."""
+    import engine.metrics.collector as collector
+
+    assert ebb("topic", "create", "kept", "--hold").code == 0
+    checked = collector.load_config
+
+    def read_then_edited(path: Path) -> Config:
+        config = checked(path)
+        (data_dir / "ebb.toml").write_text('[policy]\nretention_time = "7 parsecs"\n')
+        return config
+
+    monkeypatch.setattr(collector, "load_config", read_then_edited)
+    samples = {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in collector.EbbCollector(data_dir, None).collect()
+        for sample in family.samples
+    }
+    assert samples[("ebbtide_config_valid", frozenset())] == 1
+    assert samples[("ebbtide_catalog_readable", frozenset())] == 1
+    assert samples[("ebbtide_topic_hold", frozenset({"topic": "kept"}.items()))] == 1
