@@ -58,7 +58,7 @@ class Workload:
 
     record_size: int
     batches: list[list[NewRecord]]
-    encoded: list[bytes]
+    encoded: list[bytearray]
 
     @property
     def records(self) -> int:

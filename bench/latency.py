@@ -248,11 +248,11 @@ def main() -> None:
         console: dict[str, list[dict[str, float]]] = {"cold": [], "warm": []}
         try:
             for name, command in COMMANDS.items():
-                cold = []
+                cold_times = []
                 for _ in range(args.runs):
                     run(data, "spark", "stop")
-                    cold.append(run(data, *command))
-                results[name]["cold"] = cold
+                    cold_times.append(run(data, *command))
+                results[name]["cold"] = cold_times
             for _ in range(args.console_runs):
                 run(data, "spark", "stop")
                 if (milestones := console_milestones(data, settings)) is not None:

@@ -75,10 +75,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from engine.broker import Broker
 from engine.store.batch import NewRecord
+from engine.store.lock import FileLock
 
 #: the children run from the repository root, as ``python -m bench.load`` does
 REPO = Path(__file__).resolve().parent.parent
@@ -154,7 +155,7 @@ def _instrument(waits: _Waits) -> None:
             waits.db_s += time.perf_counter() - t
             yield handle
 
-    catalog_module.write_transaction = write_transaction  # type: ignore[assignment]
+    catalog_module.write_transaction = write_transaction
 
 
 def _report_error(role: str, error: BaseException) -> None:
@@ -368,6 +369,21 @@ class Ack:
     db_ms: float
 
 
+class WindowResult(TypedDict):
+    """A window's line of the report."""
+
+    mode: str
+    seconds: float
+    records: int
+    appends: int
+    records_per_s: float
+    consumed: int
+    cycles: int
+    segments_deleted: int
+    #: the window's acks, until its mode's numbers are drawn from them
+    _acks: NotRequired[list[Ack]]
+
+
 def read_acks(path: Path) -> list[Ack]:
     acks = []
     for line in path.read_text().splitlines():
@@ -426,7 +442,7 @@ class Run:
         self.events: list[str] = []
         self.cli_failures: list[str] = []
         self.cli_runs = 0
-        self.prune_lock = None
+        self.prune_lock: FileLock | None = None
         self.broker: Broker | None = None
         self.frozen_logged = False
         self.wal_max = 0
@@ -587,7 +603,6 @@ class Run:
         """Take the prune lock (the engine is then not applying a plan), then SIGSTOP
         the engine's process group."""
         from engine.datadir import PRUNE_LOCK_NAME
-        from engine.store.lock import FileLock
 
         assert self.engine is not None
         lock = FileLock(self.data / PRUNE_LOCK_NAME, what="the load bench's prune lock")
@@ -791,19 +806,19 @@ class Run:
                     for f in (line.split() for line in path.read_text().splitlines())
                     if len(f) == 3
                 ]
-        per_window = []
-        for w in self.windows:
-            mine = [a for a in acks if w.start <= a.t < w.end]
-            seconds = w.end - w.start
-            cycles, deleted = self.window_cycles(w)
+        per_window: list[WindowResult] = []
+        for window in self.windows:
+            mine = [a for a in acks if window.start <= a.t < window.end]
+            seconds = window.end - window.start
+            cycles, deleted = self.window_cycles(window)
             per_window.append(
                 {
-                    "mode": w.mode,
+                    "mode": window.mode,
                     "seconds": round(seconds, 3),
                     "records": sum(a.next - a.base for a in mine),
                     "appends": len(mine),
                     "records_per_s": sum(a.next - a.base for a in mine) / seconds,
-                    "consumed": sum(n for t, n in consumed if w.start <= t < w.end),
+                    "consumed": sum(n for t, n in consumed if window.start <= t < window.end),
                     "cycles": cycles,
                     "segments_deleted": deleted,
                     "_acks": mine,

@@ -145,8 +145,8 @@ def to_reference(data: SyntheticCatalog, topic_ids: list[int]) -> Any:
     for p, t in enumerate(data.part_topic.tolist()):
         partitions_of.setdefault(t, []).append(p)
     groups_of: dict[int, list[int]] = {}
-    for g, spec in enumerate(data.groups):
-        groups_of.setdefault(spec.topic, []).append(g)
+    for g, group in enumerate(data.groups):
+        groups_of.setdefault(group.topic, []).append(g)
     positions_of: dict[int, list[int]] = {}
     for row, g in enumerate(data.pos_group.tolist()):
         positions_of.setdefault(g, []).append(row)
@@ -158,8 +158,11 @@ def to_reference(data: SyntheticCatalog, topic_ids: list[int]) -> Any:
         partitions = []
         for p in partitions_of[t]:
             base, nxt, size = data.base[p].tolist(), data.next[p].tolist(), data.size[p].tolist()
+            # The model only reads a segment's timestamps as a sequence (len, index, max,
+            # iteration): a range where it declares a tuple keeps them out of memory.
             segments = tuple(
-                Segment(base[k], nxt[k], size[k], k != last, data.timestamps(p, k)) for k in range(last + 1)
+                Segment(base[k], nxt[k], size[k], k != last, data.timestamps(p, k))  # type: ignore[arg-type]
+                for k in range(last + 1)
             )
             partitions.append(Partition(part_index[p], int(data.log_start[p]), segments))
         groups = []
@@ -499,6 +502,8 @@ def rows_way_segments(catalog: Catalog) -> tuple[float, float]:
 def jvm_peak_rss_mb(engine: SparkEngine) -> float | None:
     """Peak RSS of the local session's JVM (VmHWM), None if it is not ours."""
     proc = getattr(engine._gateway, "proc", None)
+    if proc is None:
+        return None
     try:
         with open(f"/proc/{proc.pid}/status") as status:
             return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:"))

@@ -42,11 +42,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TypedDict, cast
 
 import numpy as np
 
-from engine.catalog.catalog import Catalog
-from engine.policy.fields import FIELDS, exact_text
+from engine.catalog.catalog import Catalog, GroupKind
+from engine.policy.fields import FIELDS, Value, exact_text
 from engine.prune.record_times import FirstRecord
 
 NOW = 1_700_000_000_000
@@ -60,12 +61,32 @@ POLICY_FIELDS = tuple(FIELDS)
 _DEFAULTS = {name: f.parse(f.default_text) for name, f in FIELDS.items()}
 
 
+class PolicyValues(TypedDict):
+    """Every policy field -> its value (ms, bytes, count, choice, bool; None =
+    infinite): the keyword arguments of the model's Policy."""
+
+    segment_size: int
+    segment_roll: int | None
+    retention_time: int | None
+    retention_size: int | None
+    max_time: int | None
+    max_partition_size: int
+    granularity: str
+    consumption: str
+    subscription_expiry: int | None
+    message_ttl: int | None
+    backlog_size: int | None
+    backlog_age: int | None
+    backlog_policy: str
+    max_deletes_per_cycle: int | None
+    hold: bool
+
+
 @dataclass
 class TopicSpec:
     name: str
     partitions: int
-    #: every policy field -> its value (ms, bytes, count, choice, bool; None = infinite)
-    policy: dict[str, object]
+    policy: PolicyValues
     #: the texts saved as topic overrides (fields that differ from the SPEC defaults)
     overrides: dict[str, str] = field(default_factory=dict)
     #: id of the topic's last policy_changes row (0: none)
@@ -76,7 +97,7 @@ class TopicSpec:
 class GroupSpec:
     topic: int  # index into topics
     name: str
-    kind: str  # subscriber | reader
+    kind: GroupKind
 
 
 @dataclass
@@ -252,10 +273,10 @@ class LinearRecordTimes:
 # -- generation ----------------------------------------------------------------------------
 
 
-def _policy(rng: np.random.Generator, span: int, partition_bytes: int, segment_bytes: int) -> dict[str, object]:
+def _policy(rng: np.random.Generator, span: int, partition_bytes: int, segment_bytes: int) -> PolicyValues:
     """A valid policy (SPEC §3 rules hold) scaled to a partition's span and bytes."""
 
-    def maybe(p: float, value: int) -> int | None:
+    def maybe(p: float, value: float) -> int | None:
         return int(value) if rng.random() < p else None
 
     def between(lo: float, hi: float) -> float:
@@ -267,7 +288,9 @@ def _policy(rng: np.random.Generator, span: int, partition_bytes: int, segment_b
         max_time = max(max_time, retention_time)
     max_partition_size = maybe(0.20, partition_bytes * between(0.6, 1.1))
     if max_partition_size is None:
-        max_partition_size = _DEFAULTS["max_partition_size"]
+        default = _DEFAULTS["max_partition_size"]
+        assert isinstance(default, int), "the SPEC default of max_partition_size is a finite size"
+        max_partition_size = default
     max_partition_size = max(max_partition_size, segment_bytes)
     retention_size = maybe(0.30, partition_bytes * between(0.3, 0.9))
     if retention_size is not None:
@@ -309,7 +332,9 @@ def generate(partitions: int, segments: int, topics: int, seed: int = 0, now: in
         segment_bytes = math.ceil(nominal_records[i] * record_bytes[i] * 1.25)
         partition_bytes = int(S * nominal_records[i] * record_bytes[i])
         policy = _policy(rng, int(span[i]), partition_bytes, segment_bytes)
-        overrides = {f: exact_text(f, v) for f, v in policy.items() if v != _DEFAULTS[f]}
+        # A TypedDict's items() are typed object; every value of a PolicyValues is a Value.
+        values = cast(dict[str, Value], policy)
+        overrides = {f: exact_text(f, v) for f, v in values.items() if v != _DEFAULTS[f]}
         topic_specs.append(TopicSpec(f"topic-{i:05d}", per_topic[i], policy, overrides))
     changes = 0
     for t in topic_specs:  # ids of the policy_changes rows that write() inserts
@@ -369,14 +394,14 @@ def generate(partitions: int, segments: int, topics: int, seed: int = 0, now: in
 
     # -- groups and positions
     group_specs: list[GroupSpec] = []
-    for t in range(topics):
-        for g in range(int(rng.choice([0, 1, 2, 3, 4], p=[0.15, 0.25, 0.30, 0.20, 0.10]))):
-            kind = "subscriber" if rng.random() < 0.70 else "reader"
-            group_specs.append(GroupSpec(t, f"{kind[:3]}-{g}", kind))
+    for topic in range(topics):
+        for number in range(int(rng.choice([0, 1, 2, 3, 4], p=[0.15, 0.25, 0.30, 0.20, 0.10]))):
+            kind: GroupKind = "subscriber" if rng.random() < 0.70 else "reader"
+            group_specs.append(GroupSpec(topic, f"{kind[:3]}-{number}", kind))
     first_partition = np.concatenate([[0], np.cumsum(per_topic)[:-1]])
     pos_group_list, pos_partition_list = [], []
-    for gi, g in enumerate(group_specs):
-        parts = np.arange(first_partition[g.topic], first_partition[g.topic] + per_topic[g.topic])
+    for gi, group in enumerate(group_specs):
+        parts = np.arange(first_partition[group.topic], first_partition[group.topic] + per_topic[group.topic])
         pos_group_list.append(np.full(len(parts), gi))
         pos_partition_list.append(parts)
     pos_group = np.concatenate(pos_group_list) if pos_group_list else np.zeros(0, dtype=np.int64)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 
-from engine.catalog.catalog import Catalog
+from engine.catalog.catalog import Catalog, GroupKind
 from engine.policy.fields import exact_text
 from engine.prune.record_times import FirstRecord
 from engine.store.segment import SegmentInfo
@@ -102,7 +102,7 @@ class Position:
 @dataclass(frozen=True)
 class Group:
     name: str
-    kind: str  # subscriber | reader
+    kind: GroupKind
     positions: tuple[Position, ...]
 
 

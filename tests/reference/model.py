@@ -55,8 +55,15 @@ def time_cut_for(partition: Partition, now: int, limit: int | None) -> int | Non
 # -- segment-level eligibility (sealed segments only) -----------------------------------
 
 
+def _newest_older_than(segment: Segment, now: int, limit: int | None) -> bool:
+    """A sealed segment whose newest record is older than ``limit``; an empty one has
+    none (the planner's comparison with a null timestamp is false)."""
+    newest = segment.max_ts
+    return segment.sealed and limit is not None and newest is not None and newest < now - limit
+
+
 def e_time(policy: Policy, segment: Segment, now: int) -> bool:
-    return segment.sealed and policy.retention_time is not None and segment.max_ts < now - policy.retention_time
+    return _newest_older_than(segment, now, policy.retention_time)
 
 
 def e_size(policy: Policy, segments: tuple[Segment, ...], k: int) -> bool:
@@ -66,7 +73,7 @@ def e_size(policy: Policy, segments: tuple[Segment, ...], k: int) -> bool:
 
 
 def e_max_time(policy: Policy, segment: Segment, now: int) -> bool:
-    return segment.sealed and policy.max_time is not None and segment.max_ts < now - policy.max_time
+    return _newest_older_than(segment, now, policy.max_time)
 
 
 def e_max_size(policy: Policy, segments: tuple[Segment, ...], k: int) -> bool:
@@ -163,9 +170,10 @@ def pos_after_eviction(pos_ttl: int, b: Backlog, policy: Policy) -> int:
 def idle_roll(partition: Partition, policy: Policy, now: int) -> bool:
     """Rule 4: roll a non-empty active segment with ``now - first_ts >= segment_roll``."""
     active = partition.segments[-1]
-    if active.empty or policy.segment_roll is None:
+    first = active.first_ts  # None: empty
+    if first is None or policy.segment_roll is None:
         return False
-    return now - active.first_ts >= policy.segment_roll
+    return now - first >= policy.segment_roll
 
 
 @dataclass
@@ -308,7 +316,8 @@ def keep_reason(
         return "KEEP_BARRIER", f"group {c.barrier_group} at {c.barrier}"
     if any(flags.values()):
         return "KEEP_PREFIX", None
-    if policy.retention_time is not None and segment.max_ts > now:
+    newest = segment.max_ts
+    if policy.retention_time is not None and newest is not None and newest > now:
         return "KEEP_FUTURE_TIMESTAMP", None
     if policy.retention_time is not None:
         return "KEEP_WITHIN_TIME", None
@@ -320,9 +329,10 @@ def keep_reason(
 def eligible_at(policy: Policy, segment: Segment) -> int | None:
     """Sealed only: earliest of ``max_ts + retention_time + 1`` and
     ``max_ts + max_time + 1`` over the finite ones."""
-    if not segment.sealed:
+    newest = segment.max_ts
+    if not segment.sealed or newest is None:
         return None
-    times = [segment.max_ts + limit + 1 for limit in (policy.retention_time, policy.max_time) if limit is not None]
+    times = [newest + limit + 1 for limit in (policy.retention_time, policy.max_time) if limit is not None]
     return min(times) if times else None
 
 

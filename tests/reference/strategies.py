@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from engine.catalog.catalog import GroupKind
 from engine.store.batch import HEADER_SIZE
 from tests.reference.catalog import Group, Partition, Policy, Position, RefCatalog, Segment, Topic
 
@@ -150,7 +151,8 @@ def groups(draw: st.DrawFn, parts: tuple[Partition, ...], now: int) -> tuple[Gro
     names = draw(st.permutations(GROUP_NAMES))[:count]
     out: list[Group] = []
     for name in names:
-        kind = draw(st.sampled_from(["subscriber", "subscriber", "subscriber", "reader"]))
+        kinds: list[GroupKind] = ["subscriber", "subscriber", "subscriber", "reader"]
+        kind = draw(st.sampled_from(kinds))
         positions = []
         for p in parts:
             T = p.next_offset
