@@ -1,5 +1,5 @@
 """The tree stays clean under the tools configured in pyproject.toml: ruff's lint and
-format, and mypy on the packages (run with this environment's executables, so the
+format, and mypy on the packages and the benchmarks (run with this environment's executables, so the
 pinned versions of the ``test`` extra decide)."""
 
 from __future__ import annotations
@@ -18,8 +18,14 @@ BIN = Path(sys.executable).parent
 
 @pytest.mark.parametrize(
     "argv",
-    [["ruff", "check", "."], ["ruff", "format", "--check", "."], ["mypy", "engine", "console"]],
-    ids=["ruff-check", "ruff-format", "mypy"],
+    [
+        ["ruff", "check", "."],
+        ["ruff", "format", "--check", "."],
+        ["mypy", "engine", "console"],
+        # bench/ is no package (run as ``python -m bench.x`` from the root)
+        ["mypy", "--explicit-package-bases", "bench"],
+    ],
+    ids=["ruff-check", "ruff-format", "mypy", "mypy-bench"],
 )
 def test_clean(argv: list[str]) -> None:
     done = subprocess.run(
