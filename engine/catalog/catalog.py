@@ -23,7 +23,14 @@ import sqlite_utils
 from engine.catalog import metadata_files
 from engine.catalog.anchors import READING_SPAN_MS, Anchors
 from engine.catalog.damage import REMEDY, CheckedConnection, damaged, holds_topics
-from engine.catalog.database import connect, connect_read_only, is_exclusive, read_transaction, write_transaction
+from engine.catalog.database import (
+    connect,
+    connect_read_only,
+    is_exclusive,
+    read_transaction,
+    select_rows,
+    write_transaction,
+)
 from engine.catalog.metadata_files import GroupMeta, TopicMeta
 from engine.catalog.schema import ensure_schema
 from engine.errors import AlreadyExists, CatalogDamaged, EbbError, NotFound
@@ -248,7 +255,7 @@ class Catalog:
             return read_tables(self.db.conn, Path(path), names, child_allowed=not is_exclusive(self.db), since=since)
 
     def _one(self, sql: str, params: tuple = ()) -> Mapping | None:
-        rows = list(self.db.query(sql, params))
+        rows = list(select_rows(self.db, sql, params))
         return rows[0] if rows else None
 
     # -- metadata files -------------------------------------------------------------
@@ -359,7 +366,9 @@ class Catalog:
     # -- topics -----------------------------------------------------------------
 
     def topics(self) -> list[TopicRow]:
-        return [TopicRow(**r) for r in self.db.query("SELECT name, partitions, created_at FROM topics ORDER BY name")]
+        return [
+            TopicRow(**r) for r in select_rows(self.db, "SELECT name, partitions, created_at FROM topics ORDER BY name")
+        ]
 
     def topic(self, name: str) -> TopicRow:
         row = self._one("SELECT name, partitions, created_at FROM topics WHERE name = ?", (name,))
@@ -404,7 +413,8 @@ class Catalog:
 
     def overrides(self, topic: str) -> dict[str, str]:
         return {
-            r["field"]: r["value"] for r in self.db.query("SELECT field, value FROM policies WHERE topic = ?", (topic,))
+            r["field"]: r["value"]
+            for r in select_rows(self.db, "SELECT field, value FROM policies WHERE topic = ?", (topic,))
         }
 
     def replace_overrides(
@@ -427,14 +437,15 @@ class Catalog:
     def policy_changes(self, topic: str | None = None) -> list[dict]:
         # Only a fixed clause is interpolated; the topic is a parameter.
         where, params = ("WHERE topic = ?", (topic,)) if topic else ("", ())
-        return [dict(r) for r in self.db.query(f"SELECT * FROM policy_changes {where} ORDER BY id", params)]
+        return list(select_rows(self.db, f"SELECT * FROM policy_changes {where} ORDER BY id", params))
 
     # -- partitions and segments ----------------------------------------------------
 
     def partitions(self, topic: str) -> list[PartitionRow]:
         return [
             PartitionRow(**r)
-            for r in self.db.query(
+            for r in select_rows(
+                self.db,
                 "SELECT topic, partition, log_start_offset, next_offset FROM partitions"
                 " WHERE topic = ? ORDER BY partition",
                 (topic,),
@@ -454,8 +465,10 @@ class Catalog:
     def segments(self, topic: str, partition: int) -> list[SegmentInfo]:
         return [
             _segment(r)
-            for r in self.db.query(
-                "SELECT * FROM segments WHERE topic = ? AND partition = ? ORDER BY base_offset", (topic, partition)
+            for r in select_rows(
+                self.db,
+                "SELECT * FROM segments WHERE topic = ? AND partition = ? ORDER BY base_offset",
+                (topic, partition),
             )
         ]
 
@@ -471,24 +484,32 @@ class Catalog:
             yield base
 
     def update_segments(self, topic: str, partition: int, infos: Iterable[SegmentInfo], next_offset: int) -> None:
-        """Record the new extent of segments an append or roll changed."""
-        self.db.table("segments").upsert_all(
+        """Record the new extent of segments an append or roll changed.
+
+        One statement with the values bound, not sqlite-utils' ``upsert_all``: that
+        reads the schema (the table's columns, whether it exists) on every call, and
+        every append calls this: it was half of a single-record produce's SQL."""
+        self.db.conn.executemany(
+            "INSERT INTO segments (topic, partition, base_offset, next_offset, size_bytes, first_timestamp,"
+            " max_timestamp, sealed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (topic, partition, base_offset) DO UPDATE SET next_offset = excluded.next_offset,"
+            " size_bytes = excluded.size_bytes, first_timestamp = excluded.first_timestamp,"
+            " max_timestamp = excluded.max_timestamp, sealed = excluded.sealed",
             [
-                {
-                    "topic": topic,
-                    "partition": partition,
-                    "base_offset": s.base_offset,
-                    "next_offset": s.next_offset,
-                    "size_bytes": s.size_bytes,
-                    "first_timestamp": s.first_timestamp,
-                    "max_timestamp": s.max_timestamp,
-                    "sealed": int(s.sealed),
-                }
+                (
+                    topic,
+                    partition,
+                    s.base_offset,
+                    s.next_offset,
+                    s.size_bytes,
+                    s.first_timestamp,
+                    s.max_timestamp,
+                    int(s.sealed),
+                )
                 for s in infos
-            ],
-            pk=("topic", "partition", "base_offset"),
+            ],  # fmt: skip
         )
-        self.db.execute(
+        self.db.conn.execute(
             "UPDATE partitions SET next_offset = ? WHERE topic = ? AND partition = ?", (next_offset, topic, partition)
         )
 
@@ -515,8 +536,10 @@ class Catalog:
     def quarantined(self, topic: str, partition: int) -> list[QuarantinedRange]:
         return [
             QuarantinedRange(**r)
-            for r in self.db.query(
-                "SELECT * FROM quarantined WHERE topic = ? AND partition = ? ORDER BY base_offset", (topic, partition)
+            for r in select_rows(
+                self.db,
+                "SELECT * FROM quarantined WHERE topic = ? AND partition = ? ORDER BY base_offset",
+                (topic, partition),
             )
         ]
 
@@ -544,14 +567,15 @@ class Catalog:
 
     def groups(self, topic: str) -> list[GroupRow]:
         positions: dict[str, dict[int, tuple[int, int]]] = {}
-        for r in self.db.query(
+        for r in select_rows(
+            self.db,
             "SELECT group_name, partition, position, committed_at FROM positions WHERE topic = ? ORDER BY partition",
             (topic,),
         ):
             positions.setdefault(r["group_name"], {})[r["partition"]] = (r["position"], r["committed_at"])
         return [
             GroupRow(r["topic"], r["name"], r["kind"], r["start_from"], r["created_at"], positions.get(r["name"], {}))
-            for r in self.db.query("SELECT * FROM groups WHERE topic = ? ORDER BY name", (topic,))
+            for r in select_rows(self.db, "SELECT * FROM groups WHERE topic = ? ORDER BY name", (topic,))
         ]
 
     def group(self, topic: str, name: str) -> GroupRow:

@@ -13,9 +13,10 @@ import os
 import sqlite3
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import sqlite_utils
 
@@ -79,6 +80,16 @@ def connect(path: Path) -> sqlite_utils.Database:
     # No sqlite-utils plugins: one installed for another tool must not change the
     # catalog's connection, and finding them reads every installed package's metadata.
     return sqlite_utils.Database(conn, execute_plugins=False)
+
+
+def select_rows(db: sqlite_utils.Database, sql: str, params: Sequence[object] = ()) -> Iterator[dict[str, Any]]:
+    """The rows of a ``SELECT`` as dicts by column name, as sqlite-utils' ``query``
+    gives them, without the savepoint it wraps every statement in (in case one
+    returns no rows, which a ``SELECT`` always does): two more statements a query,
+    a third of a one-record produce's."""
+    cursor = db.conn.execute(sql, params)
+    names = [column[0] for column in cursor.description]
+    return (dict(zip(names, row)) for row in cursor)
 
 
 def is_exclusive(db: sqlite_utils.Database) -> bool:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.catalog.catalog import Catalog
+from engine.catalog.database import select_rows
 
 #: every group's position on every partition, with the group's kind and its latest
 #: commit on any partition; ``{where}`` filters on ``p.topic``
@@ -71,30 +72,30 @@ def group_lags(catalog: Catalog, topics: Sequence[str] | None = None) -> list[di
     ``lag_bytes`` (whole segments) and ``segments_first_timestamp`` (the first
     timestamp of the segment holding the position, or None)."""
     where, params = _topics_filter(topics)
-    return [dict(r) for r in catalog.db.query(_LAG_SQL.format(positions=_POSITIONS_SQL.format(where=where)), params)]
+    return list(select_rows(catalog.db, _LAG_SQL.format(positions=_POSITIONS_SQL.format(where=where)), params))
 
 
 def topic_totals(catalog: Catalog) -> list[dict[str, Any]]:
     """Per topic, by name: ``partitions``, ``segments``, ``size_bytes`` and the
     ``oldest_timestamp`` of its segments (None when it holds nothing)."""
-    return [dict(r) for r in catalog.db.query(_TOPIC_TOTALS_SQL)]
+    return list(select_rows(catalog.db, _TOPIC_TOTALS_SQL))
 
 
 def all_overrides(catalog: Catalog) -> dict[str, dict[str, str]]:
     """Every topic's policy overrides, ``{}`` for a topic without any, in one query."""
     overrides: dict[str, dict[str, str]] = {t.name: {} for t in catalog.topics()}
-    for row in catalog.db.query("SELECT topic, field, value FROM policies"):
+    for row in select_rows(catalog.db, "SELECT topic, field, value FROM policies"):
         overrides.setdefault(row["topic"], {})[row["field"]] = row["value"]
     return overrides
 
 
 def topic_segments(catalog: Catalog, topic: str) -> list[dict[str, Any]]:
     """Every segment of ``topic`` by partition and base offset (no file paths)."""
-    return [
-        dict(r)
-        for r in catalog.db.query(
+    return list(
+        select_rows(
+            catalog.db,
             "SELECT partition, base_offset, next_offset, size_bytes, first_timestamp, max_timestamp, sealed"
             " FROM segments WHERE topic = ? ORDER BY partition, base_offset",
             (topic,),
         )
-    ]
+    )

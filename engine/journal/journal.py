@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from engine.catalog.catalog import Catalog
+from engine.catalog.database import select_rows
 from engine.errors import NotFound
 from engine.journal import trimmed
 from engine.journal.rows import Action, ActionStatus, Cycle, CycleStatus
@@ -247,7 +248,7 @@ class Journal:
     # -- reading --------------------------------------------------------------------
 
     def cycle(self, cycle_id: int) -> Cycle:
-        rows = list(self.db.query("SELECT * FROM cycles WHERE id = ?", (cycle_id,)))
+        rows = list(select_rows(self.db, "SELECT * FROM cycles WHERE id = ?", (cycle_id,)))
         if not rows:
             raise NotFound(f"cycle {cycle_id} is not in the journal (see `ebb log`)")
         return Cycle.from_row(rows[0])
@@ -259,7 +260,8 @@ class Journal:
         where.add("status = ?", status)
         return [
             Cycle.from_row(r)
-            for r in self.db.query(
+            for r in select_rows(
+                self.db,
                 f"SELECT * FROM cycles{where.sql()} ORDER BY started DESC, id DESC LIMIT ?",
                 (*where.params, _limit(limit)),
             )
@@ -285,7 +287,8 @@ class Journal:
         where.add("status = ?", status)
         return [
             Action.from_row(r)
-            for r in self.db.query(
+            for r in select_rows(
+                self.db,
                 f"SELECT * FROM actions{where.sql()} ORDER BY time DESC, id DESC LIMIT ?",
                 (*where.params, _limit(limit)),
             )
@@ -300,7 +303,8 @@ class Journal:
         where.add("topic = ?", topic)
         return [
             {f: r[f] for f in POLICY_CHANGE_FIELDS}
-            for r in self.db.query(
+            for r in select_rows(
+                self.db,
                 f"SELECT * FROM policy_changes{where.sql()} ORDER BY time DESC, id DESC LIMIT ?",
                 (*where.params, _limit(limit)),
             )
