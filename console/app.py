@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -59,6 +60,10 @@ R = TypeVar("R")
 
 #: how often the top bar's engine status and countdown are redrawn (no I/O)
 STATUS_TICK_SECONDS = 1.0
+#: demo failures remembered as shown (each is shown once while remembered)
+DEMO_FAILURES_REMEMBERED = 50
+#: the newest demo failures one notice shows (all the threads failing at once)
+DEMO_FAILURES_SHOWN = 3
 #: file changes closer together than this are one refresh
 WATCH_DEBOUNCE_MS = 1000
 
@@ -110,13 +115,20 @@ class EbbApp(App[None]):
         watch: bool = True,
         settings: ConsoleSettings | None = None,
         notices: Sequence[str] = (),
+        demo_failures: Callable[[], list[str]] | None = None,
     ) -> None:
         """``theme`` is ``--theme``; ``config_theme`` the config file's ``[console]
         theme``, which a theme chosen at run time (remembered) overrides; ``notices``,
         what the start had to say (a metrics address another process serves), shown
-        once the console is up."""
+        once the console is up; ``demo_failures``, what went wrong in ``--demo``'s
+        traffic since it was last asked (:meth:`engine.demo.DemoTraffic.new_failures`),
+        shown as it comes."""
         super().__init__()
         self._notices = list(notices)
+        self._demo_failures = demo_failures
+        #: the demo failures shown, newest last: a thread that keeps failing retries
+        #: every second, and its failure is shown once, not every second
+        self._demo_failures_shown: deque[str] = deque(maxlen=DEMO_FAILURES_REMEMBERED)
         self.host = host
         self.settings = settings or ConsoleSettings()
         self._requested_theme = theme
@@ -149,7 +161,7 @@ class EbbApp(App[None]):
         if self._watch:
             self._watch_files()
         for notice in self._notices:
-            self.notify(notice, title="Metrics", severity="warning", timeout=15)
+            self.notify(notice, title="Metrics", severity="warning", timeout=15, markup=False)
 
     def _pick_theme(self) -> str:
         names = set(self.available_themes)
@@ -246,8 +258,10 @@ class EbbApp(App[None]):
         import console.screens.forecast
         import console.screens.topic  # noqa: F401
 
+    # Notices that carry an error's or a summary's text are not markup: a path or an
+    # errno in brackets would be read as a style, lost, or fail to parse.
     def on_view_load_failed(self, message: ViewLoadFailed) -> None:
-        self.notify(message.error, title="Refresh failed", severity="error")
+        self.notify(message.error, title="Refresh failed", severity="error", markup=False)
 
     def on_files_changed(self, _message: FilesChanged) -> None:
         self.refresh_view()
@@ -257,12 +271,27 @@ class EbbApp(App[None]):
         error = report.error if report is not None and report.status == "failed" else None
         if error is not None and error != self._cycle_error:
             # Once per distinct failure (Spark gone, say): the schedule retries every cycle.
-            self.notify(f"{error} (retried every cycle)", title="Prune cycle failed", severity="error", timeout=10)
+            self.notify(
+                f"{error} (retried every cycle)", title="Prune cycle failed", severity="error", timeout=10, markup=False
+            )
         self._cycle_error = error
         self.refresh_view()
 
     def _tick(self) -> None:
         self.sync_top_bar(self.visible_screen)
+        self._show_demo_failures()
+
+    def _show_demo_failures(self) -> None:
+        if self._demo_failures is None:
+            return
+        new = [line for line in dict.fromkeys(self._demo_failures()) if line not in self._demo_failures_shown]
+        if not new:
+            return
+        self._demo_failures_shown.extend(new)
+        lines = new[-DEMO_FAILURES_SHOWN:]
+        if len(new) > len(lines):
+            lines.append(f"(and {len(new) - len(lines)} more)")
+        self.notify("\n".join(lines), title="Demo traffic", severity="warning", timeout=10, markup=False)
 
     @property
     def visible_screen(self) -> Screen[Any] | None:
@@ -411,11 +440,11 @@ class EbbApp(App[None]):
         self.ask_deletion_paused(not self.deletion_paused)
 
     def on_operation_done(self, message: OperationDone) -> None:
-        self.notify(message.summary, title=message.title)
+        self.notify(message.summary, title=message.title, markup=False)
         self.refresh_view()
 
     def on_operation_failed(self, message: OperationFailed) -> None:
-        self.notify(message.error, title=message.title, severity="error", timeout=10)
+        self.notify(message.error, title=message.title, severity="error", timeout=10, markup=False)
 
     # -- navigation and switches -------------------------------------------------------------
 

@@ -16,7 +16,8 @@ paint.
 
 The threads are daemons, stop promptly on :meth:`DemoTraffic.stop`, and never write
 to the terminal (the console owns it): what goes wrong is counted and kept in
-:attr:`DemoTraffic.counters` instead. A producer refused by a backlog quota
+:attr:`DemoTraffic.counters` instead, and handed to the console by
+:meth:`DemoTraffic.new_failures`, which shows it. A producer refused by a backlog quota
 (:class:`~engine.errors.QuotaExceeded`: ``producer_exception`` at once,
 ``producer_request_hold`` once its hold timed out) drops that send and tries again
 after :data:`RETRY_SECONDS`, as a client of a real broker would.
@@ -60,6 +61,8 @@ TICK_SECONDS = 0.5
 RETRY_SECONDS = 2.0
 #: errors kept per thread (the newest)
 ERRORS_KEPT = 20
+#: failures kept for the console over all threads (the newest), between two of its reads
+FAILURES_KEPT = 100
 
 
 @dataclass(frozen=True)
@@ -231,6 +234,10 @@ class DemoTraffic:
         self._threads: list[threading.Thread] = []
         #: per thread name, what it has done
         self.counters: dict[str, Counters] = {}
+        #: failures not yet taken by new_failures(), the newest (the threads put, the
+        #: console takes; bounded, for a demo no console reads)
+        self._failures: deque[str] = deque(maxlen=FAILURES_KEPT)
+        self._failures_lock = threading.Lock()
         #: the config file :meth:`seed` or :meth:`start` wrote, if one of them wrote one
         self.wrote_config: Path | None = None
 
@@ -290,6 +297,21 @@ class DemoTraffic:
             thread = threading.Thread(target=worker.run, name=worker.name, daemon=True)
             self._threads.append(thread)
             thread.start()
+
+    def report_failure(self, line: str) -> None:
+        """A thread's failure, for :meth:`new_failures` (any thread may call it)."""
+        with self._failures_lock:
+            self._failures.append(line)
+
+    def new_failures(self) -> list[str]:
+        """What went wrong in the demo's threads since the last call (at most
+        :data:`FAILURES_KEPT`, the newest), oldest first, one line each (``thread:
+        error``). A thread that fails tries again every ``retry_seconds``, so one cause
+        may come again and again."""
+        with self._failures_lock:
+            taken = list(self._failures)
+            self._failures.clear()
+        return taken
 
     def stop(self, timeout: float = 5.0) -> bool:
         """Stop the threads and wait up to ``timeout`` s for them; True once all ended.
@@ -352,7 +374,9 @@ class _Worker:
                 return None
 
     def _failed(self, error: BaseException) -> None:
-        self.counters.errors.append(f"{type(error).__name__}: {error}")
+        line = f"{type(error).__name__}: {error}"
+        self.counters.errors.append(line)
+        self.traffic.report_failure(f"{self.name}: {line}")
 
     def step(self, broker: Broker) -> None:
         raise NotImplementedError

@@ -68,17 +68,20 @@ def run_console(broker: Broker, args: argparse.Namespace) -> int:
             spark_master=getattr(args, "spark_master", None),
             spark_remote=getattr(args, "spark_remote", None),
         )
+        demo_failures = None
         if getattr(args, "demo", False):
             from engine.demo import DemoTraffic
 
             demo = DemoTraffic(root, config_path if config_path.exists() else None)
             started.callback(demo.stop)  # also what a start that failed part way began
             demo.start()  # seeds in its threads: a first paint never waits for it
+            demo_failures = demo.new_failures
         EbbApp(
             host,
             theme=theme,
             config_theme=config.console_theme,
             refresh_seconds=config.console_refresh_ms / 1000,
             notices=notices,
+            demo_failures=demo_failures,
         ).run()
     return 0

@@ -387,7 +387,7 @@ class PolicyEditorScreen(ModalScreen[None]):
 
     def on_load_failed(self, message: LoadFailed) -> None:
         self._status(f"cannot load the policy of {self.topic}: {message.error}", "-error")
-        self.notify(message.error, title="Policy editor", severity="error")
+        self.notify(message.error, title="Policy editor", severity="error", markup=False)
 
     # -- editing --------------------------------------------------------------------------------
 
@@ -478,7 +478,7 @@ class PolicyEditorScreen(ModalScreen[None]):
         problem = form.problem()
         if problem is not None:
             self._status(f"✗ not saved: {problem}", "-error")
-            self.notify(f"not saved: {problem}", title="Policy", severity="error")
+            self.notify(f"not saved: {problem}", title="Policy", severity="error", markup=False)
             return
         if not form.changes():
             self._status("nothing to save: no field differs from the saved policy", "-warning")
@@ -523,7 +523,7 @@ class PolicyEditorScreen(ModalScreen[None]):
         self._saving = False
         hint = " (ctrl+l reloads, keeping your edits)" if message.changed_meanwhile else ""
         self._status(f"✗ not saved: {message.error}{hint}", "-error")
-        self.notify(message.error, title="Policy not saved", severity="error", timeout=10)
+        self.notify(message.error, title="Policy not saved", severity="error", timeout=10, markup=False)
         self.refresh_bindings()
 
     def action_reload(self) -> None:

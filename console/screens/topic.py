@@ -537,5 +537,5 @@ class TopicScreen(GroupActions, TopicActions, LiveScreen[TopicRows]):
         self._planning = False
         self._show_segments_note()
         if message.error is not None:
-            self.notify(message.error, title=f"Plan {self.topic}", severity="error", timeout=10)
+            self.notify(message.error, title=f"Plan {self.topic}", severity="error", timeout=10, markup=False)
         self.ebb.refresh_view()

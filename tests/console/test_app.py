@@ -291,6 +291,51 @@ async def test_a_failing_load_is_a_notification_not_a_crash(make_console, monkey
         assert app.is_running
 
 
+async def test_a_failing_load_is_shown_as_written_brackets_and_all(
+    make_console, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error's text was read as markup: a path's ``[b]`` and ``[/]`` were taken for
+    styles and left out of the notice."""
+    app = make_console()
+    async with app.run_test(size=TERMINAL, notifications=True) as pilot:
+        await settle(pilot)
+        text = "cannot read /data/[b]old/[/]catalog.db: [Errno 5] Input/output error"
+
+        def broken(_broker, *_steps):
+            raise OSError(text)
+
+        monkeypatch.setattr("console.screens.overview.load_overview", broken)
+        await pilot.press("r")
+        await settle(pilot)
+        assert _toasts(app) == [f"Refresh failed\nOSError: {text}"]
+
+
+async def test_the_demos_failures_are_shown_each_once(make_console) -> None:
+    """``ebb console --demo``: a demo thread that fails tries again every second; what
+    went wrong reached no one (the threads never print). It is shown now, each failure
+    once however often it comes back."""
+    legal = "ebb-demo-produce-demo-legal: NotFound: topic 'demo-legal' does not exist"
+    full = "ebb-demo-consume: StoreError: [Errno 28] No space left on device"
+    others = [f"ebb-demo-produce-demo-{n}: StoreError: [Errno 28] No space left on device" for n in range(4)]
+    batches = [[], [legal, legal], [legal], [full, legal, *others], []]
+    app = make_console(demo_failures=lambda: batches.pop(0) if batches else [])
+    async with app.run_test(size=TERMINAL, notifications=True) as pilot:
+        await settle(pilot)
+        while batches:  # the status timer's ticks, at once
+            app._tick()
+        await settle(pilot)
+        assert [n.severity for n in app._notifications] == ["warning", "warning"]
+        assert _toasts(app) == [
+            f"Demo traffic\n{legal}",
+            "\n".join(["Demo traffic", *others[-3:], "(and 2 more)"]),
+        ]
+
+
+def _toasts(app) -> list[str]:
+    """The notices on screen, as drawn (title, then message)."""
+    return [str(toast.render()) for toast in app.screen.query("Toast")]
+
+
 # -- snapshots ---------------------------------------------------------------------------------
 
 

@@ -219,6 +219,11 @@ def test_errors_are_counted_not_printed_and_traffic_goes_on(
     assert "demo-legal" in producer.errors[-1]
     assert demo.stop()
     assert capfd.readouterr() == ("", "")
+    # what the console shows: each failure once, named by its thread
+    failures = demo.new_failures()
+    assert failures[-1] == f"ebb-demo-produce-demo-legal: {producer.errors[-1]}"
+    assert len(failures) >= 2
+    assert demo.new_failures() == []
 
 
 def test_a_thread_whose_catalog_is_locked_at_start_tries_again(

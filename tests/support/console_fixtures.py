@@ -123,10 +123,14 @@ def make_console(console_data: Path, console_settings) -> Iterator[Callable[...,
         theme: str | None = None,
         data: Path | None = None,
         notices: tuple[str, ...] = (),
+        demo_failures: Callable[[], list[str]] | None = None,
     ) -> EbbApp:
         host = ConsoleHost(data or console_data, read_only=read_only, engine=False, clock=lambda: NOW, spark=spark)
         hosts.append(host)
-        return EbbApp(host, theme=theme, live=False, watch=False, settings=console_settings, notices=notices)
+        return EbbApp(
+            host, theme=theme, live=False, watch=False, settings=console_settings, notices=notices,
+            demo_failures=demo_failures,
+        )  # fmt: skip
 
     yield make
     for host in hosts:
