@@ -127,7 +127,7 @@ class EbbApp(App[None]):
         self._notices = list(notices)
         self._demo_failures = demo_failures
         #: the demo failures shown, newest last: a thread that keeps failing retries
-        #: every second, and its failure is shown once, not every second
+        #: every few seconds, and its failure is shown once, not at every retry
         self._demo_failures_shown: deque[str] = deque(maxlen=DEMO_FAILURES_REMEMBERED)
         self.host = host
         self.settings = settings or ConsoleSettings()

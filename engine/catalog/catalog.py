@@ -507,7 +507,7 @@ class Catalog:
                     int(s.sealed),
                 )
                 for s in infos
-            ],  # fmt: skip
+            ],
         )
         self.db.conn.execute(
             "UPDATE partitions SET next_offset = ? WHERE topic = ? AND partition = ?", (next_offset, topic, partition)
