@@ -42,6 +42,11 @@ LOCAL_DEFAULTS: dict[str, str] = {
     # The planner's rows come as a bucketed table, each bucket file sorted
     # (engine/prune/bucketed.py): read in that order, not sorted again.
     "spark.sql.legacy.bucketedTableScan.outputOrdering": "true",
+    # The plan has no shuffle to adapt (its rows come bucketed) and broadcasts its
+    # facts by hint; adaptive execution only re-optimises the query once the
+    # broadcast is built: a tenth of a small plan, nothing gained at 1M segments
+    # (docs/SPARK_NOTES.md, "Adaptive execution").
+    "spark.sql.adaptive.enabled": "false",
 }
 
 #: The local JVM's collector, unless the config's extraJavaOptions choose one: a plan
