@@ -59,16 +59,23 @@ def load() -> str:
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
-def run(args: argparse.Namespace, workdir: Path) -> None:
+def run(args: argparse.Namespace, workdir: Path, engine: SparkEngine | None = None) -> None:
+    """The benchmark in ``workdir``, on ``engine`` (left running) if given, else on a
+    local engine of ``args.master`` started and stopped here."""
+    own = engine is None
+    if engine is None:
+        engine = SparkEngine(master=args.master, log_dir=workdir / "spark-logs")
     P, S = args.partitions, args.segments
     K = args.topics or max(1, P // 10)
-    print(f"synthetic catalog: {P:,} partitions x {S} segments = {P * S:,} segments, {K:,} topics; "
-          f"{args.instants} instants every {args.step} h; master {args.master}; load {load()}", flush=True)  # fmt: skip
+    print(
+        f"synthetic catalog: {P:,} partitions x {S} segments = {P * S:,} segments, {K:,} topics; "
+        f"{args.instants} instants every {args.step} h; master {engine.description}; load {load()}",
+        flush=True,
+    )
     data = generate(P, S, K, seed=args.seed)
     catalog = Catalog.open(workdir / "catalog.db")
     data.write(catalog)
     records = LinearRecordTimes(data)
-    engine = SparkEngine(master=args.master, log_dir=workdir / "spark-logs")
     try:
         engine.start()
         engine.session()
@@ -117,11 +124,13 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
         print(f"ratio:        forecast / plan = {total_s / plan_s:.1f} (goal: < 10); forecast / plan with "
               f"its snapshot = {total_s / with_snapshot_s:.1f}; load {load()}", flush=True)  # fmt: skip
     finally:
-        engine.stop()
+        if own:
+            engine.stop()
         catalog.close()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None, engine: SparkEngine | None = None) -> None:
+    """The command line (``argv``, else the process's); ``engine`` as in :func:`run`."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=10_000, help="partitions in all (default 10000)")
     parser.add_argument("--segments", type=int, default=100, help="segments per partition (default 100)")
@@ -133,9 +142,9 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dir", type=Path, default=None, help="parent of the temporary directory")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="ebb-bench-forecast-", dir=args.dir) as tmp:
-        run(args, Path(tmp))
+        run(args, Path(tmp), engine)
 
 
 if __name__ == "__main__":
