@@ -282,7 +282,7 @@ def _interval(table: Mapping[str, Any], label: str, key: str, default_ms: int) -
     """A finite duration > 0, in ms (Go duration strings, or any duration of SPEC §3)."""
     if key not in table:
         return default_ms
-    text, interval = _duration(table, label, key)
+    text, interval = _duration(table, label, key, finite=True)
     if interval is None or interval <= 0:
         raise InvalidInput(
             f"[{label}] invalid value for {key}: {shown(text)} (must be a finite duration above 0, e.g. 1m or 30s)"
@@ -290,10 +290,12 @@ def _interval(table: Mapping[str, Any], label: str, key: str, default_ms: int) -
     return interval
 
 
-def _duration(table: Mapping[str, Any], label: str, key: str) -> tuple[str, int | None]:
-    """The text of ``table[key]`` and its duration in ms (None: infinite)."""
+def _duration(table: Mapping[str, Any], label: str, key: str, *, finite: bool = False) -> tuple[str, int | None]:
+    """The text of ``table[key]`` and its duration in ms (None: infinite); a text that
+    does not parse is refused without offering infinite where it must be ``finite``."""
     text = _text(label, key, table[key])
     try:
         return text, parse_duration(text)
     except InvalidValue as error:
-        raise InvalidInput(f"[{label}] invalid value for {key}: {shown(error.text)} ({error.reason})") from None
+        reason = error.finite_reason if finite else error.reason
+        raise InvalidInput(f"[{label}] invalid value for {key}: {shown(error.text)} ({reason})") from None

@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 from console import format
 from console.cli.metrics import serve_metrics
-from console.cli.parser import command, positive_int, warn
+from console.cli.parser import command, finite, positive_int, warn
 from console.cli.prune import add_spark_flags
 from console.cli.render import emit_json, instant, size
 from console.model.journal import cycle_took
 from engine.broker import Broker
-from engine.errors import EbbError, InvalidInput, SparkUnavailable
+from engine.errors import EbbError, SparkUnavailable
 from engine.journal.journal import Journal
 from engine.journal.rows import Cycle
-from engine.policy.units import InvalidValue, describe_duration, parse_duration
+from engine.policy.units import describe_duration, parse_duration
 
 if TYPE_CHECKING:
     from engine.prune.cycle_result import CycleResult
@@ -54,15 +54,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def _interval(text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        interval = parse_duration(text)
-    except InvalidValue as error:
-        raise InvalidInput(f"invalid --prune-interval {text!r}: {error.reason}") from None
-    if interval is None or interval <= 0:
-        raise InvalidInput(f"invalid --prune-interval {text!r}: must be a finite duration above 0, e.g. 1m or 30s")
-    return interval
+    return None if text is None else finite("--prune-interval", text, parse_duration, "duration", above_zero=True)
 
 
 def journaled(broker: Broker, result: CycleResult) -> Cycle | None:

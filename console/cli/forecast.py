@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from console.cli.parser import command
+from console.cli.parser import command, finite
 from console.cli.policy_flags import add_policy_flags, policy_changes
 from console.cli.prune import _pruner, add_spark_flags
 from console.cli.render import emit_json, instant, size, table
@@ -23,7 +22,7 @@ from engine.broker import Broker
 from engine.clock import parse_instant
 from engine.errors import InvalidInput
 from engine.policy.effective import merge_overrides
-from engine.policy.units import InvalidValue, describe_duration, parse_duration, parse_size
+from engine.policy.units import describe_duration, parse_duration, parse_size
 
 if TYPE_CHECKING:
     from engine.forecast.forecast import Request
@@ -61,21 +60,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     command(forecast, run_forecast, mutates=False)
 
 
-def _finite(flag: str, text: str, parse: Callable[[str], int | None], what: str) -> int:
-    """``text`` given to ``flag``, read by ``parse`` (a policy value parser); infinite is refused."""
-    if text.strip().startswith("-"):
-        # Before the parser: its reason offers -1 or infinite for "no limit", which a
-        # flag that must be finite refuses too.
-        raise InvalidInput(f"invalid {flag} {text!r}: must be a finite {what}, 0 or more")
-    try:
-        value = parse(text)
-    except InvalidValue as error:
-        raise InvalidInput(f"invalid {flag} {text!r}: {error.reason}") from None
-    if value is None:
-        raise InvalidInput(f"invalid {flag} {text!r}: must be a finite {what}")
-    return value
-
-
 def run_forecast(broker: Broker, args: argparse.Namespace) -> int:
     # Everything the operator typed is checked before Spark starts.
     from engine.forecast.forecast import Request, instants
@@ -91,19 +75,18 @@ def run_forecast(broker: Broker, args: argparse.Namespace) -> int:
     for group in args.stalled:
         if group not in groups:
             raise InvalidInput(f"--stalled {group!r}: no such group on {', '.join(names) or 'any topic'}")
-    step = _finite("--step", args.step, parse_duration, "duration")
-    if step <= 0:
-        raise InvalidInput(f"invalid --step {args.step!r}: must be above 0")
+    step = finite("--step", args.step, parse_duration, "duration", above_zero=True)
     now = broker.clock() if args.now is None else parse_instant(args.now)
     request = Request(
-        instants=instants(now, _finite("--horizon", args.horizon, parse_duration, "duration"), step),
-        window_ms=_finite("--window", args.window, parse_duration, "duration"),
-        rate=None if args.rate is None else _finite("--rate", args.rate, parse_size, "size"),
+        instants=instants(now, finite("--horizon", args.horizon, parse_duration, "duration"), step),
+        # A window of 0 observes no record: a forecast of no ingest, whatever came in.
+        window_ms=finite("--window", args.window, parse_duration, "duration", above_zero=True),
+        rate=None if args.rate is None else finite("--rate", args.rate, parse_size, "size"),
         stalled=frozenset(args.stalled),
         disk_budget=(
             broker.config.disk_budget
             if args.disk_budget is None
-            else _finite("--disk-budget", args.disk_budget, parse_size, "size")
+            else finite("--disk-budget", args.disk_budget, parse_size, "size")
         ),
         prune_interval_ms=broker.config.prune_interval_ms,
     )

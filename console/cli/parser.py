@@ -9,6 +9,8 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from engine.broker import Broker
+from engine.errors import InvalidInput
+from engine.policy.units import InvalidValue
 
 Run = Callable[[Broker, argparse.Namespace], int]
 Mutates = bool | Callable[[argparse.Namespace], bool]
@@ -76,4 +78,23 @@ def positive_int(text: str) -> int:
     value = non_negative_int(text)
     if value == 0:
         raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def finite(flag: str, text: str, parse: Callable[[str], int | None], what: str, *, above_zero: bool = False) -> int:
+    """``text`` given to ``flag``, read by ``parse`` (a duration or size parser of
+    engine/policy/units.py) as a finite ``what``: 0 or more, or above 0.
+
+    Such a flag refuses the parser's "no limit" (``infinite``, ``-1``) and says so
+    before the parser would offer it as the way out (a negative value, a number too
+    large to hold)."""
+    refused = f"invalid {flag} {text!r}: must be a finite {what}, {'above 0' if above_zero else '0 or more'}"
+    if text.strip().startswith("-"):
+        raise InvalidInput(refused)
+    try:
+        value = parse(text)
+    except InvalidValue as error:
+        raise InvalidInput(f"invalid {flag} {text!r}: {error.finite_reason}") from None
+    if value is None or (above_zero and value == 0):
+        raise InvalidInput(refused)
     return value

@@ -7,7 +7,7 @@ import base64
 import sys
 from collections.abc import Iterator
 
-from console.cli.parser import command, non_negative_int, positive_int
+from console.cli.parser import command, finite, non_negative_int, positive_int
 from console.cli.render import emit_json
 from console.cli.stdin_lines import lines_as_they_arrive
 from engine.broker import Broker, Consumed
@@ -76,7 +76,7 @@ def _records(args: argparse.Namespace) -> Iterator[NewRecord | Lull]:
     if args.timestamp_step is not None:
         if timestamp is None:
             raise InvalidInput("--timestamp-step needs --timestamp (the first record's time)")
-        step = parse_duration(args.timestamp_step) or 0
+        step = finite("--timestamp-step", args.timestamp_step, parse_duration, "duration")
 
     def stamp(i: int) -> int | None:
         if timestamp is None:

@@ -23,6 +23,8 @@ from engine.errors import InvalidPolicy
 
 NO_LIMIT_WORDS = frozenset({"infinite", "none", "unlimited", "-1"})
 """Spellings of "no limit"; ``-1`` is Pulsar's."""
+#: what a duration or size too large to hold is told to write instead
+_NO_LIMIT = "use infinite for no limit"
 
 MS_PER_DAY = 86_400_000
 MAX_DURATION_MS = 36_525 * MS_PER_DAY
@@ -91,10 +93,14 @@ class InvalidValue(InvalidPolicy):
     ``text`` and ``reason`` to rephrase it with the name of the field.
     """
 
-    def __init__(self, kind: str, text: str, reason: str) -> None:
+    def __init__(self, kind: str, text: str, reason: str, no_limit: str = "") -> None:
+        """``no_limit``: how to write "no limit" instead, where that is what was meant.
+        A value that must be finite (a CLI flag's step, a prune interval) is refused
+        with :attr:`finite_reason`, which leaves that hint out."""
         self.text = text
-        self.reason = reason
-        super().__init__(f"invalid {kind}: {shown(text)} ({reason})")
+        self.finite_reason = reason
+        self.reason = f"{reason}; {no_limit}" if no_limit else reason
+        super().__init__(f"invalid {kind}: {shown(text)} ({self.reason})")
 
 
 def shown(text: str) -> str:
@@ -109,7 +115,7 @@ def _number(kind: str, text: str, digits: str, too_large: str) -> Decimal:
     if not _NUMBER.fullmatch(digits):
         raise InvalidValue(kind, text, f"malformed number {shown(digits)}")
     if len(digits.split(".", 1)[0].lstrip("0")) > _MAX_INTEGER_DIGITS:
-        raise InvalidValue(kind, text, too_large)
+        raise InvalidValue(kind, text, too_large, _NO_LIMIT)
     if len(digits) > _MAX_NUMBER_CHARS:
         raise InvalidValue(kind, text, f"too many digits; at most {_MAX_NUMBER_CHARS}")
     return Decimal(digits)
@@ -123,7 +129,7 @@ def _prepare(kind: str, text: str, hint: str) -> str | None:
     if cleaned.lower() in NO_LIMIT_WORDS:
         return None
     if cleaned.startswith("-"):
-        raise InvalidValue(kind, text, "negative values are invalid; use -1 or infinite for no limit")
+        raise InvalidValue(kind, text, "negative values are invalid", "use -1 or infinite for no limit")
     return cleaned
 
 
@@ -143,7 +149,7 @@ def parse_duration(text: str) -> int | None:
     cleaned = _prepare(kind, text, _DURATION_HINT)
     if cleaned is None:
         return None
-    too_large = "more than 100 years; use infinite for no limit"
+    too_large = "more than 100 years"
     total = Decimal(0)
     position = 0
     while position < len(cleaned):
@@ -164,7 +170,7 @@ def parse_duration(text: str) -> int | None:
             raise InvalidValue(kind, text, f"unknown unit {shown(unit)}; {_DURATION_HINT}")
         total = _EXACT.add(total, _EXACT.multiply(amount, unit_ms))
         if total > MAX_DURATION_MS:
-            raise InvalidValue(kind, text, too_large)
+            raise InvalidValue(kind, text, too_large, _NO_LIMIT)
     return _round_half_up(total)
 
 
@@ -179,7 +185,7 @@ def parse_size(text: str) -> int | None:
     cleaned = _prepare(kind, text, _SIZE_HINT)
     if cleaned is None:
         return None
-    too_large = "more than 2^63-1 bytes; use infinite for no limit"
+    too_large = "more than 2^63-1 bytes"
     match = _TERM.fullmatch(cleaned)
     if match is None:
         raise InvalidValue(kind, text, f"expected one number and an optional unit; {_SIZE_HINT}")
@@ -190,7 +196,7 @@ def parse_size(text: str) -> int | None:
         raise InvalidValue(kind, text, f"unknown unit {shown(unit)}; {_SIZE_HINT}")
     size = _round_half_up(_EXACT.multiply(amount, Decimal(unit_bytes)))
     if size > MAX_SIZE_BYTES:
-        raise InvalidValue(kind, text, too_large)
+        raise InvalidValue(kind, text, too_large, _NO_LIMIT)
     return size
 
 
@@ -203,7 +209,7 @@ def parse_count(text: str) -> int | None:
     if not re.fullmatch(r"[0-9]+", cleaned, re.ASCII):
         raise InvalidValue(kind, text, "not a whole number; use e.g. 10 or unlimited")
     if len(cleaned.lstrip("0")) > len(str(MAX_COUNT)) or int(cleaned) > MAX_COUNT:
-        raise InvalidValue(kind, text, "too large; use unlimited for no limit")
+        raise InvalidValue(kind, text, "too large", "use unlimited for no limit")
     return int(cleaned)
 
 

@@ -256,7 +256,7 @@ def test_a_what_if_of_one_topic_among_all_plans_only_that_one_twice(
         (["--rate", "fast"], "--rate"),
         # not the policy parser's "use -1 or infinite for no limit": the flag refuses both
         (["--rate=-5"], "--rate '-5': must be a finite size, 0 or more"),
-        (["--window=-5m"], "--window '-5m': must be a finite duration, 0 or more"),
+        (["--window=-5m"], "--window '-5m': must be a finite duration, above 0"),
         (["--stalled", "ghost"], "ghost"),
         (["--step", "1ms", "--horizon", "7d"], "instants"),
         (["--retention-time", "-5"], "retention_time"),
