@@ -158,10 +158,11 @@ def test_the_planner_reads_its_rows_as_a_bucketed_scan_without_shuffle_or_sort(
         with read_files(spark, directory, 4) as (rows, facts):
             frame = query.frame(spark, rows, facts)
             frame.toArrow()
-            # Adaptive execution shows the plan it ran, then the one it started from.
-            executed = frame._jdf.queryExecution().executedPlan().toString().split("== Initial Plan ==")[0]
+            # Adaptive execution is off (engine/prune/spark_settings.py): the plan
+            # shown is the plan run, not the one an adaptive plan started from.
+            executed = frame._jdf.queryExecution().executedPlan().toString()
 
-    assert "== Final Plan ==" in executed
+    assert "AdaptiveSparkPlan" not in executed
     assert "Bucketed: true" in executed and "SelectedBucketsCount: 4 out of 4" in executed
     assert "Exchange hashpartitioning" not in executed
     assert "Sort [" not in executed
