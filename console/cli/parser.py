@@ -85,9 +85,9 @@ def finite(flag: str, text: str, parse: Callable[[str], int | None], what: str, 
     """``text`` given to ``flag``, read by ``parse`` (a duration or size parser of
     engine/policy/units.py) as a finite ``what``: 0 or more, or above 0.
 
-    Such a flag refuses the parser's "no limit" (``infinite``, ``-1``) and says so
-    before the parser would offer it as the way out (a negative value, a number too
-    large to hold)."""
+    Such a flag refuses the parser's "no limit" (``infinite``, ``-1``), and its
+    reasons leave out the parser's hint to write one (a number too large to hold). A
+    negative value is told what the flag takes rather than that it is negative."""
     refused = f"invalid {flag} {text!r}: must be a finite {what}, {'above 0' if above_zero else '0 or more'}"
     if text.strip().startswith("-"):
         raise InvalidInput(refused)

@@ -44,7 +44,7 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.legacy.bucketedTableScan.outputOrdering": "true",
     # The plan has no shuffle to adapt (its rows come bucketed) and broadcasts its
     # facts by hint; adaptive execution only re-optimises the query once the
-    # broadcast is built: a tenth of a small plan, nothing gained at 1M segments
+    # broadcast is built: a tenth of a small plan's time and of a 1M-segment cycle's
     # (docs/SPARK_NOTES.md, "Adaptive execution").
     "spark.sql.adaptive.enabled": "false",
 }
