@@ -34,7 +34,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         metavar="DURATION",
         help="with --timestamp: add this much to each next record's timestamp (backfill a time range)",
     )
-    produce.add_argument("--count", type=non_negative_int, help="generate this many records")
+    produce.add_argument("--count", type=positive_int, help="generate this many records")
     produce.add_argument("--size", help="bytes per generated record value (with --count) [default: 100]")
     produce.add_argument(
         "--json",
@@ -91,8 +91,7 @@ def _records(args: argparse.Namespace) -> Iterator[NewRecord | Lull]:
         value_size = parse_size(args.size) if args.size is not None else 100
         if value_size is None or value_size > MAX_GENERATED_SIZE:
             raise InvalidInput(f"invalid --size {args.size!r}: use 0 to {describe_size(MAX_GENERATED_SIZE)}")
-        if args.count:
-            stamp(args.count - 1)  # the last timestamp is known: refuse before writing any
+        stamp(args.count - 1)  # the last timestamp is known: refuse before writing any
         for i in range(args.count):
             yield NewRecord(generated_value(i, value_size), key, stamp(i))
         return

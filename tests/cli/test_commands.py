@@ -233,6 +233,7 @@ BAD_INPUTS = [
     (("produce", "t", "--count", "1", "--size", "2 GiB"), "--size"),
     (("produce", "t", "--count", "1", "--size", "2 KiB"), "does not fit a segment"),
     (("produce", "t", "--count", "-5"), "must not be negative"),
+    (("produce", "t", "--count", "0"), "--count: must be at least 1"),
     (("consume", "t", "--group", "../../x"), "group name"),
     (("group", "create", "t", "g/../../x"), "group name"),
     (("group", "create", "t", "g", "--kind", "boss"), "invalid choice"),
