@@ -16,8 +16,10 @@ process and on one local Spark session:
   building the virtual snapshot (one virtual topic per topic and instant), the one
   plan of it, the summary.
 
-Printed: both times, the forecast / plan ratio (the goal: under 10), and the
-virtual snapshot's segment count against today's. The virtual snapshot holds every
+Printed: both times, the forecast / plan ratio (the goal: under 10), the virtual
+snapshot's segment count against today's, and the churn: the segments deleted after
+now's cycle and how often a log start moves (what a cheaper form would have to plan,
+docs/FORECAST_COST.md). The virtual snapshot holds every
 segment once per instant, plus the synthetic ones that arrived by then (about
 240x today's segments here), so the forecast plans its topics in batches of at
 most ``MAX_VIRTUAL_ROWS`` virtual segments, one Spark job each, and its time grows
@@ -42,6 +44,7 @@ from engine.catalog.catalog import Catalog
 from engine.forecast import forecast as forecasting
 from engine.forecast.extend import extend
 from engine.forecast.reading import observed_reads, readings
+from engine.forecast.result import Forecast
 from engine.forecast.summary import summarize
 from engine.prune.planner import Planner
 from engine.prune.record_times import time_cut
@@ -57,6 +60,23 @@ def timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[float, Any]:
 
 def load() -> str:
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def churn(result: Forecast, today: int) -> str:
+    """What changes over the horizon (docs/FORECAST_COST.md): the segments deleted
+    after now's cycle, against ``today``'s, and at how many instants after now a
+    partition's log start moves (median)."""
+    gone = sum(topic.points[-1].segments_deleted - topic.points[0].segments_deleted for topic in result.topics)
+    moves = [
+        sum(a != b for a, b in zip(starts, starts[1:]))
+        for topic in result.topics
+        for starts in zip(*([p.log_start for p in point.partitions] for point in topic.points))
+    ]
+    median = statistics.median(moves) if moves else 0
+    return (
+        f"  churn:      {gone:,} segments deleted after now's cycle ({gone / max(1, today):.2f}x today's); "
+        f"a partition's log start moves at {median:g} of {len(result.instants) - 1} later instants (median)"
+    )
 
 
 def run(args: argparse.Namespace, workdir: Path, engine: SparkEngine | None = None) -> None:
@@ -93,6 +113,7 @@ def run(args: argparse.Namespace, workdir: Path, engine: SparkEngine | None = No
         total_s, result = timed(forecasting.forecast, planner, catalog, records, request, defaults={})
         print(f"forecast:     {total_s:7.2f} s for {len(instants)} instants "
               f"({len(result.topics)} topics)", flush=True)  # fmt: skip
+        print(churn(result, snapshot.tables["segments"].num_rows), flush=True)
         after = [timed(planner.plan, snapshot)[0] for _ in range(args.repeat)]
         plan_s = statistics.median(before + after)
         with_snapshot_s = plan_s + snapshot_s

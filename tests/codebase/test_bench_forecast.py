@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench import forecast as bench_forecast
+from engine.forecast.result import Forecast, PartitionPoint, Point, TopicForecast
 from engine.prune.session import SparkEngine
 
 
@@ -24,5 +25,20 @@ def test_the_forecast_benchmark_runs_on_a_tiny_catalog(
     assert f"master {spark_engine.description};" in lines[0]
     assert any(line.startswith("forecast:") and "for 3 instants" in line for line in lines), lines
     assert any(line.startswith("ratio:        forecast / plan = ") for line in lines), lines
+    assert any(line.startswith("  churn:      ") and "later instants (median)" in line for line in lines), lines
     assert not list(tmp_path.iterdir())  # its temporary directory is gone with it
     assert spark_engine.state == "ready"  # the run's engine is left to the run
+
+
+def test_the_churn_counts_deletions_after_nows_cycle_and_log_start_moves() -> None:
+    def point(at: int, deleted: int, starts: list[int]) -> Point:
+        parts = [PartitionPoint(p, 0, 0, start) for p, start in enumerate(starts)]
+        return Point(at, 0, 0, parts, 0, deleted, {}, False)
+
+    # partition 0 moves at both later instants, partition 1 at one of them
+    topic = TopicForecast("t", {}, [point(0, 5, [10, 20]), point(1, 7, [12, 20]), point(2, 9, [15, 30])], [], [])
+    line = bench_forecast.churn(Forecast(0, [0, 1, 2], 1, [topic], None, None), today=8)
+    assert line == (
+        "  churn:      4 segments deleted after now's cycle (0.50x today's); "
+        "a partition's log start moves at 1.5 of 2 later instants (median)"
+    )
