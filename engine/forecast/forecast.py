@@ -117,21 +117,21 @@ def forecast(
             snapshot, rates = variant.only(mine)
             reads = readings(snapshot.tables, observed, now, request.window_ms, request.stalled, never_committed)
             extension = extend(
-                snapshot, request.instants[batch.start : batch.stop], rates, variant.segment_sizes, label=variant.label,
+                snapshot, request.instants[batch.first : batch.stop], rates, variant.segment_sizes, label=variant.label,
                 readings=reads, real_time_cut=real_time_cut, prune_interval_ms=request.prune_interval_ms,
             )  # fmt: skip
             parts.append((extension, snapshot, rates, reads))
         return parts
 
-    def summarize_part(part: Part, plan: Mapping[str, pa.Table]) -> Forecast:
+    def summarize_part(part: Part, plan: Mapping[str, pa.Table], batch: Batch) -> Forecast:
         extension, snapshot, rates, reads = part
-        return summarize(extension, plan, snapshot, rates, reads, request.window_ms)
+        return summarize(extension, plan, snapshot, rates, reads, request.window_ms, carried=batch.first < batch.start)
 
     results: list[list[Forecast | None]] = []
     topic_batches = batches(variants[0], request.instants, variants[1:])
     # The next batch's virtual snapshot is built (numpy, in this process) while Spark
     # plans this one (in the JVM); the plans stay on the calling thread (Ctrl-C).
-    for done, parts in enumerate(_one_ahead(virtual, topic_batches), 1):
+    for done, (batch, parts) in enumerate(zip(topic_batches, _one_ahead(virtual, topic_batches)), 1):
         present = [part for part in parts if part is not None]
         joined = {
             name: pa.concat_tables([extension.snapshot.tables[name] for extension, *_ in present])
@@ -140,7 +140,7 @@ def forecast(
         # Deleted segments only: the kept ones' rows would be collected and split for
         # nothing (a quarter of the forecast's time at 100K segments).
         plan = planner.plan(Snapshot(now, joined, present[0][1].rejected), tag=tag, every_segment=False)
-        results.append([None if part is None else summarize_part(part, plan.tables) for part in parts])
+        results.append([None if part is None else summarize_part(part, plan.tables, batch) for part in parts])
         if progress is not None:
             progress(done, len(topic_batches))
     result, *saved = (
@@ -236,6 +236,13 @@ class Batch:
     start: int
     stop: int
 
+    @property
+    def first(self) -> int:
+        """The first instant planned: a run of a topic's instants after its first
+        begins with the last instant of the run before, to tell the segments that go
+        after it (engine/forecast/summary.py counts each where it goes first)."""
+        return max(0, self.start - 1)
+
 
 def batches(variant: Variant, instants: Sequence[int], others: Sequence[Variant] = ()) -> list[Batch]:
     """The topics of ``variant`` in batches, in order, each of about
@@ -306,10 +313,20 @@ def _joined(parts: Sequence[Forecast]) -> list[TopicForecast]:
             for piece in (first, *rest):
                 for breach in piece.breaches:
                     breaches.setdefault(breach.kind, breach)
-            points = [point for piece in (first, *rest) for point in piece.points]
+            points = list(first.points)
+            for piece in rest:
+                # each run counts the bytes deleted by reason from its own first instant
+                before = points[-1].deleted_by_reason
+                points += [
+                    replace(point, deleted_by_reason=_summed(before, point.deleted_by_reason)) for point in piece.points
+                ]
             first = replace(first, points=points, breaches=sorted(breaches.values(), key=lambda b: b.at))
         joined.append(first)
     return joined
+
+
+def _summed(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+    return {key: a.get(key, 0) + b.get(key, 0) for key in sorted({*a, *b})}
 
 
 def _segment_size(policy: EffectivePolicy) -> int:

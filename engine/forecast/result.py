@@ -52,7 +52,7 @@ class Point:
     partitions: list[PartitionPoint]
     bytes_deleted: int
     segments_deleted: int
-    #: reason code -> bytes deleted since now for it
+    #: reason code -> bytes deleted since now for it: each segment's reason at the instant it goes
     deleted_by_reason: dict[str, int]
     quota_exceeded: bool
     #: (group, partition) over a backlog quota

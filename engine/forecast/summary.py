@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -61,6 +62,50 @@ def _past_max_time(virtual: Snapshot, partitions: pa.Table) -> set[tuple[str, in
     }
 
 
+def _first_deletions(
+    deleted: pa.Table, names: Sequence[str], width: int, carried: bool
+) -> dict[tuple[int, int], dict[str, int]]:
+    """(topic index, instant index) -> reason -> bytes of the segments that go first
+    at that instant, each for the reason its cycle would journal: a later instant's
+    plan may give a segment already gone another reason (one time retention has since
+    reached, say), which the cycles never record. Of virtual topic ``v`` of
+    ``names``, the topic is ``v % width`` and the instant ``v // width``; another
+    variant's rows are not in ``names``. ``carried``: what goes at the first instant
+    went in the run before."""
+    virtual = pc.index_in(deleted["topic"], value_set=pa.array(names, pa.string())).fill_null(-1).to_numpy()
+    mine = virtual >= 0
+    instant, topic = np.divmod(virtual[mine], width)
+    partition = deleted["partition"].to_numpy()[mine]
+    base = deleted["base_offset"].to_numpy()[mine]
+    order = np.lexsort((instant, base, partition, topic))
+    same = np.zeros(len(order), dtype=bool)  # the segment went at an earlier instant
+    same[1:] = (
+        (topic[order][1:] == topic[order][:-1])
+        & (partition[order][1:] == partition[order][:-1])
+        & (base[order][1:] == base[order][:-1])
+    )
+    first = order[~same]
+    if carried:
+        first = first[instant[first] > 0]
+    rows = np.flatnonzero(mine)[first]
+    firsts = (
+        pa.table(
+            {
+                "topic": topic[first],
+                "instant": instant[first],
+                "reason": deleted["reason"].take(rows),
+                "size_bytes": deleted["size_bytes"].take(rows),
+            }
+        )
+        .group_by(["topic", "instant", "reason"])
+        .aggregate([("size_bytes", "sum")])
+    )
+    result: dict[tuple[int, int], dict[str, int]] = {}
+    for t, i, reason, size in zip(*(firsts[c].to_pylist() for c in ("topic", "instant", "reason", "size_bytes_sum"))):
+        result.setdefault((t, i), {})[reason] = size
+    return result
+
+
 def summarize(
     extension: Extension,
     plan: Mapping[str, pa.Table],
@@ -68,15 +113,21 @@ def summarize(
     rates: Sequence[Rate],
     reads: Sequence[Reading],
     window_ms: int,
+    *,
+    carried: bool = False,
 ) -> Forecast:
     """The forecast from the plan of the virtual snapshot, without a disk budget
     (a budget is over every topic: see :func:`forecast`); ``rates`` and ``reads``
-    per row of the snapshot's partitions and positions."""
+    per row of the snapshot's partitions and positions. ``carried``: the
+    extension's first instant is the last of the run of instants before it
+    (:func:`engine.forecast.forecast.batches`), planned again only to tell what goes
+    after it: it has no point here."""
     names = extension.names
     width = len(extension.topics)
     segments = plan["segments"]
     # Deleted rows only: what stays is what was there (the extension's totals) less that.
     deleted = segments.filter(pc.equal(segments["decision"], "delete"))
+    first_deleted = _first_deletions(deleted, names, width, carried)
     deleted = deleted.group_by(["topic", "partition", "reason"]).aggregate(
         [("size_bytes", "sum"), ("size_bytes", "count")]
     )
@@ -121,15 +172,19 @@ def summarize(
         points: list[Point] = []
         #: kind -> the topic's first breach of that kind
         first: dict[str, Breach] = {}
+        #: reason -> bytes deleted since now for it
+        since_now: dict[str, int] = {}
         for i, at in enumerate(extension.instants):
+            for reason, size in first_deleted.get((t, i), {}).items():
+                since_now[reason] = since_now.get(reason, 0) + size
+            if carried and i == 0:
+                continue
             name = names[i * width + t]
             parts = [
                 PartitionPoint(p, *held.get((name, p), (0, 0)), log_start)
                 for p, log_start in sorted(starts.get(name, []))
             ]
-            reasons: dict[str, int] = {}
             for r in by_reason.get(name, []):
-                reasons[r["reason"]] = reasons.get(r["reason"], 0) + r["size_bytes_sum"]
                 cap = _CAP_OF_REASON.get(r["reason"])
                 if cap is not None:
                     first.setdefault(cap, Breach(cap, at, policies[topic][cap], partition=r["partition"]))
@@ -157,7 +212,7 @@ def summarize(
                     parts,
                     sum(r["size_bytes_sum"] for r in rows),
                     sum(r["size_bytes_count"] for r in rows),
-                    dict(sorted(reasons.items())),
+                    dict(sorted(since_now.items())),
                     bool(blocked.get(name)),
                     quota,
                 )

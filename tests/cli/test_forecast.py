@@ -332,6 +332,30 @@ def test_a_cap_breach_names_the_first_partition_that_breaches(data_dir: Path, sh
         assert (breach["kind"], breach["partition"]) == ("max_partition_size", 0)
 
 
+@pytest.mark.parametrize("runs", [False, True], ids=["one job", "a job per instant"])
+def test_bytes_deleted_count_each_segment_for_the_reason_it_went(
+    data_dir: Path, shared_spark: SparkEngine, ebb, runs: bool
+) -> None:
+    """retention_size deletes all but two segments' worth from now on, long before any
+    record is 3h old: every segment goes for its size, as its cycle journals. A plan
+    at 3h would call the oldest of them DELETE_TIME: they are gone by then, and do
+    not change reason. ``runs``: the topic planned over runs of its instants (a job
+    each, as a topic too large for one is), which must count the same."""
+    _new_data_dir(data_dir)
+    with Broker(data_dir, clock=lambda: NOW) as broker:
+        broker.create_topic(
+            "sized", 1, {"segment_size": str(SEGMENT), "retention_size": str(2 * SEGMENT), "retention_time": "3h"}
+        )
+        for k in range(RECORDS):
+            broker.produce("sized", [NewRecord(b"v" * 100, timestamp=NOW - (RECORDS - k) * MINUTE)], partition=0)
+    with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", 1 if runs else forecasting.MAX_VIRTUAL_ROWS):
+        (topic,) = _forecast(ebb, "--horizon", "4h", "--step", "30m")["topics"]
+    deleted = [point["bytes_deleted"] for point in topic["points"]]
+    assert deleted[0] > 0 and deleted == sorted(deleted) and deleted[-1] > deleted[0]
+    for point in topic["points"]:
+        assert point["deleted_by_reason"] == {"DELETE_SIZE": point["bytes_deleted"]}, point["at"]
+
+
 def test_a_steady_ingest_whose_last_record_is_now_is_forecast_at_its_rate(
     data_dir: Path, shared_spark: SparkEngine, ebb
 ) -> None:

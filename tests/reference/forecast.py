@@ -370,18 +370,25 @@ def forecast(
 ) -> dict[str, list[dict]]:
     """Topic -> per instant: bytes and segments kept after that instant's cycle, per
     partition (partition, bytes, segments, new log start), bytes and segments deleted
-    since now, bytes deleted by reason, quota state and groups over quota."""
+    since now, bytes deleted since now by the reason each segment went for, quota
+    state and groups over quota."""
     rates_ = rates(catalog, window, given)
     out: dict[str, list[dict]] = {t.name: [] for t in catalog.topics}
+    #: topic -> reason -> bytes deleted since now, each segment for the reason it had
+    #: at the first instant it went (what its cycle journals)
+    by_reason: dict[str, dict[str, int]] = {t.name: {} for t in catalog.topics}
+    gone: set[tuple[str, int, int]] = set()
     for at in instants:
         rows = model.plan(extended(catalog, at, rates_, window, stalled, prune_interval), at)
         for topic in catalog.topics:
             segments = [r for r in rows["segments"] if r["topic"] == topic.name]
             kept = [r for r in segments if r["decision"] == "keep"]
             deleted = [r for r in segments if r["decision"] == "delete"]
-            by_reason: dict[str, int] = {}
             for r in deleted:
-                by_reason[r["reason"]] = by_reason.get(r["reason"], 0) + r["size_bytes"]
+                if (key := (topic.name, r["partition"], r["base_offset"])) not in gone:
+                    gone.add(key)
+                    reasons = by_reason[topic.name]
+                    reasons[r["reason"]] = reasons.get(r["reason"], 0) + r["size_bytes"]
             # the cycle's roll seals the active segment and begins an empty one
             partitions = [
                 (
@@ -401,7 +408,7 @@ def forecast(
                     "partitions": sorted(partitions),
                     "bytes_deleted": sum(r["size_bytes"] for r in deleted),
                     "segments_deleted": len(deleted),
-                    "deleted_by_reason": dict(sorted(by_reason.items())),
+                    "deleted_by_reason": dict(sorted(by_reason[topic.name].items())),
                     "quota_exceeded": next(t["quota_exceeded"] for t in rows["topics"] if t["topic"] == topic.name),
                     "over_quota": sorted(
                         (g["group"], g["partition"])
