@@ -78,12 +78,10 @@ def _first_deletions(
     partition = deleted["partition"].to_numpy()[mine]
     base = deleted["base_offset"].to_numpy()[mine]
     order = np.lexsort((instant, base, partition, topic))
-    same = np.zeros(len(order), dtype=bool)  # the segment went at an earlier instant
-    same[1:] = (
-        (topic[order][1:] == topic[order][:-1])
-        & (partition[order][1:] == partition[order][:-1])
-        & (base[order][1:] == base[order][:-1])
-    )
+    same = np.ones(len(order), dtype=bool)  # the segment went at an earlier instant
+    same[:1] = False
+    for key in (topic[order], partition[order], base[order]):
+        same[1:] &= key[1:] == key[:-1]
     first = order[~same]
     if carried:
         first = first[instant[first] > 0]
