@@ -17,7 +17,7 @@ from console.widgets.live_table import LiveTable
 from console.widgets.top_bar import TopBar
 from engine.broker import Broker
 from engine.prune.operations import pause
-from tests.support.console_fixtures import HOUR, NOW, TERMINAL, settle
+from tests.support.console_fixtures import HOUR, NOW, TERMINAL, raised_toasts, settle
 
 # -- formatting -----------------------------------------------------------------------------
 
@@ -199,16 +199,6 @@ async def test_read_only_says_why_a_mutating_key_does_nothing(make_console) -> N
     """Hidden from the footer, a mutating key still answers: a toast naming what was
     refused, and nothing else happens (no dialog)."""
     app = make_console(read_only=True)
-    # Every toast the app raises, as raised: one on screen expires after 5 s, which a
-    # loaded machine can take to press six keys (a CI run saw 4 of 6 left).
-    raised: list[tuple[str, str]] = []
-    notify = app.notify
-
-    def recorded(message: str, *, title: str = "", **kwargs: object) -> None:
-        raised.append((title, str(message)))
-        notify(message, title=title, **kwargs)  # type: ignore[arg-type]
-
-    app.notify = recorded  # type: ignore[method-assign]
     async with app.run_test(size=TERMINAL) as pilot:
         await settle(pilot)
         await pilot.press("enter")  # the first topic
@@ -218,12 +208,12 @@ async def test_read_only_says_why_a_mutating_key_does_nothing(make_console) -> N
             await pilot.press(key)
             await settle(pilot)
             assert app.screen is topic
-        refused = [message for title, message in raised if title == "Read-only"]
+        refused = [str(n.message) for n in raised_toasts(app) if n.title == "Read-only"]
         assert len(refused) == 6 and all(m.endswith("refused: the console is read-only") for m in refused)
         assert refused[0].startswith("Edit policy") and refused[-1].startswith("Purge")
         await pilot.press("slash", *"ex", "escape")  # typed into the filter: no refusal
         await settle(pilot)
-        assert len([title for title, _ in raised if title == "Read-only"]) == 6
+        assert len([n for n in raised_toasts(app) if n.title == "Read-only"]) == 6
 
 
 async def test_palette_offers_views_topics_and_no_mutation_when_read_only(make_console) -> None:
@@ -266,6 +256,17 @@ async def test_number_keys_always_reach_their_view_and_the_breadcrumb_says_where
         assert type(app.screen).__name__ == "OverviewScreen"
 
 
+async def test_a_toast_that_expired_is_still_among_those_raised(make_console) -> None:
+    """The tests read toasts from ``raised_toasts``: on screen, one expires."""
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        app.notify("gone soon", title="Brief", timeout=0.05)
+        await pilot.pause(0.3)
+        assert "Brief" not in [n.title for n in app._notifications]
+        assert [str(n.message) for n in raised_toasts(app) if n.title == "Brief"] == ["gone soon"]
+
+
 async def test_t_names_the_theme_it_switched_to(make_console) -> None:
     app = make_console()
     async with app.run_test(size=TERMINAL) as pilot:
@@ -273,7 +274,7 @@ async def test_t_names_the_theme_it_switched_to(make_console) -> None:
         await pilot.press("t")
         await settle(pilot)
         assert app.theme != "ebbtide-dark"
-        assert [str(n.message) for n in app._notifications][-1] == f"theme {app.theme} (t: next)"
+        assert [str(n.message) for n in raised_toasts(app)][-1] == f"theme {app.theme} (t: next)"
 
 
 async def test_what_the_start_had_to_say_is_shown_once_the_console_is_up(make_console) -> None:
@@ -282,7 +283,7 @@ async def test_what_the_start_had_to_say_is_shown_once_the_console_is_up(make_co
     app = make_console(notices=("metrics address 127.0.0.1:9464: cannot listen (Address already in use): ...",))
     async with app.run_test(size=TERMINAL) as pilot:
         await settle(pilot)
-        shown = [(n.title, n.severity, str(n.message)) for n in app._notifications]
+        shown = [(n.title, n.severity, str(n.message)) for n in raised_toasts(app)]
         assert ("Metrics", "warning", app._notices[0]) in shown
 
 
@@ -318,7 +319,7 @@ async def test_the_demos_failures_are_shown_each_once(make_console) -> None:
         while batches:  # the status timer's ticks, at once
             app._tick()
         await settle(pilot)
-        assert [n.severity for n in app._notifications] == ["warning", "warning"]
+        assert [n.severity for n in raised_toasts(app)] == ["warning", "warning"]
         assert _toasts(app) == [
             f"Demo traffic\n{legal}",
             "\n".join(["Demo traffic", *others[-3:], "(and 2 more)"]),
@@ -393,7 +394,7 @@ async def test_views_follow_an_edit_of_the_config_file(make_console, console_dat
         (console_data / "ebb.toml").write_text("[policy\n")  # broken: said, not a crash
         await pilot.press("r")
         await settle(pilot)
-        assert any("ebb.toml" in str(n.message) for n in app._notifications)
+        assert any("ebb.toml" in str(n.message) for n in raised_toasts(app))
         assert app.is_running
 
 

@@ -34,7 +34,7 @@ from engine.policy.fields import FIELDS
 from engine.prune.planner import Plan
 from engine.prune.pruner import Pruner
 from engine.prune.tables import PLAN_TABLES
-from tests.support.console_fixtures import NOW, TERMINAL, settle
+from tests.support.console_fixtures import NOW, TERMINAL, raised_toasts, settle
 
 ORDERS = {"retention_time": "30m", "consumption": "protect", "segment_size": "2 KiB"}
 
@@ -353,7 +353,7 @@ async def test_an_invalid_policy_is_refused_and_nothing_is_saved(make_console, c
         await settle(pilot)
         assert isinstance(app.screen, PolicyEditorScreen)
         assert status_of(screen).startswith("✗ not saved: invalid value for retention_time")
-        assert [n.severity for n in app._notifications if str(n.message).startswith("not saved")] == ["error"]
+        assert [n.severity for n in raised_toasts(app) if str(n.message).startswith("not saved")] == ["error"]
         # a valid field, a broken combination: refused the same way, at the bottom
         await type_into(pilot, "retention_time", "30m")
         await type_into(pilot, "max_time", "10m")
@@ -362,7 +362,7 @@ async def test_an_invalid_policy_is_refused_and_nothing_is_saved(make_console, c
         screen.action_save()  # even asked directly
         await settle(pilot)
         assert isinstance(app.screen, PolicyEditorScreen)
-        assert any("not saved" in str(n.message) for n in app._notifications)
+        assert any("not saved" in str(n.message) for n in raised_toasts(app))
     assert saved_state(console_data) == before
 
 
@@ -385,7 +385,7 @@ async def test_a_valid_edit_is_saved_and_journaled_as_console(make_console, cons
         await pilot.press("ctrl+s")
         await settle(pilot)
         assert not isinstance(app.screen, PolicyEditorScreen)
-        assert any("retention_time 30m → 1h" in str(n.message) for n in app._notifications)
+        assert any("retention_time 30m → 1h" in str(n.message) for n in raised_toasts(app))
     overrides, journal = saved_state(console_data)
     assert overrides == {"segment_size": "2 KiB", "retention_time": "1h"}
     assert {(c["field"], c["old"], c["new"], c["actor"]) for c in journal[:2]} == {
@@ -435,7 +435,7 @@ async def test_escape_with_unsaved_changes_asks_once_then_discards(make_console,
         await pilot.press("escape")
         await settle(pilot)
         assert app.screen is not screen
-        assert any("nothing saved" in str(n.message) for n in app._notifications)
+        assert any("nothing saved" in str(n.message) for n in raised_toasts(app))
         # without changes, esc closes at once
         await pilot.press("e")  # orders is still selected
         await settle(pilot)
@@ -517,7 +517,7 @@ async def test_the_what_if_shows_what_would_go_and_who_would_skip(
         text = shown_text(screen.query_one(WhatIfPane).query_one(Static))
         await pilot.press("ctrl+s")  # saved as previewed: the toast warns what goes now
         await settle(pilot)
-        toasts = {n.title: str(n.message) for n in app._notifications}
+        toasts = {n.title: str(n.message) for n in raised_toasts(app)}
     # the same two plans, computed here directly
     with Broker(console_data, clock=lambda: NOW) as broker:
         pruner = Pruner(broker, spark_engine)
@@ -564,7 +564,7 @@ async def test_read_only_the_editor_does_not_open_and_nothing_is_saved(make_cons
         app.screen.action_edit_policy()  # even asked directly
         await settle(pilot)
         assert not isinstance(app.screen, PolicyEditorScreen)
-        assert any("read-only" in str(n.message) for n in app._notifications)
+        assert any("read-only" in str(n.message) for n in raised_toasts(app))
         # pushed by some other path, it still cannot save
         await app.push_screen(PolicyEditorScreen("orders"))
         await settle(pilot)

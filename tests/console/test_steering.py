@@ -36,7 +36,7 @@ from engine.errors import InvalidInput, PlanCancelled
 from engine.journal.journal import Journal
 from engine.journal.state import EngineState
 from engine.prune import operations
-from tests.support.console_fixtures import NOW, TERMINAL, settle
+from tests.support.console_fixtures import NOW, TERMINAL, raised_toasts, settle
 
 
 async def focus_billing(pilot) -> None:
@@ -524,7 +524,7 @@ async def test_a_held_topic_refuses_truncate_and_purge(make_console, console_dat
             "Truncate legal/0", lambda b: operations.truncate(b, "legal", 0, before_offset=10, actor="console"), str
         )
         await settle(pilot)
-        (note,) = [n for n in app._notifications if n.title == "Truncate legal/0"]
+        (note,) = [n for n in raised_toasts(app) if n.title == "Truncate legal/0"]
         assert (
             note.severity == "error"
             and note.message == "topic legal is on hold: release it first (`ebb release legal`)"
@@ -657,7 +657,7 @@ async def test_read_only_refuses_every_mutating_action(make_console, console_dat
         await type_into(pilot, "#confirm-word", "orders")
         await pilot.press("enter")
         await settle(pilot)
-        refusals = [n.message for n in app._notifications if n.title == "Read-only"]
+        refusals = [n.message for n in raised_toasts(app) if n.title == "Read-only"]
         assert refusals and all("refused: the console is read-only" in m for m in refusals)
     assert catalog_state(console_data) == before
 

@@ -22,7 +22,7 @@ from engine.journal.journal import Journal
 from engine.journal.state import EngineState
 from engine.prune import tables
 from engine.prune.planner import Plan
-from tests.support.console_fixtures import MINUTE, NOW, TERMINAL, settle
+from tests.support.console_fixtures import MINUTE, NOW, TERMINAL, raised_toasts, settle
 
 # -- the loader --------------------------------------------------------------------------
 
@@ -358,7 +358,7 @@ async def test_plan_now_without_spark_is_a_notification_even_read_only(make_cons
         await pilot.press("v")
         await settle(pilot)
         assert isinstance(app.screen, TopicScreen)
-        errors = [n.message for n in app._notifications if n.severity == "error"]
+        errors = [n.message for n in raised_toasts(app) if n.severity == "error"]
         assert errors == ["the Spark engine is off in this console"]
         assert app.screen.query_one("#segments-box").border_subtitle == "no plan: Spark is off in this console"
 

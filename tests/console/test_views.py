@@ -41,7 +41,7 @@ from engine.journal.rows import ACTION_FIELDS
 from engine.journal.state import EngineState
 from engine.prune.operations import pause, set_hold
 from engine.store.batch import NewRecord
-from tests.support.console_fixtures import HOUR, MINUTE, NOW, TERMINAL, settle
+from tests.support.console_fixtures import HOUR, MINUTE, NOW, TERMINAL, raised_toasts, settle
 
 #: the segments of clickstream/0 the fake scheduled cycle deletes (base, next, bytes)
 DELETED = ((0, 16, 1936), (16, 32, 1976))
@@ -599,7 +599,7 @@ async def test_the_engine_view_footer_offers_z(make_console, read_only: bool) ->
         await pilot.press("z")
         await settle(pilot)
         if read_only:
-            refused = [str(n.message) for n in app._notifications if n.title == "Read-only"]
+            refused = [str(n.message) for n in raised_toasts(app) if n.title == "Read-only"]
             assert refused == ["Pause deletion refused: the console is read-only"]
         else:
             assert isinstance(app.screen, AskScreen)  # asks y before pausing

@@ -125,13 +125,13 @@ def test_a_busy_catalog_names_the_process_that_holds_it(filled: Path, tmp_path: 
 
 
 async def test_the_console_shows_a_damaged_catalog_as_a_notification(make_console, console_data: Path) -> None:
-    from tests.support.console_fixtures import TERMINAL, settle
+    from tests.support.console_fixtures import TERMINAL, raised_toasts, settle
 
     corrupt_table(console_data / "catalog.db")
     app = make_console()
     async with app.run_test(size=TERMINAL) as pilot:
         await settle(pilot)
-        messages = [str(n.message) for n in app._notifications]
+        messages = [str(n.message) for n in raised_toasts(app)]
         assert any(str(console_data / "catalog.db") in m and "ebb verify --repair" in m for m in messages), messages
         assert app.is_running
 

@@ -10,8 +10,10 @@ until every worker is done and the UI has caught up.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,14 +129,39 @@ def make_console(console_data: Path, console_settings) -> Iterator[Callable[...,
     ) -> EbbApp:
         host = ConsoleHost(data or console_data, read_only=read_only, engine=False, clock=lambda: NOW, spark=spark)
         hosts.append(host)
-        return EbbApp(
+        app = EbbApp(
             host, theme=theme, live=False, watch=False, settings=console_settings, notices=notices,
             demo_failures=demo_failures,
         )  # fmt: skip
+        _record_toasts(app)
+        return app
 
     yield make
     for host in hosts:
         host.close()
+
+
+_RAISED: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+
+
+def _record_toasts(app: Any) -> None:
+    raised: list[Any] = []
+    add = app._notifications.add
+
+    def recorded(notification: Any) -> Any:
+        raised.append(notification)
+        return add(notification)
+
+    app._notifications.add = recorded
+    _RAISED[app] = raised
+
+
+def raised_toasts(app: Any) -> list[Any]:
+    """Every toast (a textual ``Notification``) an app of ``make_console`` has raised,
+    in order, expired or not: a toast on screen expires after its 3 to 15 s, which a
+    loaded machine can take to press a few keys (a CI run beside a benchmark saw 4 of
+    6 left)."""
+    return _RAISED[app]
 
 
 async def settle(pilot) -> None:
