@@ -20,8 +20,9 @@ from tests.support.cli import REPO, CliResult, ebb_command, run_main
 # it. Subprocesses inherit it.
 os.environ.setdefault(MASTER_ENV, "local[*]")
 
-# The session-scoped Spark engine and Spark Connect server, and the console's fixed catalog.
-pytest_plugins = ["tests.support.spark_fixtures", "tests.support.console_fixtures"]
+# The session-scoped Spark engine and Spark Connect server, the console's fixed catalog,
+# and the order the xdist workers get the tests in (the known-long ones first).
+pytest_plugins = ["tests.support.spark_fixtures", "tests.support.console_fixtures", "tests.support.scheduling"]
 
 
 @pytest.fixture
