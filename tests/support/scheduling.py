@@ -14,7 +14,10 @@ run in its collected place; update the table from a run's ``--durations=40``.
 
 A module whose tests share a module-scoped fixture, or depend on running in their
 order, is moved as a whole (:data:`WHOLE_MODULES`), its tests in their order. The
-order changes only under xdist: ``-n 0`` runs files as collected.
+tests of the run's Spark Connect server go to one worker together, with what moves
+with them: a worker starts that server (a JVM, then its JIT's ramp) when its share
+first needs it, and split between the two, the server started twice. The order
+changes only under xdist: ``-n 0`` runs files as collected.
 """
 
 from __future__ import annotations
@@ -68,6 +71,14 @@ WHOLE_MODULES = frozenset({"tests/faults/test_hostile_input.py", "tests/prune/te
                            "tests/prune/test_spark_session.py"})  # fmt: skip
 
 
+#: the fixture of the run's Connect server (tests/support/spark_fixtures.py)
+_CONNECT_SERVER = "connect_server_of_the_run"
+#: the unit of every test of that server, and of the units those tests move with
+_ON_THE_CONNECT_SERVER = "(the tests of the run's Connect server)"
+#: what a test not in :data:`LONG_SECONDS` is counted as, in that unit
+_SHORT_SECONDS = 2.0
+
+
 def _unit(item: pytest.Item) -> str:
     """What ``item`` moves with: its module, or itself (all its parameter cases)."""
     module = item.nodeid.split("::", 1)[0]
@@ -79,14 +90,23 @@ def long_first_halves(items: list[pytest.Item], workers: int = 2) -> list[pytest
     units: dict[str, list[pytest.Item]] = {}
     for item in items:
         units.setdefault(_unit(item), []).append(item)
-    long = sorted((u for u in units if u in LONG_SECONDS), key=lambda u: -LONG_SECONDS[u])
+    seconds_of = {unit: LONG_SECONDS[unit] for unit in units if unit in LONG_SECONDS}
+    on_server = [
+        unit
+        for unit, members in units.items()
+        if any(_CONNECT_SERVER in getattr(i, "fixturenames", ()) for i in members)
+    ]
+    if on_server:
+        units[_ON_THE_CONNECT_SERVER] = [item for unit in on_server for item in units.pop(unit)]
+        seconds_of[_ON_THE_CONNECT_SERVER] = sum(seconds_of.pop(unit, _SHORT_SECONDS) for unit in on_server)
+    long = sorted(seconds_of, key=lambda u: -seconds_of[u])
     shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
     seconds = [0.0] * workers
     for unit in long:
         i = min(range(workers), key=lambda w: seconds[w])
         shares[i].extend(units[unit])
-        seconds[i] += LONG_SECONDS[unit]
-    rest = [item for unit, members in units.items() if unit not in LONG_SECONDS for item in members]
+        seconds[i] += seconds_of[unit]
+    rest = [item for unit, members in units.items() if unit not in seconds_of for item in members]
     # xdist's first share is len // workers of the items, the next of what is left, ...
     out: list[pytest.Item] = []
     for i, share in enumerate(shares):
