@@ -12,7 +12,7 @@ import pytest
 
 from engine.broker import Broker
 from engine.prune.session import MASTER_ENV
-from tests.support.cli import REPO, CliResult, ebb_command, run_main
+from tests.support.cli import REPO, CliResult, ebb_command, run_main, subprocess_env
 
 # Commands that plan run Spark in their own process, as `--spark-master local[*]`
 # would: the shared Spark service (a background server that outlives the command) is
@@ -57,7 +57,7 @@ def ebb_process(data_dir: Path):
             capture_output=True,
             timeout=timeout,
             cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env=subprocess_env(),
         )
         return CliResult(done.returncode, done.stdout.decode(), done.stderr.decode())
 

@@ -9,7 +9,6 @@ engine, so that each does not start a JVM of its own."""
 from __future__ import annotations
 
 import json
-import os
 import queue
 import signal
 import subprocess
@@ -24,7 +23,7 @@ from engine.broker import Broker
 from engine.journal.journal import Journal
 from engine.journal.rows import ACTION_FIELDS, CYCLE_FIELDS
 from engine.journal.state import EngineState
-from tests.support.cli import REPO, ebb_command, state_of
+from tests.support.cli import REPO, ebb_command, state_of, subprocess_env
 from tests.support.prune_driver import NOW, make_topic, sealed_bases
 
 TOPIC = "events"
@@ -338,7 +337,7 @@ def test_engine_process_prunes_each_interval_and_stops_cleanly_on_sigterm(data_d
     proc = subprocess.Popen(
         ebb_command(data_dir, "engine", "--prune-interval", "1s", "--spark-master", "local[1]"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=subprocess_env(),
     )  # fmt: skip
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_read_lines, args=(proc.stdout, lines), daemon=True).start()

@@ -26,7 +26,7 @@ from engine.broker import Broker
 from engine.clock import now_ms
 from engine.journal.journal import Journal
 from engine.metrics.server import MetricsServer
-from tests.support.cli import REPO, ebb_command
+from tests.support.cli import REPO, ebb_command, subprocess_env
 
 Samples = dict[tuple[str, frozenset], float]
 
@@ -158,7 +158,7 @@ class Engine:
             ebb_command(data_dir, "engine", "--json", "--prune-interval", interval, "--metrics", f"127.0.0.1:{port}",
                         "--spark-master", "local[1]"),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, start_new_session=True,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env=subprocess_env(),
         )  # fmt: skip
 
     def cycle(self) -> dict:

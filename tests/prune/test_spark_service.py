@@ -33,7 +33,7 @@ from engine.prune.record_times import StoreRecordTimes
 from engine.prune.session import MASTER_ENV, SparkEngine, spark_engine_for
 from engine.prune.snapshot import build_snapshot
 from engine.prune.spark_warmup import WARM_UP_PLANS
-from tests.support.cli import REPO, CliResult, ebb_command, run_main
+from tests.support.cli import REPO, CliResult, ebb_command, run_main, subprocess_env
 
 NOW = "2099-01-01T00:00:00Z"  # the produced records all older than retention_time
 IDLE_TIMEOUT_S = 12
@@ -43,8 +43,7 @@ _POLL_S = 0.1
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != MASTER_ENV}
-    return {**env, "PYTHONPATH": str(REPO)}
+    return {k: v for k, v in subprocess_env().items() if k != MASTER_ENV}
 
 
 def run_ebb(data: Path, *args: str, timeout: float = 300) -> CliResult:

@@ -8,7 +8,6 @@ terminal.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import stat
@@ -25,7 +24,7 @@ import pytest
 from engine.errors import PlanCancelled, SparkUnavailable
 from engine.prune.session import SparkEngine
 from engine.prune.spark_settings import LOCAL_COLLECTOR, java_log_options, local_java_options
-from tests.support.cli import REPO
+from tests.support.cli import subprocess_env
 
 READY_TIMEOUT = 180.0  # generous: CI machines are slow and other JVMs may be running
 
@@ -74,7 +73,7 @@ def run_child(tmp_path: Path, remote: str = "") -> tuple[subprocess.CompletedPro
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(result_path), "data/logs", remote],
         check=False, capture_output=True, cwd=tmp_path, timeout=300,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=subprocess_env(),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     return done, json.loads(result_path.read_text()), log_dir

@@ -4,6 +4,7 @@ command must leave as it was."""
 from __future__ import annotations
 
 import io
+import os
 import sqlite3
 import sys
 from contextlib import redirect_stderr, redirect_stdout
@@ -13,6 +14,22 @@ from pathlib import Path
 from console.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
+
+#: The JIT of a Spark driver JVM that an ``ebb`` subprocess starts for a few plans and
+#: stops: C1 alone. Such a JVM lives in the JIT's ramp, where C2's compiles take a
+#: core (docs/SPARK_NOTES.md, "The JIT ramp"): a cold start and its first plans took
+#: about 40% less time (an engine test of two cycles: 44 s against 70 s). C1 plans
+#: take twice as long once C2 has settled, so the run's own JVMs, hundreds of plans
+#: each (tests/support/spark_fixtures.py), keep the default. spark-submit reads the
+#: variable; the commands under test are unchanged.
+ONE_SHOT_JVM = "-XX:TieredStopAtLevel=1"
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """The environment of an ``ebb`` subprocess: this checkout importable, and the
+    JIT of :data:`ONE_SHOT_JVM` for the Spark driver it may start."""
+    submit_opts = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {ONE_SHOT_JVM}".strip()
+    return {**os.environ, "PYTHONPATH": str(REPO), "SPARK_SUBMIT_OPTS": submit_opts, **extra}
 
 
 @dataclass

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from tests.support.cli import REPO, CliResult, run_main
+from tests.support.cli import REPO, CliResult, run_main, subprocess_env
 
 
 def run_in_one_process(data_dir: Path, *commands: tuple[str, ...], timeout: float = 600) -> list[CliResult]:
@@ -40,7 +39,7 @@ def run_in_one_process(data_dir: Path, *commands: tuple[str, ...], timeout: floa
             capture_output=True,
             timeout=timeout,
             cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env=subprocess_env(),
         )
         assert (done.returncode, done.stdout, done.stderr) == (0, b"", b""), done.stderr.decode()
         return [CliResult(**fields) for fields in json.loads(results.read_text())]
