@@ -9,9 +9,12 @@ import errno
 import json
 import os
 import subprocess
+import threading
+import time
 import tracemalloc
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -156,41 +159,106 @@ def test_the_error_counts_only_what_this_producer_had_acknowledged(broker: Broke
     assert acks == [Acked(0, 0, 1000), Acked(0, 1003, 2003)]
 
 
-def _popen(data_dir: Path, *args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        ebb_command(data_dir, *args),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+class _FedProducer:
+    """An ``ebb produce`` process fed lines on its stdin by the test, its output read
+    as it comes (a ``--json`` producer's acks would fill a pipe nobody reads, and it
+    would stop appending)."""
 
+    def __init__(self, data_dir: Path, *args: str) -> None:
+        self.process = subprocess.Popen(
+            ebb_command(data_dir, *args),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        self.output: dict[str, bytes] = {}
+        self.readers = [
+            threading.Thread(target=self._read, args=(name, stream), daemon=True)
+            for name, stream in (("out", self.process.stdout), ("err", self.process.stderr))
+        ]
+        for reader in self.readers:
+            reader.start()
 
-def _finish(process: subprocess.Popen[bytes]) -> str:
-    out, err = process.communicate(timeout=300)
-    assert process.returncode == 0, err.decode()
-    return out.decode()
+    def _read(self, name: str, stream: IO[bytes]) -> None:
+        self.output[name] = stream.read()
+
+    def feed(self, indexes: range) -> None:
+        """Records ``indexes``, one line each (``_index`` reads them back)."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(b"".join(b"%d|\n" % i for i in indexes))
+        self.process.stdin.flush()
+
+    def finish(self) -> str:
+        """Its stdout, once its stdin is closed and it has exited 0."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=300)
+        for reader in self.readers:
+            reader.join(timeout=60)
+        assert self.process.returncode == 0, self.output.get("err", b"").decode()
+        return self.output["out"].decode()
 
 
 def test_producers_at_once_on_a_keyless_topic_each_acknowledge_their_own_records(ebb, data_dir: Path) -> None:
     """Three ``ebb produce`` processes spreading over the same partitions: runs split
     by the others' records are acknowledged in pieces, each true; each summary
-    counts its own records."""
+    counts its own records.
+
+    The three are fed their stdin in turns, each turn written before the next begins:
+    started at once with ``--count``, one could finish before another began and
+    nothing would be split."""
     assert ebb("topic", "create", "t", "--partitions", "3").code == 0
     (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
-    produced = 12_000
-    flags = ["--count", str(produced), "--size", "20", "--timestamp", str(T0), "--timestamp-step", "1s"]
-    with_json = [_popen(data_dir, "produce", "t", *flags, "--json") for _ in range(2)]
-    summarised = _popen(data_dir, "produce", "t", *flags)
-    outputs = [_finish(p) for p in with_json]
-    summary = _finish(summarised)
+    produced, turn = 6_000, 1_000
+    flags = ["--timestamp", str(T0), "--timestamp-step", "1s"]
+    with_json = [_FedProducer(data_dir, "produce", "t", *flags, "--json") for _ in range(2)]
+    summarised = _FedProducer(data_dir, "produce", "t", *flags)
+    try:
+        for start in range(0, produced, turn):
+            for number, producer in enumerate([*with_json, summarised]):
+                producer.feed(range(start, start + turn))
+                _wait_for_offsets(data_dir, "t", start * 3 + (number + 1) * turn)
+        outputs = [p.finish() for p in with_json]
+        summary = summarised.finish()
+    finally:
+        for producer in [*with_json, summarised]:
+            producer.process.kill()  # a test that failed midway leaves none running
+            producer.process.wait()
     for out in outputs:
         acks = _lines(out)
         assert sum(a["count"] for a in acks) == produced
         _check_acks(data_dir, "t", acks, produced)
+        assert _split_by_others(acks), "no run of this producer's had another's records before it"
     assert summary.startswith(f"produced {produced} record(s) to t: partition 0 offsets "), summary
+    assert "between other producers' records" in summary, summary
     described = json.loads(ebb("topic", "describe", "t", "--json").out)
     assert sum(p["next_offset"] for p in described["partitions"]) == 3 * produced
+
+
+def _wait_for_offsets(data_dir: Path, topic: str, total: int) -> None:
+    """Until ``topic``'s partitions hold ``total`` records (a producer's turn is in)."""
+    deadline = time.monotonic() + 120
+    while True:
+        with Broker(data_dir) as reader:
+            held = sum(row.next_offset for row in reader.catalog.partitions(topic))
+        if held >= total:
+            assert held == total, (held, total)
+            return
+        assert time.monotonic() < deadline, f"{held} of {total} records after 120 s"
+        time.sleep(0.05)
+
+
+def _split_by_others(acks: list[dict[str, int]]) -> bool:
+    """Whether an ack begins past where this producer's previous one on its
+    partition ended: another producer's records lie between."""
+    ended: dict[int, int] = {}
+    split = False
+    for ack in acks:
+        split |= ack["partition"] in ended and ack["base_offset"] > ended[ack["partition"]]
+        ended[ack["partition"]] = ack["next_offset"]
+    return split
 
 
 def _fsync_never(data_dir: Path) -> None:

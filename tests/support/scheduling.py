@@ -30,7 +30,6 @@ LONG_SECONDS: dict[str, float] = {
     "tests/prune/test_forecast.py::test_forecast_agrees_with_the_reference_model": 152,
     "tests/faults/test_kill_verify.py::test_producers_killed_at_random_points_always_leave_a_repairable_directory": 117,
     "tests/prune/test_planner_property.py::test_planner_agrees_with_the_reference_model": 114,
-    "tests/cli/test_produce_acks.py::test_producers_at_once_on_a_keyless_topic_each_acknowledge_their_own_records": 102,
     "tests/cli/test_forecast_judged.py::test_a_what_if_of_a_cycles_limit_or_roll_is_what_the_cycles_leave": 89,
     "tests/prune/test_prune_elsewhere.py::test_a_standalone_cluster_makes_the_local_plan": 112,
     "tests/engine/test_metrics_process.py::test_a_running_engine_is_scraped_as_the_cli_reads_it_and_stops_clean": 83,
