@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import subprocess
 import threading
 import time
@@ -25,7 +24,7 @@ from engine.journal.state import EngineState
 from engine.producing import Acked, Acknowledgements, InterruptedWaiting
 from engine.store.batch import NewRecord
 from engine.store.partition import AppendResult
-from tests.support.cli import REPO, CliResult, ebb_command
+from tests.support.cli import REPO, CliResult, ebb_command, subprocess_env
 
 T0 = 1_800_000_000_000
 
@@ -171,7 +170,7 @@ class _FedProducer:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env=subprocess_env(),
         )
         self.output: dict[str, bytes] = {}
         self.readers = [
