@@ -20,6 +20,14 @@ from tests.support.cli import REPO, CliResult, ebb_command, run_main, subprocess
 # it. Subprocesses inherit it.
 os.environ.setdefault(MASTER_ENV, "local[*]")
 
+# gRPC (the Spark Connect client a test loads) restarts its poller thread in every
+# forked child; once the child closes descriptors before its exec, that thread finds
+# its epoll descriptor gone and aborts the child (SIGABRT, 1 fork in 150 here). The
+# tests fork with grpc loaded (a preexec_fn, tests/support/forked_cli.py, the fault
+# campaign), so its fork handlers are off for the whole run; ``ebb`` itself never
+# forks a process that holds a Spark Connect client.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 # The session-scoped Spark engine and Spark Connect server, the console's fixed catalog,
 # and the order the xdist workers get the tests in (the known-long ones first).
 pytest_plugins = ["tests.support.spark_fixtures", "tests.support.console_fixtures", "tests.support.scheduling"]

@@ -21,26 +21,23 @@ import pytest
 from tests.support.cli import REPO, CliResult, ebb_command
 
 
-def _ebb(data_dir: Path, *args: str, **streams: Any) -> CliResult:
-    """``ebb --data-dir DATA ARGS`` with the standard streams given (default: pipes)."""
+def _ebb(data_dir: Path, *args: str, closed: int | None = None, **streams: Any) -> CliResult:
+    """``ebb --data-dir DATA ARGS`` with the standard streams given (default: pipes);
+    with descriptor ``closed`` closed, as the shell's ``N>&-`` does.
+
+    The shell closes it, not a ``preexec_fn``: that would make ``subprocess`` fork
+    rather than spawn, and a test process that holds a Spark Connect client has gRPC
+    threads, whose fork handlers can abort the child before it runs ``ebb``."""
     streams.setdefault("stdout", subprocess.PIPE)
     streams.setdefault("stderr", subprocess.PIPE)
     streams.setdefault("stdin", subprocess.DEVNULL)
-    done = subprocess.run(
-        ebb_command(data_dir, *args),
-        timeout=120,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        **streams,
-    )
+    command = ebb_command(data_dir, *args)
+    if closed is not None:
+        command = ["sh", "-c", f'exec "$@" {closed}>&-', "sh", *command]
+    done = subprocess.run(command, timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, **streams)
     out = done.stdout.decode() if isinstance(done.stdout, bytes) else ""
     err = done.stderr.decode() if isinstance(done.stderr, bytes) else ""
     return CliResult(done.returncode, out, err)
-
-
-def _closing(fd: int):
-    """A preexec_fn closing descriptor ``fd`` in the child, as ``>&-`` does."""
-    return lambda: os.close(fd)
 
 
 def _assert_one_error(result: CliResult, *needles: str) -> None:
@@ -99,21 +96,21 @@ def test_records_that_could_not_be_written_out_are_not_committed(made: Path, ebb
 
 @pytest.mark.parametrize("args", PRINTING, ids=" ".join)
 def test_a_closed_stdout_is_refused_before_anything_is_done(made: Path, args: tuple[str, ...]) -> None:
-    result = _ebb(made, *args, stdout=None, preexec_fn=_closing(1))
+    result = _ebb(made, *args, closed=1)
     _assert_one_error(result, "standard output is closed")
 
 
 def test_a_closed_stdout_writes_nothing(made: Path) -> None:
-    result = _ebb(made, "topic", "create", "never", stdout=None, preexec_fn=_closing(1))
+    result = _ebb(made, "topic", "create", "never", closed=1)
     _assert_one_error(result, "standard output is closed")
     assert not (made / "topics" / "never").exists()
 
 
 def test_a_closed_stdin_is_empty_input(made: Path) -> None:
     """``ebb produce TOPIC <&-``: no lines to produce, said as for an empty stdin."""
-    result = _ebb(made, "produce", "orders", stdin=None, preexec_fn=_closing(0))
+    result = _ebb(made, "produce", "orders", closed=0)
     _assert_one_error(result, "no records to produce")
-    purge = _ebb(made, "purge", "orders", stdin=None, preexec_fn=_closing(0))
+    purge = _ebb(made, "purge", "orders", closed=0)
     _assert_one_error(purge, "--yes")
 
 
@@ -121,9 +118,9 @@ def test_a_closed_stderr_leaves_the_output_and_the_files_alone(made: Path) -> No
     """With descriptor 2 closed, no file the command opens may take it (a child's
     stderr would write into it); the refusal still exits 2."""
     before = sorted((p, p.stat().st_size) for p in made.rglob("*.log"))
-    created = _ebb(made, "produce", "orders", "--count", "3", "--size", "10", stderr=None, preexec_fn=_closing(2))
+    created = _ebb(made, "produce", "orders", "--count", "3", "--size", "10", closed=2)
     assert created.code == 0
-    refused = _ebb(made, "topic", "create", "orders", stderr=None, preexec_fn=_closing(2))
+    refused = _ebb(made, "topic", "create", "orders", closed=2)
     assert refused.code == 2
     assert "ebb: error" not in refused.out  # a closed stderr is not a reason to print errors on stdout
     after = sorted((p, p.stat().st_size) for p in made.rglob("*.log"))
