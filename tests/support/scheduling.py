@@ -9,8 +9,9 @@ longest first, each to the half with less of them so far) and the short tests fi
 the rest in their collected order: whatever is stolen at the end is short.
 
 The durations are a full run's (``--durations``, call and setup, on the two-core CI
-machine; rounded). A test missing from :data:`LONG_SECONDS` (renamed, new) is only
-run in its collected place; update the table from a run's ``--durations=40``.
+machine; rounded). A test missing from :data:`LONG_SECONDS` (new) is only run in its
+collected place; update the table from a run's ``--durations=40``. A key that names
+no test (renamed, removed) fails tests/codebase/test_scheduling.py.
 
 A module whose tests share a module-scoped fixture, or depend on running in their
 order, is moved as a whole (:data:`WHOLE_MODULES`), its tests in their order. The
