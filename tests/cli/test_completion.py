@@ -3,7 +3,6 @@ the data directory on the command line; nothing is created, nothing fails loudly
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.broker import Broker
-from tests.support.cli import REPO
+from tests.support.cli import REPO, subprocess_env
 
 
 def _complete(
@@ -23,11 +22,10 @@ def _complete(
     out = tmp_path / "completions"
     done = subprocess.run(
         [sys.executable, "-m", "console.cli.main"],
-        env={
-            **os.environ, "PYTHONPATH": str(REPO), "_ARGCOMPLETE": "1", "_ARGCOMPLETE_SHELL": "bash",
-            "COMP_LINE": line, "COMP_POINT": str(point), "_ARGCOMPLETE_STDOUT_FILENAME": str(out),
-            "_ARGCOMPLETE_IFS": "\n", **(env or {}),
-        },
+        env=subprocess_env(
+            _ARGCOMPLETE="1", _ARGCOMPLETE_SHELL="bash", COMP_LINE=line, COMP_POINT=str(point),
+            _ARGCOMPLETE_STDOUT_FILENAME=str(out), _ARGCOMPLETE_IFS="\n", **(env or {}),
+        ),
         cwd=REPO, capture_output=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()
@@ -103,7 +101,7 @@ def test_completion_prints_the_script_without_a_data_directory(tmp_path: Path, s
     missing = tmp_path / "nowhere"
     done = subprocess.run(
         [sys.executable, "-m", "console.cli.main", "--data-dir", str(missing), "completion", shell],
-        env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO, capture_output=True, timeout=60,
+        env=subprocess_env(), cwd=REPO, capture_output=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0 and done.stderr == b""
     assert b"ebb" in done.stdout and b"_ARGCOMPLETE" in done.stdout

@@ -18,7 +18,7 @@ from typing import IO, Any
 
 import pytest
 
-from tests.support.cli import REPO, CliResult, ebb_command
+from tests.support.cli import REPO, CliResult, ebb_command, subprocess_env
 
 
 def _ebb(data_dir: Path, *args: str, closed: int | None = None, **streams: Any) -> CliResult:
@@ -34,7 +34,7 @@ def _ebb(data_dir: Path, *args: str, closed: int | None = None, **streams: Any) 
     command = ebb_command(data_dir, *args)
     if closed is not None:
         command = ["sh", "-c", f'exec "$@" {closed}>&-', "sh", *command]
-    done = subprocess.run(command, timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, **streams)
+    done = subprocess.run(command, timeout=120, cwd=REPO, env=subprocess_env(), **streams)
     out = done.stdout.decode() if isinstance(done.stdout, bytes) else ""
     err = done.stderr.decode() if isinstance(done.stderr, bytes) else ""
     return CliResult(done.returncode, out, err)
@@ -300,7 +300,7 @@ def _producer(command: list[str]) -> subprocess.Popen[bytes]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=subprocess_env(),
     )
     assert process.stdin is not None and process.stdout is not None
     return process

@@ -19,7 +19,7 @@ import pytest
 
 from console.cli.stdin_lines import lines_as_they_arrive
 from engine.producing import LULL, InterruptedWaiting
-from tests.support.cli import REPO, ebb_command
+from tests.support.cli import REPO, ebb_command, subprocess_env
 
 
 @pytest.fixture
@@ -121,7 +121,7 @@ def test_a_producer_fed_by_an_open_pipe_writes_each_line_as_it_comes(ebb, data_d
     producer = subprocess.Popen(
         ebb_command(data_dir, "produce", "logs", "--json"),
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=subprocess_env(),
     )  # fmt: skip
     assert producer.stdin is not None and producer.stdout is not None
     try:
@@ -147,7 +147,7 @@ def test_a_producer_stopped_with_ctrl_c_says_what_it_wrote(ebb, data_dir: Path) 
     producer = subprocess.Popen(
         ebb_command(data_dir, "produce", "logs"),
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=subprocess_env(),
     )  # fmt: skip
     assert producer.stdin is not None
     producer.stdin.write(b"first\nsecond\n")

@@ -29,7 +29,7 @@ from engine.prune.operations import truncate
 from engine.prune.pruner import Pruner
 from engine.prune.session import SparkEngine
 from engine.store.batch import NewRecord
-from tests.support.cli import REPO, ebb_command
+from tests.support.cli import REPO, ebb_command, subprocess_env
 from tests.support.lag_catalog import POSITIONS, build_lag_catalog, record_time
 
 HOUR = 3_600_000
@@ -105,7 +105,7 @@ def test_a_scrape_agrees_with_describe_and_the_journal(
     proc = subprocess.Popen(
         ebb_command(data_dir, "engine", "--json", "--prune-interval", "1h", "--metrics", f"127.0.0.1:{port}", *where),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, start_new_session=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=subprocess_env(),
     )  # fmt: skip
     try:
         cycle = _first_cycle(proc)

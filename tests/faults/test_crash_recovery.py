@@ -24,7 +24,7 @@ from console.cli.records import generated_value
 from engine.broker import Broker
 from engine.errors import StoreError
 from engine.store.batch import NewRecord, Record
-from tests.support.cli import REPO, ebb_command
+from tests.support.cli import REPO, ebb_command, subprocess_env
 from tests.support.segment_files import (
     _ENTRY,
     _PREFIX,
@@ -129,7 +129,7 @@ def test_producer_killed_with_sigkill_keeps_every_acknowledged_record(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=subprocess_env(),
     )
     try:
         lines = LineReader(proc.stdout)

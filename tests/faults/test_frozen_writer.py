@@ -20,7 +20,7 @@ from engine.prune import executor as executor_module
 from engine.prune.executor import execute
 from engine.store.lock import LockTimeout
 from engine.store.partition import PartitionWriter
-from tests.support.cli import REPO
+from tests.support.cli import REPO, subprocess_env
 from tests.support.prune_driver import NOW, cut_work, make_topic, sealed_bases
 
 TOPIC = "events"
@@ -49,7 +49,7 @@ def frozen(data_dir: Path) -> Iterator[subprocess.Popen]:
         [sys.executable, "-c", _HOLDER, str(data_dir / "topics" / TOPIC / "0")],
         stdout=subprocess.PIPE,
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=subprocess_env(),
     )
     try:
         assert child.stdout is not None and child.stdout.readline() == b"locked\n"
@@ -143,7 +143,7 @@ def test_a_writer_taking_the_lock_back_to_back_does_not_starve_a_waiter(data_dir
         [sys.executable, "-c", _BUSY, str(pdir)],
         stdout=subprocess.PIPE,
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=subprocess_env(),
     )
     try:
         assert child.stdout is not None and child.stdout.readline() == b"busy\n"

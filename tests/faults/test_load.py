@@ -15,7 +15,6 @@ Nothing here asserts a speed: throughput must only be above zero in every window
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from engine.broker import Broker
-from tests.support.cli import REPO
+from tests.support.cli import REPO, subprocess_env
 
 TOPIC = "load"
 ERRORS = re.compile(r"database is locked|OperationalError|Traceback|ebb: error|ERROR|Fatal Python error")
@@ -80,9 +79,7 @@ def test_producers_consumer_and_prune_cycles_under_load(tmp_path: Path) -> None:
         "--json",
         "--quiet",
     ]
-    done = subprocess.run(
-        argv, capture_output=True, timeout=240, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False
-    )
+    done = subprocess.run(argv, capture_output=True, timeout=240, cwd=REPO, env=subprocess_env(), check=False)
     out, err = done.stdout.decode(), done.stderr.decode()
     assert out.strip(), f"no report (exit {done.returncode}): {err[-3000:]}"
     report = json.loads(out.strip().splitlines()[-1])

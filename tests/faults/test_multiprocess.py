@@ -4,7 +4,6 @@ time (a file lock), readers never block and never see a partial record."""
 from __future__ import annotations
 
 import json
-import os
 import struct
 import subprocess
 import time
@@ -16,7 +15,7 @@ import pytest
 from console.cli.records import generated_value
 from engine.broker import Broker
 from engine.store.batch import Record
-from tests.support.cli import REPO, ebb_command
+from tests.support.cli import REPO, ebb_command, subprocess_env
 
 TOPIC = "shared"
 SIZE = 200
@@ -92,7 +91,7 @@ def producer(data_dir: Path, *args: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=subprocess_env(),
     )
 
 
@@ -222,7 +221,7 @@ def test_two_live_writers_taking_turns_on_one_partition(ebb, data_dir: Path) -> 
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env=subprocess_env(),
         )
         for key in KEYS
     }

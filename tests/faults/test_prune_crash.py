@@ -7,7 +7,6 @@ planned again on what is left, finishes the job."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from engine.broker import Broker
 from engine.faults import FAULT_POINTS, KILL_AT_ENV
 from engine.journal.journal import Journal
 from engine.prune.executor import execute, recover_interrupted
-from tests.support.cli import REPO
+from tests.support.cli import REPO, subprocess_env
 from tests.support.prune_driver import (
     NOW,
     assert_records,
@@ -57,8 +56,8 @@ def cuts(data_dir: Path) -> dict[int, int]:
 
 
 def run_driver(data_dir: Path, cuts: dict[int, int], kill_at: str | None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != KILL_AT_ENV}
-    env["PYTHONPATH"] = str(REPO)
+    env = subprocess_env()
+    env.pop(KILL_AT_ENV, None)
     if kill_at:
         env[KILL_AT_ENV] = kill_at
     return subprocess.run(

@@ -5,7 +5,6 @@ crash safety through the executor; and the backlog-quota gate of appends (SPEC Â
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from engine.journal.state import EngineState
 from engine.prune import operations
 from engine.prune.executor import recover_interrupted
 from engine.store.batch import NewRecord
-from tests.support.cli import REPO
+from tests.support.cli import REPO, subprocess_env
 from tests.support.prune_driver import NOW, T0, assert_records, make_topic, produce, read_all, sealed_bases, ts_of
 
 TOPIC = "events"
@@ -270,7 +269,7 @@ def test_a_truncate_killed_after_the_log_start_moved_is_finished_by_recovery(dat
         "import sys; from pathlib import Path; from engine.broker import Broker; from engine.prune import operations\n"
         "with Broker(Path(sys.argv[1])) as b: operations.truncate(b, 'events', 0, before_offset=int(sys.argv[2]))\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO), KILL_AT_ENV: "after_segment_unlinked"}
+    env = subprocess_env(**{KILL_AT_ENV: "after_segment_unlinked"})
     died = subprocess.run(
         [sys.executable, "-c", script, str(data_dir), str(cut)], env=env, cwd=REPO, capture_output=True, timeout=120
     )

@@ -43,7 +43,7 @@ from tests.faults.campaign.workload import (
     setup,
     warm_up,
 )
-from tests.support.cli import REPO, ebb_command
+from tests.support.cli import REPO, ebb_command, subprocess_env
 
 #: the campaign's length (rounds, each ended by SIGKILL) for the test and the CLI
 KILLS_ENV = "EBB_CAMPAIGN_KILLS"
@@ -196,7 +196,7 @@ class Campaign:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env=subprocess_env(),
             start_new_session=True,  # its JVM in its group, cleaned up with it
         )
         pids: list[int] = []
