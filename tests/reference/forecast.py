@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import TypedDict
 
 from engine.store.batch import HEADER_SIZE, MAX_BATCH_BYTES, RECORD_OVERHEAD
 from engine.store.partition import MAX_BATCH_RECORDS
@@ -68,26 +69,26 @@ def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
     bytes of the segments from the oldest one that reaches into the window over their
     records, rounded down, with the rate scaled up to keep the bytes per second when
     that rounds."""
-    if not any(not s.empty and s.max_ts >= now - window for s in partition.segments):
+    last = max((ts for s in partition.segments for ts in s.timestamps), default=None)
+    if last is None or last < now - window:
         return RefRate(0, 1, DEFAULT_RECORD_BYTES)
-    last = max(s.max_ts for s in partition.segments if not s.empty)
     # the window ends at the last record, and holds it at least
     opens_after = min(last - window, last - 1)
     for k, segment in enumerate(partition.segments):
-        if not segment.empty and segment.max_ts > opens_after:
+        if any(ts > opens_after for ts in segment.timestamps):
             size = sum(s.size for s in partition.segments[k:])
             held = partition.next_offset - segment.base
             record_bytes = max(1, size // held)
-            first, first_ts = segment.base, segment.first_ts
+            first, first_ts = segment.records()[0]
             if first_ts <= opens_after or first < partition.log_start:
-                later = [
+                in_window = [
                     (offset, ts)
                     for s in partition.segments[k:]
                     for offset, ts in s.records()
                     if offset >= partition.log_start and ts > opens_after
                 ]
-                if later:
-                    first, first_ts = later[0]
+                if in_window:
+                    first, first_ts = in_window[0]
             every = [(offset, ts) for s in partition.segments for offset, ts in s.records()]
             later = _stamped_after(every, max(first, partition.log_start), first_ts)
             records = partition.next_offset - first
@@ -108,7 +109,7 @@ def observed_rate(partition: Partition, now: int, window: int) -> RefRate:
                 quiet = now - last > STEADY_GAPS * Fraction(span) / batches
                 count, per_ms = (records, now - previous) if quiet else (records, span)
                 to_last = not quiet
-            elif batches > 1 and last > first_ts and now - last <= mean_gap_inside:
+            elif mean_gap_inside is not None and last > first_ts and now - last <= mean_gap_inside:
                 count, per_ms = records - at_first, last - first_ts
                 to_last = True
             else:
@@ -175,7 +176,8 @@ def rates(catalog: RefCatalog, window: int, given: int | None = None) -> dict[tu
     for topic in catalog.topics:
         observed = {p.index: observed_rate(p, catalog.now, window) for p in topic.partitions}
         seen = {
-            p.index: any(not s.empty and s.max_ts >= catalog.now - window for s in p.segments) for p in topic.partitions
+            p.index: any(ts >= catalog.now - window for s in p.segments for ts in s.timestamps)
+            for p in topic.partitions
         }
         if given is None:
             out.update({(topic.name, index): rate for index, rate in observed.items()})
@@ -186,6 +188,16 @@ def rates(catalog: RefCatalog, window: int, given: int | None = None) -> dict[tu
         for index, rate in observed.items():
             out[(topic.name, index)] = given_rate(given, _shared(rate) if seen[index] else fallback)
     return out
+
+
+class _GrowingSegment(TypedDict):
+    """A :class:`Segment` while :func:`extended_partition` appends to it."""
+
+    base: int
+    next: int
+    size: int
+    sealed: bool
+    timestamps: list[int]
 
 
 def extended_partition(
@@ -209,17 +221,17 @@ def extended_partition(
     the active segment is sealed and a new one begins. A cycle seals a non-empty
     active segment whose first record is ``segment_roll`` old, and an empty one
     begins."""
-    segments = [
+    segments: list[_GrowingSegment] = [
         {"base": s.base, "next": s.next, "size": s.size, "sealed": s.sealed, "timestamps": list(s.timestamps)}
         for s in partition.segments
     ]
 
-    def begin() -> dict:
+    def begin() -> _GrowingSegment:
         start = segments[-1]["next"]
         segments.append({"base": start, "next": start, "size": 0, "sealed": False, "timestamps": []})
         return segments[-1]
 
-    def roll_due(active: dict, timestamp: int) -> bool:
+    def roll_due(active: _GrowingSegment, timestamp: int) -> bool:
         return (
             segment_roll is not None
             and bool(active["timestamps"])
@@ -298,7 +310,10 @@ def never_committed(group: Group, created_at: int) -> bool:
 def idle(group: Group, now: int, window: int) -> bool:
     """``group`` reads nothing from ``now`` on: no commit in the window, or none since
     it was created (its creation's time is no read)."""
-    return model.last_commit(group) < now - window or never_committed(group, now)
+    latest = model.last_commit(group)
+    # a group has a position on each partition of its topic, and a topic has one at least
+    assert latest is not None
+    return latest < now - window or never_committed(group, now)
 
 
 def reads(
