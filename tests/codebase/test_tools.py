@@ -1,5 +1,5 @@
 """The tree stays clean under the tools configured in pyproject.toml: ruff's lint and
-format, and mypy on the packages and the benchmarks (run with this environment's
+format, and mypy on the packages, the reference model and the benchmarks (run with this environment's
 executables, so the pinned versions of the ``test`` extra decide)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ BIN = Path(sys.executable).parent
     [
         ["ruff", "check", "."],
         ["ruff", "format", "--check", "."],
-        ["mypy", "engine", "console"],
+        ["mypy"],  # the files of pyproject.toml's [tool.mypy]: the packages, the reference model
         # bench/ is no package (run as ``python -m bench.x`` from the root)
         ["mypy", "--explicit-package-bases", "bench"],
     ],
