@@ -1,6 +1,6 @@
 """The tree stays clean under the tools configured in pyproject.toml: ruff's lint and
-format, and mypy on the packages, the reference model and the benchmarks (run with this environment's
-executables, so the pinned versions of the ``test`` extra decide)."""
+format, and mypy on the packages, the reference model and the benchmarks (run with
+this environment's executables, so the pinned versions of the ``test`` extra decide)."""
 
 from __future__ import annotations
 
