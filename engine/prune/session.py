@@ -440,6 +440,12 @@ class SparkEngine:
         from pyspark.java_gateway import launch_gateway
         from pyspark.sql import SparkSession
 
+        if self._master.startswith("spark://"):
+            # A standalone master that does not answer: the driver retries it for a
+            # minute, then reports only that its context stopped.
+            url = urlparse(self._master)
+            if url.hostname is not None:
+                _probe(url.hostname, url.port or 7077, "Spark master")
         with _local_owner_lock:
             if _local_owner is not None or SparkContext._gateway is not None:
                 raise RuntimeError("a local Spark session already runs in this process (one per process)")
@@ -468,10 +474,15 @@ class SparkEngine:
         try:
             context = SparkContext(conf=conf, gateway=gateway)
             return SparkSession(context)
-        except Exception:
+        except Exception as exc:  # noqa: BLE001 - whatever stops the context, the JVM must go
+            # Py4J asks the JVM for a Java error's text: read it before the JVM goes.
+            refused = SparkUnavailable(
+                f"cannot start Spark ({self.description}): {_spark_cause(exc)}; details in {self.log_file}"
+            )
+            self._note(f"Spark did not start ({self.description})", exc_info=True)
             self._gateway = None
             self._shutdown_gateway(gateway)
-            raise
+            raise refused from None
 
     def _build_service(self) -> Any:
         """A Connect session on the shared server, started first if none runs. The
@@ -523,11 +534,7 @@ class SparkEngine:
             raise ValueError(f"invalid Spark Connect URL {address!r}: expected sc://HOST:PORT")
         # The client retries an unreachable server for about ten minutes; a plain TCP
         # connect gives a quick, clear answer instead.
-        host, port = url.hostname, url.port or 15002
-        try:
-            socket.create_connection((host, port), timeout=_CONNECT_PROBE_SECONDS).close()
-        except OSError as error:
-            raise ConnectionError(f"no Spark Connect server at {host}:{port} ({error.strerror or error})") from None
+        _probe(url.hostname, url.port or 15002, "Spark Connect server")
 
         # gRPC's C core logs to stderr; keep it quiet unless the operator asked otherwise.
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
@@ -607,6 +614,14 @@ class SparkEngine:
 _SPARK_MODULES = ("pyspark", "py4j", "grpc")
 
 
+def _probe(host: str, port: int, what: str) -> None:
+    """Raise a one-line ConnectionError unless something accepts a TCP connection at ``host:port``."""
+    try:
+        socket.create_connection((host, port), timeout=_CONNECT_PROBE_SECONDS).close()
+    except OSError as error:
+        raise ConnectionError(f"no {what} at {host}:{port} ({error.strerror or error})") from None
+
+
 def _from_spark(exc: BaseException) -> bool:
     """Whether ``exc`` comes from Spark, its client or its transport (a bug of ours does not)."""
     return isinstance(exc, ConnectionError) or any(
@@ -626,7 +641,7 @@ def _interrupted(exc: BaseException) -> bool:
 
 def classify_failure(exc: BaseException) -> tuple[str, str]:
     """``(kind, one line)`` for a Spark failure: ``memory``, ``token``, ``gone`` or ``plan``."""
-    text = f"{type(exc).__name__}: {exc}"
+    text = f"{type(exc).__name__}: {_text(exc)}"
     if "OutOfMemoryError" in text or "Java heap space" in text or "GC overhead limit" in text:
         return "memory", "Spark ran out of memory"
     if "UNAUTHENTICATED" in text or "authentication token" in text.lower():
@@ -664,11 +679,29 @@ def _advice(kind: str, service: bool) -> str:
 
 def _one_line(exc: BaseException) -> str:
     """The first meaningful line of an error: Spark's messages carry JVM stack traces."""
-    for line in str(exc).splitlines():
+    for line in _text(exc).splitlines():
         line = line.strip()
         if line:
             return line[:300]
     return type(exc).__name__
+
+
+def _text(exc: BaseException) -> str:
+    """``str(exc)``, or the name of its type where that fails: Py4J asks the JVM for a
+    Java error's text, and a JVM that has gone answers nothing."""
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - any failure to describe an error is the same
+        return type(exc).__name__
+
+
+def _spark_cause(exc: BaseException) -> str:
+    """The line of a Java error that says what went wrong: Py4J's first line only names
+    the call (``An error occurred while calling None.org...JavaSparkContext.``); the
+    Java exception's own message follows it (``: org.apache...SparkException: ...``)."""
+    lines = [line.strip() for line in _text(exc).splitlines() if line.strip()]
+    cause = next((line.lstrip(": ") for line in lines if line.startswith(": ")), None)
+    return (cause or _one_line(exc))[:300]
 
 
 #: a master for an in-process Spark where neither flags nor config name one (the test

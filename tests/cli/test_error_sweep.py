@@ -349,3 +349,12 @@ def test_an_ignored_sigterm_stays_ignored(made: Path) -> None:
     assert out.count(b'"count": 1') == 1, out
     consumed = _ebb(made, "consume", "orders", "--group", "check", "--no-commit")
     assert consumed.out.splitlines()[-2:] == ["kept", "also kept"]
+
+
+@pytest.mark.parametrize("command", [("explain", "orders"), ("engine", "--cycles", "1")])
+def test_a_master_spark_refuses_is_one_line_and_the_command_ends(made: Path, command: tuple[str, ...]) -> None:
+    """A master Spark itself refuses (no threads) printed a traceback from the thread
+    that starts Spark, then waited for ever: Py4J reads a Java error's text from the
+    JVM, and it was read after that JVM had been stopped."""
+    result = _ebb(made, *command, "--spark-master", "local[0]")
+    _assert_one_error(result, "cannot start Spark (local[0]): ", "Asked to run locally with 0 threads", "spark.log")

@@ -200,6 +200,7 @@ def test_a_second_local_engine_in_the_process_fails_and_the_first_keeps_working(
         ({"remote": f"sc://127.0.0.1:{free_port()}"}, "no Spark Connect server at 127.0.0.1:"),
         ({"remote": "http://127.0.0.1:15002"}, "invalid Spark Connect URL"),
         ({"master": "bogus://x"}, "invalid master 'bogus://x'"),
+        ({"master": f"spark://127.0.0.1:{free_port()}"}, "no Spark master at 127.0.0.1:"),
     ],
 )
 def test_a_failed_start_gives_one_line_and_session_raises(
