@@ -17,7 +17,9 @@ def flag_name(field: str) -> str:
 
 
 def add_policy_flags(parser: argparse.ArgumentParser, *, allow_reset: bool = False) -> None:
-    group = parser.add_argument_group("policy (SPEC §3; 'infinite', 'none' or -1 for no limit)")
+    group = parser.add_argument_group(
+        "policy ('infinite', 'none' or -1 for no limit; a plain number is seconds or bytes)"
+    )
     for name, field in FIELDS.items():
         if field.kind == "bool":
             group.add_argument(
