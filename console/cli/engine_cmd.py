@@ -50,7 +50,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="serve Prometheus metrics on this loopback HOST:PORT [default: config [engine] metrics, else none]",
     )  # fmt: skip
     add_spark_flags(engine)
-    command(engine, run_engine, mutates=True, makes_data_dir=True)
+    command(engine, run_engine, mutates=True)
 
 
 def _interval(text: str | None) -> int | None:

@@ -215,12 +215,6 @@ def _main(argv: list[str], closed: set[str], real_stdout: TextIO) -> int:
             # Textual drives the terminal itself: it gets the real stream.
             sys.stdout = real_stdout
         _check_config_path(args.config)
-        if not data.root.exists() and not (getattr(args, "makes_data_dir", False) or run is console_cmd.run_console):
-            # A mistyped --data-dir would otherwise be a new, empty data directory that
-            # lists no topics and verifies clean.
-            raise InvalidInput(
-                f"no data directory at {data.root}: `ebb topic create` makes one (check --data-dir or $EBB_DATA_DIR)"
-            )
         # A command may open the data directory its own way (verify: a damaged catalog).
         with _sigterm_as_interrupt(run is not console_cmd.run_console) as terminated:
             try:

@@ -20,7 +20,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     create.add_argument("--partitions", type=positive_int, default=1)
     create.add_argument("--json", action="store_true", help="print the effective policy as JSON")
     add_policy_flags(create)
-    command(create, run_create, mutates=True, makes_data_dir=True)
+    command(create, run_create, mutates=True)
 
     alter = sub.add_parser("alter", help="change a topic's policy (journaled)")
     alter.add_argument("name")

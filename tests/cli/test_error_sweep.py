@@ -18,7 +18,7 @@ from typing import IO, Any
 
 import pytest
 
-from tests.support.cli import REPO, CliResult, ebb_command, run_main, subprocess_env
+from tests.support.cli import REPO, CliResult, ebb_command, subprocess_env
 
 
 def _ebb(data_dir: Path, *args: str, closed: int | None = None, **streams: Any) -> CliResult:
@@ -358,24 +358,3 @@ def test_a_master_spark_refuses_is_one_line_and_the_command_ends(made: Path, com
     JVM, and it was read after that JVM had been stopped."""
     result = _ebb(made, *command, "--spark-master", "local[0]")
     _assert_one_error(result, "cannot start Spark (local[0]): ", "Asked to run locally with 0 threads", "spark.log")
-
-
-@pytest.mark.parametrize(
-    "command",
-    [("topic", "list"), ("topic", "describe", "orders"), ("verify",), ("log",), ("prune", "--dry-run"),
-     ("produce", "orders"), ("spark", "status"), ("--read-only", "topic", "list")],
-)  # fmt: skip
-def test_a_data_directory_that_does_not_exist_is_refused_not_made(tmp_path: Path, command: tuple[str, ...]) -> None:
-    """A mistyped ``--data-dir`` was made on the spot: an empty data directory that
-    listed no topics, verified clean and started a Spark service. Only ``topic
-    create``, ``engine`` and the console make one."""
-    typo = tmp_path / "dta"
-    result = run_main(["--data-dir", str(typo), *command])
-    _assert_one_error(result, f"no data directory at {typo}: `ebb topic create` makes one")
-    assert not typo.exists()
-
-
-def test_topic_create_makes_the_data_directory(tmp_path: Path) -> None:
-    made = tmp_path / "new" / "data"
-    assert run_main(["--data-dir", str(made), "topic", "create", "orders"]).code == 0
-    assert "orders" in run_main(["--data-dir", str(made), "topic", "list"]).out
