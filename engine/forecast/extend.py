@@ -388,7 +388,7 @@ def _segments_at(
             ("sealed", sealed, new["sealed"]),
         )
     }
-    columns = _rolled_by_cycles(columns, parts.roll, _last_cycle(elapsed, prune_interval_ms, now))
+    columns = _rolled_by_cycles(columns, parts.roll, last_cycle(elapsed, prune_interval_ms, now))
     partitions = snapshot.tables["partitions"]
     return pa.table(
         {
@@ -405,15 +405,13 @@ def _segments_at(
     )
 
 
-def _last_cycle(elapsed: int, prune_interval_ms: int, now: int) -> int | None:
+def last_cycle(elapsed: int, prune_interval_ms: int, now: int) -> int | None:
     """The last cycle before the instant ``elapsed`` after now (one now, one every
     prune interval), or None at now."""
     return None if elapsed <= 0 else now + (elapsed - 1) // prune_interval_ms * prune_interval_ms
 
 
-def _rolled_by_cycles(
-    columns: dict[str, np.ndarray], roll: np.ndarray, last_cycle: int | None
-) -> dict[str, np.ndarray]:
+def _rolled_by_cycles(columns: dict[str, np.ndarray], roll: np.ndarray, cycle: int | None) -> dict[str, np.ndarray]:
     """``columns`` (segments in (partition, offset) order; ``row``, the partition's row;
     timestamps not shifted) with each partition's last segment sealed, and a new empty
     active one after it, where a cycle before the instant rolled it: the executor seals
@@ -421,13 +419,13 @@ def _rolled_by_cycles(
     partition's data can then age out). The last cycle is the one to ask: no record
     came after it, or the record would have begun a segment of its own."""
     rows = columns["row"]
-    if last_cycle is None or len(rows) == 0:
+    if cycle is None or len(rows) == 0:
         return columns
     last = np.append(rows[1:] != rows[:-1], True)
     rolls = roll[rows]
     due = np.flatnonzero(
         last & ~columns["sealed"] & columns["first_valid"] & (columns["size_bytes"] > 0) & (rolls >= 0)
-        & (columns["first"] + np.maximum(rolls, 0) <= last_cycle)
+        & (columns["first"] + np.maximum(rolls, 0) <= cycle)
     )  # fmt: skip
     if len(due) == 0:
         return columns

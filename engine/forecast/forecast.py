@@ -1,8 +1,9 @@
 """The capacity forecast: every instant from now to the horizon, planned in one
-Spark job per batch of topics (engine/forecast/extend.py), read back per topic and
-instant (engine/forecast/summary.py) into a :class:`~engine.forecast.result.Forecast`;
-here: what is asked (:class:`Request`), the batches, and the disk budget's breach,
-which is over every topic forecast.
+Spark job per batch of topics (engine/forecast/extend.py; at most two more where a
+backlog quota must be read as the cycles read it, engine/forecast/quotas.py), read
+back per topic and instant (engine/forecast/summary.py) into a
+:class:`~engine.forecast.result.Forecast`; here: what is asked (:class:`Request`), the
+batches, and the disk budget's breach, which is over every topic forecast.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pyarrow.compute as pc
 from engine.catalog.catalog import Catalog
 from engine.config import DEFAULT_CONFIG
 from engine.errors import InvalidInput, InvalidPolicy
+from engine.forecast import quotas
 from engine.forecast.extend import Extension, extend
 from engine.forecast.rates import Rate, given_rate, observed_rates, unobserved_record_bytes
 from engine.forecast.reading import Reading, observed_reads, readings
@@ -106,22 +108,28 @@ def forecast(
     Part = tuple[Extension, Snapshot, list[Rate], list[Reading]]
     Parts = list[Part | None]
 
+    def extended(variant: Variant, topics: list[str], at: list[int], label: str) -> Part:
+        snapshot, rates = variant.only(topics)
+        reads = readings(snapshot.tables, observed, now, request.window_ms, request.stalled, never_committed)
+        extension = extend(
+            snapshot, at, rates, variant.segment_sizes, label=label,
+            readings=reads, real_time_cut=real_time_cut, prune_interval_ms=request.prune_interval_ms,
+        )  # fmt: skip
+        return extension, snapshot, rates, reads
+
     def virtual(batch: Batch) -> Parts:
         """Each variant's virtual snapshot of ``batch`` (None: it has none of its topics)."""
-        parts: Parts = []
-        for variant in variants:
-            mine = [name for name in batch.topics if name in variant.segment_sizes]
-            if not mine:
-                parts.append(None)
-                continue
-            snapshot, rates = variant.only(mine)
-            reads = readings(snapshot.tables, observed, now, request.window_ms, request.stalled, never_committed)
-            extension = extend(
-                snapshot, request.instants[batch.first : batch.stop], rates, variant.segment_sizes, label=variant.label,
-                readings=reads, real_time_cut=real_time_cut, prune_interval_ms=request.prune_interval_ms,
-            )  # fmt: skip
-            parts.append((extension, snapshot, rates, reads))
-        return parts
+        at = request.instants[batch.first : batch.stop]
+        return [
+            extended(variant, mine, at, variant.label) if (mine := variant.topics_of(batch)) else None
+            for variant in variants
+        ]
+
+    def with_quotas_read(variant: Variant, part: Part) -> quotas.Part:
+        def extend_at(topic: str, at: list[int], label: str) -> Extension:
+            return extended(variant, [topic], at, label + variant.label)[0]
+
+        return quotas.Part(part[0], extend_at)
 
     def summarize_part(part: Part, plan: Mapping[str, pa.Table], batch: Batch) -> Forecast:
         extension, snapshot, rates, reads = part
@@ -139,8 +147,13 @@ def forecast(
         }
         # Deleted segments only: the kept ones' rows would be collected and split for
         # nothing (a quarter of the forecast's time at 100K segments).
-        plan = planner.plan(Snapshot(now, joined, present[0][1].rejected), tag=tag, every_segment=False)
-        results.append([None if part is None else summarize_part(part, plan.tables, batch) for part in parts])
+        rejected = present[0][1].rejected
+        plan = quotas.as_the_cycles_read(
+            planner.plan(Snapshot(now, joined, rejected), tag=tag, every_segment=False).tables,
+            [with_quotas_read(variant, part) for variant, part in zip(variants, parts) if part is not None],
+            prune_interval_ms=request.prune_interval_ms, planner=planner, rejected=rejected, tag=tag,
+        )  # fmt: skip
+        results.append([None if part is None else summarize_part(part, plan, batch) for part in parts])
         if progress is not None:
             progress(done, len(topic_batches))
     result, *saved = (
@@ -217,6 +230,10 @@ class Variant:
             for name in names
         }
         return cls(label, snapshot, rates_for(snapshot, request, catalog, records, sizes), sizes)
+
+    def topics_of(self, batch: Batch) -> list[str]:
+        """The topics of ``batch`` this variant plans (a what-if's saved policy: the changed ones)."""
+        return [name for name in batch.topics if name in self.segment_sizes]
 
     def only(self, topics: Sequence[str]) -> tuple[Snapshot, list[Rate]]:
         """The snapshot of ``topics`` alone, and the rates of its partitions."""

@@ -394,3 +394,67 @@ def test_the_rate_after_a_message_cut_inside_a_segment_counts_only_what_is_left(
     assert partition.segments[0].base_offset < partition.row.log_start_offset, "the cut is inside a segment"
     (rate,) = _forecast(ebb, "--horizon", "1h", "--step", "1h")["topics"][0]["rates"]
     assert rate["records_per_second"] == pytest.approx(1 / 60)
+
+
+#: topics with a backlog quota and a group that never reads, at offset 0 now: the
+#: retention of the default consumption (ignore) passes it, and each cycle moves it up
+QUOTA_POLICIES = {
+    "roomy": {"retention_time": "1h", "backlog_size": "20000"},
+    "sized": {"retention_time": "1h", "backlog_size": "9000"},
+    "aged": {"retention_time": "1h", "backlog_age": "80m"},
+    "capped": {"retention_size": "8000", "backlog_size": "9500", "backlog_policy": "producer_exception"},
+}
+QUOTAS = {
+    topic: ({"segment_size": "2000", **policy}, [Ingest(MINUTE, history=30)])
+    for topic, policy in QUOTA_POLICIES.items()
+}
+
+
+def _stuck(broker: Broker) -> None:
+    for topic in QUOTAS:
+        broker.create_group(topic, "stuck")
+        broker.commit(topic, "stuck", 0, 0, at_ms=NOW - 180 * MINUTE)
+
+
+def test_backlog_quotas_are_read_as_the_cycles_read_them(
+    data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cycles every prune interval (10 minutes) on a fed copy, the forecast a point
+    every two of them: at each point the cycle there finds the groups over a quota
+    the forecast names. A cycle reads a backlog from where the cycle before left the
+    group, not from today's log start: read from there, ``roomy`` was over from +100m
+    and ``aged`` from +60m."""
+    _build(data_dir, QUOTAS, _stuck)
+    with (data_dir / "ebb.toml").open("a") as config:
+        config.write('prune_interval = "10m"\n')
+    out = _forecast(ebb, "--horizon", "3h", "--step", "20m")
+    cycles = [NOW + k * 10 * MINUTE for k in range(19)]
+    # the forecast's ingest goes on past a breach: the copy's producers are not held
+    monkeypatch.setattr(Broker, "_quota_gate", lambda self, topic, policy: policy)
+    assert set(out["instants"]) <= set(cycles)
+    found: dict[tuple[str, int], list[tuple[str, int]]] = {}
+    exceeded: dict[tuple[str, int], bool] = {}
+    for _, pruner, at in _fed_copy(data_dir, tmp_path / "fed", shared_spark, QUOTAS, cycles):
+        plan = pruner.cycle(now=at, topics=list(QUOTAS)).plan
+        assert plan is not None
+        for topic in QUOTAS:
+            groups = plan.tables["groups"].to_pylist()
+            found[(topic, at)] = sorted(
+                (g["group"], g["partition"]) for g in groups if g["topic"] == topic and g["over_quota"]
+            )
+            exceeded[(topic, at)] = next(
+                t["quota_exceeded"] for t in plan.tables["topics"].to_pylist() if t["topic"] == topic
+            )
+    for forecast in out["topics"]:
+        topic = forecast["topic"]
+        assert [sorted((g["group"], g["partition"]) for g in p["over_quota"]) for p in forecast["points"]] == [
+            found[(topic, at)] for at in out["instants"]
+        ], topic
+        assert [p["quota_exceeded"] for p in forecast["points"]] == [exceeded[(topic, at)] for at in out["instants"]], (
+            topic
+        )
+        over = [at for at in out["instants"] if found[(topic, at)]]
+        breaches = [b["at"] for b in forecast["breaches"] if b["kind"] == "backlog_quota"]
+        assert breaches == over[:1], topic
+    first = {t["topic"]: [b["at"] - NOW for b in t["breaches"] if b["kind"] == "backlog_quota"] for t in out["topics"]}
+    assert first == {"roomy": [], "sized": [40 * MINUTE], "aged": [100 * MINUTE], "capped": [40 * MINUTE]}

@@ -4,7 +4,9 @@ record to each instant, then :func:`reference.model.plan` at that instant.
 Independent of engine/forecast/ by construction: no shifted timestamps, no vectors;
 records are appended an append at a time (``header_run`` of them, as the store is
 given them) and placed one by one with the timestamps the rate gives them, and the
-time cuts are found by scanning records (the model's own ``time_cut``).
+time cuts are found by scanning records (the model's own ``time_cut``). The quotas
+are read from a second plan at the instant, the groups moved up to the log start a
+plan at the cycle before leaves, as the cycles leave them.
 """
 
 from __future__ import annotations
@@ -374,6 +376,32 @@ def extended(
     return replace(catalog, topics=tuple(topics), now=at)
 
 
+def moved_up(catalog: RefCatalog, partitions: list[dict]) -> RefCatalog:
+    """``catalog`` with each group position below a partition's
+    ``new_log_start_offset`` in ``partitions`` (a plan's rows) moved up to it, as a
+    cycle leaves them."""
+    start = {(p["topic"], p["partition"]): p["new_log_start_offset"] for p in partitions}
+    return replace(
+        catalog,
+        topics=tuple(
+            replace(
+                topic,
+                groups=tuple(
+                    replace(
+                        group,
+                        positions=tuple(
+                            replace(p, position=max(p.position, start[(topic.name, p.partition)]))
+                            for p in group.positions
+                        ),
+                    )
+                    for group in topic.groups
+                ),
+            )
+            for topic in catalog.topics
+        ),
+    )
+
+
 def forecast(
     catalog: RefCatalog,
     instants: list[int],
@@ -386,7 +414,8 @@ def forecast(
     """Topic -> per instant: bytes and segments kept after that instant's cycle, per
     partition (partition, bytes, segments, new log start), bytes and segments deleted
     since now, bytes deleted since now by the reason each segment went for, quota
-    state and groups over quota."""
+    state and groups over quota as the cycle at the instant reads them: with each
+    group the log start of the cycle before passed moved up to it."""
     rates_ = rates(catalog, window, given)
     out: dict[str, list[dict]] = {t.name: [] for t in catalog.topics}
     #: topic -> reason -> bytes deleted since now, each segment for the reason it had
@@ -394,7 +423,14 @@ def forecast(
     by_reason: dict[str, dict[str, int]] = {t.name: {} for t in catalog.topics}
     gone: set[tuple[str, int, int]] = set()
     for at in instants:
-        rows = model.plan(extended(catalog, at, rates_, window, stalled, prune_interval), at)
+        future = extended(catalog, at, rates_, window, stalled, prune_interval)
+        rows = model.plan(future, at)
+        quotas = rows
+        if at > catalog.now:
+            # the cycle before reads no quota here; the groups it passed are where it left them
+            before = catalog.now + (at - catalog.now - 1) // prune_interval * prune_interval
+            starts = model.plan(extended(catalog, before, rates_, window, stalled, prune_interval), before)
+            quotas = model.plan(moved_up(future, starts["partitions"]), at)
         for topic in catalog.topics:
             segments = [r for r in rows["segments"] if r["topic"] == topic.name]
             kept = [r for r in segments if r["decision"] == "keep"]
@@ -424,10 +460,10 @@ def forecast(
                     "bytes_deleted": sum(r["size_bytes"] for r in deleted),
                     "segments_deleted": len(deleted),
                     "deleted_by_reason": dict(sorted(by_reason[topic.name].items())),
-                    "quota_exceeded": next(t["quota_exceeded"] for t in rows["topics"] if t["topic"] == topic.name),
+                    "quota_exceeded": next(t["quota_exceeded"] for t in quotas["topics"] if t["topic"] == topic.name),
                     "over_quota": sorted(
                         (g["group"], g["partition"])
-                        for g in rows["groups"]
+                        for g in quotas["groups"]
                         if g["topic"] == topic.name and g["over_quota"]
                     ),
                 }

@@ -45,6 +45,7 @@ LONG_SECONDS: dict[str, float] = {
     "tests/prune/test_prune_elsewhere.py::"
     "test_a_connect_server_that_cannot_see_the_data_directory_makes_the_local_plan": 38,
     "tests/cli/test_forecast_judged.py::test_the_forecast_is_the_plan_of_a_copy_fed_the_ingest": 35,
+    "tests/cli/test_forecast_judged.py::test_backlog_quotas_are_read_as_the_cycles_read_them": 35,
     "tests/prune/test_spark_session.py": 35,
     "tests/cli/test_forecast_judged.py::test_a_what_if_of_a_cycles_limit_or_roll_is_what_the_cycles_leave": 29,
     "tests/engine/test_metrics_process.py::test_a_stop_signalled_to_the_whole_group_prints_no_traceback": 29,
