@@ -38,6 +38,7 @@ from console.cli import (
     verify,
 )
 from console.cli.parser import OneLineParser, Run, mutates, one_line
+from console.cli.policy_flags import dash_values_joined
 from console.cli.standard_streams import GuardedOutput, OutputFailed, discard_pending_output, reopen_closed_streams
 from engine.broker import Broker
 from engine.catalog.damage import damaged, holds_topics
@@ -200,7 +201,7 @@ def _main(argv: list[str], closed: set[str], real_stdout: TextIO) -> int:
         _check_argv(argv)
         parser = build_parser()
         completion.autocomplete(parser)
-        args = parser.parse_args(argv)
+        args = parser.parse_args(dash_values_joined(argv))
         if getattr(args, "standalone", None):
             code = int(args.standalone(args))
             sys.stdout.flush()

@@ -7,7 +7,7 @@ import base64
 import sys
 from collections.abc import Iterator
 
-from console.cli.parser import command, finite, non_negative_int, positive_int
+from console.cli.parser import command, finite, non_negative_int, positive_int, warn
 from console.cli.render import emit_json
 from console.cli.stdin_lines import lines_as_they_arrive
 from engine.broker import Broker, Consumed
@@ -124,11 +124,28 @@ def run_produce(broker: Broker, args: argparse.Namespace) -> int:
     first = next(records, None)
     if first is None:
         raise InvalidInput("no records to produce (empty stdin and no --count)")
+    _warn_of_a_future_timestamp(args, broker.clock())
     spans = broker.produce(args.topic, _chain(first, records), args.partition, on_ack=ack if args.json else None)
     if not args.json:
         count, where = described(spans)
         print(f"produced {count} record(s) to {args.topic}: {where}")
     return 0
+
+
+def _warn_of_a_future_timestamp(args: argparse.Namespace, now: int) -> None:
+    """A record stamped after now keeps its segment, and every later one of the
+    partition, from time retention until then (KEEP_FUTURE_TIMESTAMP): said once,
+    as the records are written anyway (a producer's clock may run ahead)."""
+    if args.timestamp is None:
+        return
+    first = parse_instant(args.timestamp)
+    step = 0 if args.timestamp_step is None else parse_duration(args.timestamp_step) or 0
+    last = first + step * max(0, (args.count or 1) - 1)
+    if max(first, last) > now:
+        warn(
+            f"--timestamp {format_instant(max(first, last))} is after now ({format_instant(now)}): time retention "
+            "keeps the segment it goes to, and the partition's later ones, until then (KEEP_FUTURE_TIMESTAMP)"
+        )
 
 
 def _chain(first: NewRecord | Lull, rest: Iterator[NewRecord | Lull]) -> Iterator[NewRecord | Lull]:

@@ -214,6 +214,8 @@ BAD_INPUTS = [
     (("topic", "create", "t2", "--max-partition-size", "1 MiB", "--segment-size", "2 MiB"), "max_partition_size"),
     (("topic", "create", "t2", "--retention-time", "0", "--retention-size", "1 GiB"), "retention_time"),
     (("topic", "create", "t2", "--retention-time", "-2"), "retention_time"),
+    (("topic", "create", "t2", "--retention-time", "-5m"), "retention_time"),
+    (("topic", "alter", "t", "--backlog-size", "-1 KiB"), "backlog_size"),
     (("topic", "create", "t2", "--granularity", "record"), "granularity"),
     (("topic", "create", "t2", "--partitions", "0"), "partitions"),
     (("topic", "create", "../escape"), "topic name"),
@@ -278,3 +280,17 @@ def test_data_directory_and_catalog_are_owner_only(ebb, data_dir: Path) -> None:
     assert os.stat(data_dir).st_mode & 0o077 == 0
     assert os.stat(data_dir / "catalog.db").st_mode & 0o077 == 0
     assert os.stat(data_dir / "topics" / "t" / "0").st_mode & 0o077 == 0
+
+
+def test_a_future_timestamp_is_written_with_one_warning(ebb) -> None:
+    """A record stamped after now holds time retention on its partition until then:
+    it is written (a producer's clock may run ahead), and the operator is told."""
+    ebb("topic", "create", "t")
+    past = ebb("produce", "t", "--count", "2", "--timestamp", "2026-11-01T00:00:00Z", "--timestamp-step", "1h")
+    assert (past.code, past.err) == (0, "")
+    # the last record of a backfill is the one that counts
+    ahead = ebb("produce", "t", "--count", "2", "--timestamp", "2026-11-01T00:00:00Z", "--timestamp-step", "100d")
+    assert ahead.code == 0
+    (line,) = ahead.err.splitlines()
+    assert line.startswith("ebb: warning: --timestamp 2027-02-09") and "KEEP_FUTURE_TIMESTAMP" in line
+    assert json.loads(ebb("topic", "describe", "t", "--json").out)["partitions"][0]["next_offset"] == 4
