@@ -99,6 +99,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: the global options that take a value, and those that do not
+_GLOBAL_VALUED = ("--data-dir", "--config")
+_GLOBAL_FLAGS = ("--read-only",)
+
+
+def global_options_first(argv: Sequence[str]) -> list[str]:
+    """``argv`` with the global options given after the command moved before it:
+    ``ebb topic list --data-dir D`` as ``ebb --data-dir D topic list``, as Kafka's
+    and Pulsar's tools take their options anywhere. Nothing after ``--`` moves, nor
+    the console's own ``--read-only``."""
+    front: list[str] = []
+    rest: list[str] = []
+    remaining = list(argv)
+    while remaining:
+        argument = remaining.pop(0)
+        if argument == "--":
+            rest += [argument, *remaining]
+            break
+        name = argument.split("=", 1)[0]
+        command = next((a for a in rest if not a.startswith("-")), None)
+        if name in _GLOBAL_VALUED and "=" not in argument and remaining:
+            front += [argument, remaining.pop(0)]
+        elif name in _GLOBAL_VALUED or (argument in _GLOBAL_FLAGS and command != "console"):
+            front.append(argument)
+        else:
+            rest.append(argument)
+    return front + rest
+
+
 def _check_argv(argv: Sequence[str]) -> None:
     """Refuse what no shell can pass and SQLite cannot store: a NUL character, or
     bytes that are not UTF-8 (Python hands them over as lone surrogates)."""
@@ -201,7 +230,7 @@ def _main(argv: list[str], closed: set[str], real_stdout: TextIO) -> int:
         _check_argv(argv)
         parser = build_parser()
         completion.autocomplete(parser)
-        args = parser.parse_args(dash_values_joined(argv))
+        args = parser.parse_args(dash_values_joined(global_options_first(argv)))
         if getattr(args, "standalone", None):
             code = int(args.standalone(args))
             sys.stdout.flush()

@@ -11,7 +11,7 @@ import pytest
 
 from console.cli.records import generated_value
 from engine.clock import parse_instant
-from tests.support.cli import state_of
+from tests.support.cli import run_main, state_of
 
 T0 = parse_instant("2026-11-01T00:00:00Z")
 
@@ -294,3 +294,18 @@ def test_a_future_timestamp_is_written_with_one_warning(ebb) -> None:
     (line,) = ahead.err.splitlines()
     assert line.startswith("ebb: warning: --timestamp 2027-02-09") and "KEEP_FUTURE_TIMESTAMP" in line
     assert json.loads(ebb("topic", "describe", "t", "--json").out)["partitions"][0]["next_offset"] == 4
+
+
+def test_global_options_may_follow_the_command(tmp_path: Path) -> None:
+    """``--data-dir``, ``--config`` and ``--read-only`` after the command, as Kafka's
+    tools take them; a ``--data-dir`` after ``--`` is a record's, not the option."""
+    data, other = tmp_path / "data", tmp_path / "other"
+    assert run_main(["topic", "create", "t", "--data-dir", str(data)]).code == 0
+    (data / "ebb.toml").write_text("[engine]\n")
+    listed = run_main(["topic", "list", "--json", f"--data-dir={data}", "--config", str(data / "ebb.toml")])
+    assert [t["name"] for t in json.loads(listed.out)] == ["t"]
+    refused = run_main(["topic", "delete", "t", "--read-only", "--data-dir", str(data)])
+    assert refused.code == 2 and "--read-only: `ebb topic delete` writes" in refused.err
+    assert not other.exists()
+    assert run_main(["--data-dir", str(data), "topic", "describe", "t", "--", "--data-dir", str(other)]).code == 2
+    assert not other.exists()
