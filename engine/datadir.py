@@ -79,4 +79,7 @@ class DataDir:
                 raise StoreError(f"cannot use data directory {self.root}: {path} is a file, not a directory") from None
             raise StoreError(f"cannot create data directory {self.root}: {error.strerror or error}") from None
         if not os.access(self.root, os.W_OK):
-            raise StoreError(f"data directory {self.root} is not writable")
+            raise StoreError(
+                f"data directory {self.root} is not writable: ebb writes there even to read it "
+                "(its catalog's write-ahead log); for a read-only copy, copy it somewhere writable first"
+            )

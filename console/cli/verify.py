@@ -91,8 +91,12 @@ class UnusableCatalog:
 
 def open_for_verify(root: Path, config: Path | None) -> Broker | UnusableCatalog:
     """The data directory's broker, unless its catalog cannot be used (verify must
-    say so, not fail opening it)."""
-    problems = catalog_problems(DataDir(root))
+    say so, not fail opening it). A directory it cannot write is refused first: SQLite
+    cannot open the catalog there either, which is no sign of damage (a backup on a
+    read-only mount), and a rebuild could not write it anyway."""
+    data = DataDir(root)
+    data.ensure()
+    problems = catalog_problems(data)
     if problems:
         return UnusableCatalog(root, config, problems)
     try:

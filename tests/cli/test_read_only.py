@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from console.cli.main import build_parser
 from engine.broker import Broker
 from engine.prune.session import SparkEngine
 from engine.store.batch import NewRecord
+from tests.support.cli import ebb_command, subprocess_env
 
 # Every command with arguments that succeed on the seeded directory (without
 # --read-only), and whether it writes. ("console",) is the console's own: below.
@@ -239,3 +241,26 @@ def test_read_only_never_creates_a_data_directory(ebb, tmp_path: Path, consoles:
 def test_read_only_is_a_global_option(ebb, seeded: Path) -> None:
     result = ebb("topic", "list", "--read-only")
     assert result.code == 2 and "unrecognized arguments: --read-only" in result.err
+
+
+def test_a_directory_on_a_read_only_mount_is_refused_not_called_damaged(seeded: Path) -> None:
+    """A backup on a read-only mount (a bind mount remounted read-only, in a mount
+    namespace of the test's own): SQLite cannot open its catalog there, which verify
+    took for damage and offered to rebuild. It is refused for what it is, by verify and
+    by a reading command alike, and nothing in it changes."""
+    before = everything(seeded)
+    shell = (
+        'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift'
+        ' && for argv in verify "--read-only topic list"; do "$@" $argv; echo "rc=$?"; done'
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", shell, "sh", str(seeded), *ebb_command(seeded)],
+        capture_output=True, text=True, timeout=120, env=subprocess_env(),
+    )  # fmt: skip
+    assert done.stdout.split() == ["rc=2", "rc=2"], done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 2 and all(
+        line.startswith(f"ebb: error: data directory {seeded} is not writable") for line in lines
+    ), done.stderr
+    assert "damaged" not in done.stderr
+    assert everything(seeded) == before
