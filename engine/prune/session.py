@@ -672,7 +672,7 @@ def _advice(kind: str, service: bool) -> str:
         return "; run `ebb spark stop`, then try again" if service else "; check the token in the sc:// URL"
     if kind == "gone":
         if service:
-            return "; run the command again (it starts a new Spark service), or see `ebb spark status`"
+            return "; the next plan starts a new Spark service (the next cycle, or the command run again)"
         return "; check that the Spark server is up, or plan in this process with --spark-master local[*]"
     return ""
 

@@ -226,7 +226,7 @@ def _spark_error(text: str) -> Exception:
             "StatusCode.UNAUTHENTICATED\n details = Invalid authentication token",
             "refused this client's token.*`ebb spark stop`",
         ),
-        ("StatusCode.UNAVAILABLE: Socket closed", "cannot be reached.*run the command again"),
+        ("StatusCode.UNAVAILABLE: Socket closed", "cannot be reached.*the next plan starts a new Spark service"),
         (
             "[TABLE_OR_VIEW_NOT_FOUND] The table x cannot be found.\nJVM stacktrace:\n...",
             r"Spark failed: \[TABLE_OR_VIEW_NOT_FOUND\]",
@@ -343,7 +343,7 @@ def test_a_server_that_dies_is_one_error_then_replaced(service: Path, monkeypatc
         assert _wait_gone([state.pid], 30)
         # Before a plan finds out, the metrics' gauge already says it (SparkEngine.observed_state).
         assert (engine.state, engine.observed_state()) == ("ready", "stopped")
-        with pytest.raises(SparkUnavailable, match="cannot be reached.*run the command again"):
+        with pytest.raises(SparkUnavailable, match="cannot be reached.*the next plan starts a new Spark service"):
             engine.run(lambda s: s.range(3).count(), "after-kill")
         # The supervisor saw its JVM die: nothing recorded, nothing left.
         assert _wait_gone([state.supervisor_pid], 30)
