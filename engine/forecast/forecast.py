@@ -1,5 +1,5 @@
 """The capacity forecast: every instant from now to the horizon, planned in one
-Spark job per batch of topics (engine/forecast/extend.py; at most two more where a
+Spark job per batch of topics (engine/forecast/extend.py; at most three more where a
 backlog quota must be read as the cycles read it, engine/forecast/quotas.py), read
 back per topic and instant (engine/forecast/summary.py) into a
 :class:`~engine.forecast.result.Forecast`; here: what is asked (:class:`Request`), the
