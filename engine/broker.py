@@ -26,6 +26,7 @@ from engine.clock import format_instant, now_ms
 from engine.config import Config, load_config
 from engine.datadir import DataDir
 from engine.errors import DataQuarantined, InvalidInput, NotFound, QuotaExceeded, StoreError
+from engine.journal.journal import Entry, Journal
 from engine.journal.schema import ensure_journal_schema
 from engine.journal.state import EngineState, QuotaState
 from engine.names import check_group_name, check_topic_name
@@ -247,7 +248,9 @@ class Broker:
             resolve(merged, self.config.policy_defaults)
             return self.catalog.replace_overrides(name, merged, actor=actor, now_ms=self.clock())
 
-    def delete_topic(self, name: str) -> None:
+    def delete_topic(self, name: str, *, actor: str = "cli") -> None:
+        """Delete a topic and all its data, journaled as a ``topic_deleted`` action (by
+        ``actor``, trigger manual) with what it held, in the same transaction."""
         topic = self.catalog.topic(name)
         writers = [self._writer(name, p) for p in range(topic.partitions)]
         locked = []
@@ -256,6 +259,16 @@ class Broker:
                 writer.locked(self.catalog.partition(name, p).log_start_offset).__enter__()
                 locked.append(writer)
             with self.catalog.write():
+                rows = self.catalog.partitions(name)
+                segments = [s for row in rows for s in self.catalog.segments(name, row.partition)]
+                held = Entry(
+                    "topic_deleted",
+                    name,
+                    messages=sum(row.next_offset - row.log_start_offset for row in rows),
+                    bytes=sum(s.size_bytes for s in segments),
+                    details={"partitions": len(rows), "segments": len(segments)},
+                )
+                Journal(self.catalog).append([held], time=self.clock(), trigger="manual", actor=actor, status="applied")
                 self.catalog.remove_topic(name)
             shutil.rmtree(self.data.topic_dir(name), ignore_errors=True)
         finally:

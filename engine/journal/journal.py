@@ -51,6 +51,7 @@ ACTION_KINDS = frozenset(
         "resume",
         "purge",
         "truncate",
+        "topic_deleted",
         # ``ebb verify --repair``: corrupt or missing data set aside, and what it fixed
         "quarantine",
         "repair",

@@ -200,8 +200,21 @@ def test_topic_list_and_delete(ebb, data_dir: Path) -> None:
     ebb("produce", "b", "--count", "5")
     listed = json.loads(ebb("topic", "list", "--json").out)
     assert [(t["name"], t["partitions"]) for t in listed] == [("a", 1), ("b", 2)]
+    described = json.loads(ebb("topic", "describe", "b", "--json").out)
     assert ebb("topic", "delete", "b").code == 0
     assert [t["name"] for t in json.loads(ebb("topic", "list", "--json").out)] == ["a"]
+    # journaled, with what the topic held
+    (deleted,) = json.loads(ebb("log", "--action", "topic_deleted", "--json").out)
+    held = described["partitions"]
+    assert (deleted["topic"], deleted["trigger"], deleted["actor"], deleted["status"]) == (
+        "b",
+        "manual",
+        "cli",
+        "applied",
+    )
+    assert deleted["messages"] == 5 == sum(p["next_offset"] - p["log_start_offset"] for p in held)
+    assert deleted["bytes"] == sum(s["size_bytes"] for p in held for s in p["segments"])
+    assert deleted["details"] == {"partitions": 2, "segments": sum(len(p["segments"]) for p in held)}
     assert not (data_dir / "topics" / "b").exists()
     # The name is free again, and the new topic starts empty.
     assert ebb("topic", "create", "b").code == 0
