@@ -238,9 +238,15 @@ def test_read_only_never_creates_a_data_directory(ebb, tmp_path: Path, consoles:
     assert not fresh.exists() and consoles == []
 
 
-def test_read_only_is_a_global_option(ebb, seeded: Path) -> None:
-    result = ebb("topic", "list", "--read-only")
-    assert result.code == 2 and "unrecognized arguments: --read-only" in result.err
+def test_read_only_is_the_global_option_after_the_command_too(ebb, seeded: Path) -> None:
+    """``ebb topic list --read-only`` is ``ebb --read-only topic list`` (global options
+    may follow the command): a reading command runs and writes nothing, a writing one
+    is refused."""
+    before = everything(seeded)
+    listed = ebb("topic", "list", "--read-only")
+    assert listed.code == 0 and listed.out.startswith("TOPIC"), listed.err
+    refused(ebb("topic", "alter", "t", "--retention-time", "1d", "--read-only"), "ebb topic alter")
+    assert everything(seeded) == before
 
 
 def test_a_directory_on_a_read_only_mount_is_refused_not_called_damaged(seeded: Path) -> None:
