@@ -69,7 +69,7 @@ def generated_value(index: int, size: int) -> bytes:
     return (unit * (size // len(unit) + 1))[:size]
 
 
-def _records(args: argparse.Namespace) -> Iterator[NewRecord | Lull]:
+def _records(args: argparse.Namespace, now: int) -> Iterator[NewRecord | Lull]:
     key = args.key.encode() if args.key is not None else None
     timestamp = parse_instant(args.timestamp) if args.timestamp is not None else None
     step = 0
@@ -91,7 +91,8 @@ def _records(args: argparse.Namespace) -> Iterator[NewRecord | Lull]:
         value_size = parse_size(args.size) if args.size is not None else 100
         if value_size is None or value_size > MAX_GENERATED_SIZE:
             raise InvalidInput(f"invalid --size {args.size!r}: use 0 to {describe_size(MAX_GENERATED_SIZE)}")
-        stamp(args.count - 1)  # the last timestamp is known: refuse before writing any
+        # the last timestamp is known: refuse before writing any
+        _warn_if_ahead(stamp(args.count - 1), now)
         for i in range(args.count):
             yield NewRecord(generated_value(i, value_size), key, stamp(i))
         return
@@ -102,6 +103,8 @@ def _records(args: argparse.Namespace) -> Iterator[NewRecord | Lull]:
         if isinstance(line, Lull):
             yield line
             continue
+        if i == 0:
+            _warn_if_ahead(stamp(0), now)
         yield NewRecord(line.rstrip(b"\r"), key, stamp(i))
         i += 1
 
@@ -109,7 +112,7 @@ def _records(args: argparse.Namespace) -> Iterator[NewRecord | Lull]:
 def run_produce(broker: Broker, args: argparse.Namespace) -> int:
     # Resolve everything that can be refused before the first record is written.
     broker.policy(args.topic)
-    records = _records(args)
+    records = _records(args, broker.clock())
 
     def ack(acked: Acked) -> None:
         emit_json(
@@ -124,7 +127,6 @@ def run_produce(broker: Broker, args: argparse.Namespace) -> int:
     first = next(records, None)
     if first is None:
         raise InvalidInput("no records to produce (empty stdin and no --count)")
-    _warn_of_a_future_timestamp(args, broker.clock())
     spans = broker.produce(args.topic, _chain(first, records), args.partition, on_ack=ack if args.json else None)
     if not args.json:
         count, where = described(spans)
@@ -132,18 +134,14 @@ def run_produce(broker: Broker, args: argparse.Namespace) -> int:
     return 0
 
 
-def _warn_of_a_future_timestamp(args: argparse.Namespace, now: int) -> None:
+def _warn_if_ahead(timestamp: int | None, now: int) -> None:
     """A record stamped after now keeps its segment, and every later one of the
-    partition, from time retention until then (KEEP_FUTURE_TIMESTAMP): said once,
-    as the records are written anyway (a producer's clock may run ahead)."""
-    if args.timestamp is None:
-        return
-    first = parse_instant(args.timestamp)
-    step = 0 if args.timestamp_step is None else parse_duration(args.timestamp_step) or 0
-    last = first + step * max(0, (args.count or 1) - 1)
-    if max(first, last) > now:
+    partition, from time retention until then (KEEP_FUTURE_TIMESTAMP): said once, for
+    the last record of a --count run (the first from stdin), as the records are written
+    anyway (a producer's clock may run ahead)."""
+    if timestamp is not None and timestamp > now:
         warn(
-            f"--timestamp {format_instant(max(first, last))} is after now ({format_instant(now)}): time retention "
+            f"--timestamp {format_instant(timestamp)} is after now ({format_instant(now)}): time retention "
             "keeps the segment it goes to, and the partition's later ones, until then (KEEP_FUTURE_TIMESTAMP)"
         )
 

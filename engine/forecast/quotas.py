@@ -66,10 +66,10 @@ def as_the_cycles_read(
     passed = _passed_over(plan["groups"], starts)
     #: virtual topic -> (part, topic, instant, cycle before)
     located: dict[str, tuple[int, int, int, int]] = {}
+    now = parts[0].extension.snapshot.now  # one job: one snapshot instant
     for k, part in enumerate(parts):
         extension = part.extension
         width = len(extension.topics)
-        now = extension.snapshot.now
         for v, name in enumerate(extension.names):
             i, t = divmod(v, width)
             cycle = last_cycle(extension.instants[i] - now, prune_interval_ms, now)
@@ -78,7 +78,6 @@ def as_the_cycles_read(
                 located[name] = (k, t, i, cycle)
     if not located:
         return plan
-    now = parts[0].extension.snapshot.now
     own = {name: _starts_of(parts[k].extension, t, i, starts) for name, (k, t, i, _) in located.items()}
     bounded = planner.plan(Snapshot(now, _moved_up(parts, own), rejected), tag=tag, every_segment=False).tables
     moved, unmoved = _verdicts(bounded["groups"]), _verdicts(plan["groups"])
@@ -88,7 +87,7 @@ def as_the_cycles_read(
         if moved.get(name) == unmoved.get(name):
             continue
         extension = parts[k].extension
-        settled = _settled_by_an_instant(extension, t, i, cycle, starts)
+        settled = _settled_by_an_instant(extension, t, i, cycle, starts, own[name])
         if settled is None:
             unsettled.append((k, extension.topics[t], cycle, name))
         else:
@@ -154,15 +153,18 @@ def _starts_of(extension: Extension, t: int, i: int, starts: _Starts) -> dict[in
     return starts[extension.names[i * len(extension.topics) + t]]
 
 
-def _settled_by_an_instant(extension: Extension, t: int, i: int, cycle: int, starts: _Starts) -> dict[int, int] | None:
+def _settled_by_an_instant(
+    extension: Extension, t: int, i: int, cycle: int, starts: _Starts, own: Mapping[int, int]
+) -> dict[int, int] | None:
     """The log starts the cycle at ``cycle`` leaves in topic ``t`` of ``extension``
-    (before instant ``i``), where an instant planned with it settles them: that of
-    the cycle, or the latest before it whose log starts instant ``i``'s equal; else None."""
+    (before instant ``i``, which leaves ``own``), where an instant planned with it
+    settles them: that of the cycle, or the latest before it whose log starts are
+    ``own``; else None."""
     earlier = [j for j in range(i) if extension.instants[j] <= cycle]
     if not earlier:
         return None
     found = _starts_of(extension, t, earlier[-1], starts)
-    if extension.instants[earlier[-1]] == cycle or found == _starts_of(extension, t, i, starts):
+    if extension.instants[earlier[-1]] == cycle or found == own:
         return found
     return None
 

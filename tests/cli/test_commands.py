@@ -306,7 +306,14 @@ def test_a_future_timestamp_is_written_with_one_warning(ebb) -> None:
     assert ahead.code == 0
     (line,) = ahead.err.splitlines()
     assert line.startswith("ebb: warning: --timestamp 2027-02-09") and "KEEP_FUTURE_TIMESTAMP" in line
-    assert json.loads(ebb("topic", "describe", "t", "--json").out)["partitions"][0]["next_offset"] == 4
+    # from stdin, the first record's stamp (said once, for two records); none for no record
+    piped = ebb("produce", "t", "--timestamp", "2099-01-01T00:00:00Z", stdin="a\nb\n")
+    assert piped.code == 0 and len(piped.err.splitlines()) == 1 and "2099-01-01" in piped.err
+    empty = ebb("produce", "t", "--timestamp", "2099-01-01T00:00:00Z", stdin="")
+    assert empty.code != 0 and empty.err.splitlines() == [
+        "ebb: error: no records to produce (empty stdin and no --count)"
+    ]
+    assert json.loads(ebb("topic", "describe", "t", "--json").out)["partitions"][0]["next_offset"] == 6
 
 
 def test_global_options_may_follow_the_command(tmp_path: Path) -> None:
