@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -86,19 +86,25 @@ class TopicsData:
     config: Config
 
 
+#: the topic list's narrowest; it widens to its longest topic name and size
+TOPICS_MIN_WIDTH = 34
+#: what the topic list leaves the chart at least, so that its legend, summary and rate
+#: lines fit under it unwrapped (a backlog quota's breach, in `ebb forecast`'s words,
+#: takes 84: "first breach: backlog_quota backlog_age (1h) at +2 h on partition 1 by
+#: group billing")
+CHART_MIN_WIDTH = 86
+
+
 class ForecastScreen(LiveScreen[TopicsData]):
-    # The chart takes the room a topic list does not need: its legend, summary and
-    # rate lines then fit under it at 120 columns, unwrapped (a backlog quota's breach,
-    # in `ebb forecast`'s words, takes 84: "first breach: backlog_quota backlog_age
-    # (1h) at +2 h on partition 1 by group billing").
-    DEFAULT_CSS = """
-    ForecastScreen #forecast-topics {
-        width: 34;
-    }
-    ForecastScreen #forecast-assumptions-box {
+    DEFAULT_CSS = f"""
+    ForecastScreen #forecast-topics {{
+        width: auto;
+        min-width: {TOPICS_MIN_WIDTH};
+    }}
+    ForecastScreen #forecast-assumptions-box {{
         height: auto;
         max-height: 10;
-    }
+    }}
     """
     VIEW_TITLE = "Forecast"
     BINDINGS = [
@@ -137,6 +143,12 @@ class ForecastScreen(LiveScreen[TopicsData]):
                 # many partitions or groups scroll here rather than squeeze the chart
                 with VerticalScroll(id="forecast-assumptions-box"):
                     yield Static(id="forecast-assumptions")
+
+    def on_resize(self, event: events.Resize) -> None:
+        # Long topic names widen the list, but never into the room the chart needs;
+        # past that, the list scrolls sideways.
+        topics = self.query_one("#forecast-topics", LiveTable)
+        topics.styles.max_width = max(TOPICS_MIN_WIDTH, event.size.width - CHART_MIN_WIDTH)
 
     def load(self, host: ConsoleHost) -> TopicsData:
         with host.reading() as broker:

@@ -19,13 +19,16 @@ from console.cli.forecast import render
 from console.cli.main import main
 from console.model.forecast_assumptions import ingest, pace
 from console.screens import forecast as forecast_screen
-from console.screens.forecast import HOUR, ForecastScreen, summary
+from console.screens.forecast import CHART_MIN_WIDTH, HOUR, TOPICS_MIN_WIDTH, ForecastScreen, summary
 from console.superseding import Superseded
 from console.widgets.forecast_assumptions import assumptions
+from console.widgets.live_table import LiveTable
+from engine.broker import Broker
 from engine.forecast.forecast import Request
 from engine.forecast.rates import NO_INGEST, Rate
 from engine.forecast.reading import Reading
 from engine.forecast.result import Breach, Forecast, PartitionPoint, Point, TopicForecast
+from engine.store.batch import NewRecord
 from tests.support.console_fixtures import NOW, TERMINAL, settle
 from tests.support.rich_text import plain_lines
 
@@ -112,6 +115,29 @@ async def test_the_hint_and_the_summary_fit_under_the_chart_at_120_columns(make_
             static = app.screen.query_one(name, Static)
             lines = str(static.render()).splitlines()
             assert _rows_of(static) == len(lines) > 0, f"{name} wraps: {lines}"
+
+
+LONG_NAME = "payments-eu-west-1-settlement-events-v2"
+
+
+async def test_a_long_topic_name_widens_the_list_but_leaves_the_chart_its_room(make_console, console_data) -> None:
+    with Broker(console_data, clock=lambda: NOW) as broker:
+        broker.create_topic(LONG_NAME, 1, {}, actor="test")
+        broker.produce(LONG_NAME, [NewRecord(value=bytes(100), key=None, timestamp=NOW)], partition=0)
+    app = make_console()
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("6")
+        await settle(pilot)
+        topics = app.screen.query_one("#forecast-topics", LiveTable)
+        # every column in view, none to scroll to sideways
+        assert topics.virtual_size.width <= topics.scrollable_content_region.width
+        assert topics.region.width > TOPICS_MIN_WIDTH
+        assert app.screen.query_one("#forecast-chart").region.width >= CHART_MIN_WIDTH
+        await pilot.resize_terminal(120, 40)
+        await settle(pilot)
+        assert app.screen.query_one("#forecast-chart").region.width >= CHART_MIN_WIDTH
+        assert topics.region.width == TOPICS_MIN_WIDTH
 
 
 async def test_a_backlog_breach_names_its_quota_in_the_summary() -> None:
