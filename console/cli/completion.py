@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.digits import is_digits
+
 if TYPE_CHECKING:
     from engine.catalog.catalog import Catalog
 
@@ -67,7 +69,7 @@ def autocomplete(parser: argparse.ArgumentParser) -> None:
             action.completer = argcomplete.completers.SuppressCompleter()  # type: ignore[attr-defined]
         else:
             action.completer = _names(_groups if action.dest in _GROUP_DESTS else _topics)  # type: ignore[attr-defined]
-    if "COMP_LINE" in os.environ and os.environ.get("COMP_POINT", "").isdigit():
+    if "COMP_LINE" in os.environ and is_digits(os.environ.get("COMP_POINT", "")):
         line, point = _hashes_escaped(os.environ["COMP_LINE"], int(os.environ["COMP_POINT"]))
         os.environ["COMP_LINE"], os.environ["COMP_POINT"] = line, str(point)
     argcomplete.autocomplete(parser)

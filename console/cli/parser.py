@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
 from engine.broker import Broker
+from engine.digits import is_digits
 from engine.errors import InvalidInput
 from engine.policy.units import InvalidValue
 
@@ -20,7 +20,6 @@ Mutates = bool | Callable[[argparse.Namespace], bool]
 #: column, and a bigger Python int reaching a query raises OverflowError instead of a
 #: clear message.
 MAX_INTEGER = 2**63 - 1
-_DIGITS = re.compile(r"[0-9]+", re.ASCII)
 
 
 def one_line(message: str) -> str:
@@ -65,9 +64,9 @@ def non_negative_int(text: str) -> int:
     Stricter than ``int()``, which also takes ``+5``, ``1_000`` and other scripts'
     digits (``٣`` is 3): what the operator sees must be what the engine uses."""
     digits = text.strip()
-    if digits.startswith("-") and _DIGITS.fullmatch(digits[1:]):
+    if digits.startswith("-") and is_digits(digits[1:]):
         raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    if not _DIGITS.fullmatch(digits):
+    if not is_digits(digits):
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (digits 0-9)")
     if len(digits.lstrip("0")) > len(str(MAX_INTEGER)) or int(digits) > MAX_INTEGER:
         raise argparse.ArgumentTypeError(f"{text!r} is too large (at most {MAX_INTEGER})")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from console.format import size
 from engine.broker import Broker
+from engine.digits import is_digits
 from engine.errors import InvalidInput
 from engine.journal.state import EngineState
 from engine.store.segment import SegmentInfo
@@ -81,7 +82,7 @@ class PartitionFacts:
         """``text`` as an offset from the log start to the log end, as the engine's
         truncate and group move accept; ``what`` names the operation in the error."""
         text = text.strip().replace(",", "").replace("_", "")
-        if not text.isdigit():
+        if not is_digits(text):
             raise InvalidInput(f"invalid offset {text!r}: a whole number is needed")
         offset = int(text)
         if not self.log_start_offset <= offset <= self.next_offset:
@@ -95,7 +96,7 @@ class PartitionFacts:
         """The log start after deleting the oldest ``text`` sealed segments, as
         :func:`engine.prune.operations.delete_oldest` would put it."""
         text = text.strip()
-        if not text.isdigit() or int(text) < 1:
+        if not is_digits(text) or int(text) < 1:
             raise InvalidInput(f"invalid segment count {text!r}: delete at least 1")
         count, sealed = int(text), self.sealed
         if count > len(sealed):

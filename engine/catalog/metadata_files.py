@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.digits import is_digits
 from engine.store.segment import describe
 
 TOPIC_FILE = "topic.json"
@@ -213,7 +214,7 @@ def read_topic(topic_dir: Path) -> TopicMeta | None:
         _int(value.get("partitions"), "partitions", path),
         _int(value.get("created_at"), "created_at", path),
         {str(k): v for k, v in policy.items()},
-        {_int(int(p), "a partition", path): _int(o, "a log start", path) for p, o in starts.items() if p.isdigit()},
+        {_int(int(p), "a partition", path): _int(o, "a log start", path) for p, o in starts.items() if is_digits(p)},
     )
 
 
@@ -232,7 +233,7 @@ def read_groups(topic_dir: Path) -> list[GroupMeta]:
             raise MetadataInvalid(f"{path}: a group entry is not a table with positions")
         positions = {}
         for p, pos in g["positions"].items():
-            if not (p.isdigit() and isinstance(pos, list) and len(pos) == 2):
+            if not (is_digits(p) and isinstance(pos, list) and len(pos) == 2):
                 raise MetadataInvalid(f"{path}: group {g.get('name')!r} has a bad position entry {p!r}")
             positions[int(p)] = (_int(pos[0], "a position", path), _int(pos[1], "a commit time", path))
         out.append(

@@ -48,6 +48,7 @@ from engine.catalog.metadata_files import (
 )
 from engine.catalog.schema import ensure_schema
 from engine.datadir import DataDir
+from engine.digits import is_digits
 from engine.errors import CatalogDamaged, InvalidInput, StoreError
 from engine.journal.journal import Entry, Journal
 from engine.journal.salvage import salvage_history, salvage_samples
@@ -200,7 +201,7 @@ def _aside(path: Path, now: int) -> Path | None:
 
 
 def _partition_dirs(topic_dir: Path) -> list[int]:
-    return sorted(int(e.name) for e in os.scandir(topic_dir) if e.is_dir() and e.name.isdigit())
+    return sorted(int(e.name) for e in os.scandir(topic_dir) if e.is_dir() and is_digits(e.name))
 
 
 def _rebuild_topic(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 
+from engine.digits import is_digits
 from engine.errors import InvalidInput
 
 #: what a host name may be besides a loopback IP address
@@ -27,7 +28,7 @@ def parse_address(text: str) -> tuple[str, int]:
         raise InvalidInput(f"metrics address {text!r}: write an IPv6 address in brackets, e.g. [::1]:9464")
     if host.lower() == LOCALHOST:
         host = LOCALHOST  # a host name is case-insensitive
-    if not port_text.isascii() or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+    if not is_digits(port_text) or not 0 < int(port_text) < 65536:
         raise InvalidInput(f"metrics address {text!r}: the port must be 1-65535")
     if host != LOCALHOST:
         try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from decimal import ROUND_HALF_UP, Context, Decimal
 
+from engine.digits import is_digits
 from engine.errors import InvalidPolicy
 
 NO_LIMIT_WORDS = frozenset({"infinite", "none", "unlimited", "-1"})
@@ -206,7 +207,7 @@ def parse_count(text: str) -> int | None:
     cleaned = _prepare(kind, text, "use a whole number or unlimited")
     if cleaned is None:
         return None
-    if not re.fullmatch(r"[0-9]+", cleaned, re.ASCII):
+    if not is_digits(cleaned):
         raise InvalidValue(kind, text, "not a whole number; use e.g. 10 or unlimited")
     if len(cleaned.lstrip("0")) > len(str(MAX_COUNT)) or int(cleaned) > MAX_COUNT:
         raise InvalidValue(kind, text, "too large", "use unlimited for no limit")

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from engine.digits import is_digits
 from engine.errors import StoreError
 from engine.store.segment import describe
 
@@ -130,7 +131,7 @@ def _read_pid(fd: int) -> int | None:
         text = os.pread(fd, _PID_WIDTH, 0).decode("ascii", "replace").strip()
     except OSError:
         return None
-    return int(text) if text.isdigit() else None
+    return int(text) if is_digits(text) else None
 
 
 @contextmanager

@@ -46,6 +46,7 @@ from itertools import accumulate
 from pathlib import Path
 
 from engine import faults
+from engine.digits import is_digits
 from engine.errors import InvalidInput, StoreError
 from engine.store.batch import (
     HEADER_SIZE,
@@ -100,7 +101,7 @@ def _listdir(directory: Path) -> list[str]:
 
 def file_bases(names: list[str], suffix: str) -> list[int]:
     """Base offsets of the segment files among ``names`` that end with ``suffix``, in order."""
-    return sorted(int(n[: -len(suffix)]) for n in names if n.endswith(suffix) and n[: -len(suffix)].isdigit())
+    return sorted(int(n[: -len(suffix)]) for n in names if n.endswith(suffix) and is_digits(n[: -len(suffix)]))
 
 
 def _below_log_start(bases: list[int], log_start: int) -> bool:
