@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import humanize
 
+from engine.clock import utc_datetime
 from engine.policy.units import describe_duration
 
 MS_PER_SECOND = 1000
@@ -63,7 +62,8 @@ def instant(ms: int | None) -> str:
     """``2026-11-21 10:07:20`` in UTC: short enough for a table cell."""
     if ms is None:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+    moment = utc_datetime(ms)
+    return f"{ms} ms" if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def duration(ms: int | None) -> str:
@@ -74,10 +74,3 @@ def duration(ms: int | None) -> str:
 def count(n: int | None) -> str:
     """``12,345``; ``-`` when unknown."""
     return "-" if n is None else f"{n:,}"
-
-
-def percent(part: int | None, whole: int | None) -> float | None:
-    """``part`` of ``whole`` in 0..1 (capped at 1), or None when there is no whole."""
-    if part is None or not whole:
-        return None
-    return min(1.0, max(0.0, part / whole))

@@ -45,14 +45,20 @@ def parse_instant(text: str) -> int:
     return value
 
 
+def utc_datetime(ms: int) -> datetime | None:
+    """Epoch milliseconds as an aware UTC datetime, exactly (``ms / 1000`` as a float is
+    not); None past what a date can hold (year 1 to 9999): a timestamp a library caller
+    stored, or an eligibility time computed from one, must not make every listing of
+    its topic fail."""
+    try:
+        return _EPOCH + timedelta(milliseconds=ms)
+    except OverflowError:
+        return None
+
+
 def format_instant(ms: int | None) -> str:
     """ISO 8601 in UTC with milliseconds, for humans."""
     if ms is None:
         return "-"
-    try:
-        moment = _EPOCH + timedelta(milliseconds=ms)  # exact: ms / 1000 as a float is not
-    except OverflowError:
-        # Past what a date can hold (year 1 to 9999): a timestamp a library caller
-        # stored must not make every listing of its topic fail.
-        return f"{ms} ms"
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    moment = utc_datetime(ms)
+    return f"{ms} ms" if moment is None else moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

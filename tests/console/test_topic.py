@@ -18,6 +18,7 @@ from console.widgets.cells import Palette
 from console.widgets.charts import ChartSpec
 from console.widgets.live_table import LiveTable
 from engine.broker import Broker
+from engine.clock import MAX_INSTANT_MS
 from engine.journal.journal import Journal
 from engine.journal.state import EngineState
 from engine.prune import tables
@@ -454,3 +455,12 @@ def test_the_policy_summary_breaks_between_items_at_120_columns(console_data: Pa
     assert lines[-1].endswith("unmarked: engine default")
     assert sum("hold on (topic)" in line for line in lines) == 1
     assert not any(line.startswith(" ") or line.endswith(" · ") for line in lines)
+
+
+def test_an_instant_past_year_9999_reads_as_epoch_ms_not_a_crash() -> None:
+    """A record stamped late in 9999 (``ebb produce`` takes it) is eligible a
+    retention later, past what a date holds: its segment row's search text formats
+    that instant on every refresh, and raised ValueError (year 10000 is out of range)."""
+    far = MAX_INSTANT_MS + 7 * 24 * 60 * MINUTE
+    assert format.instant(far) == f"{far} ms"
+    assert format.instant(1_800_000_000_000) == "2027-01-15 08:00:00"
