@@ -9,7 +9,7 @@ The app owns the plumbing every view shares and no view's content:
 - *operations*: :meth:`EbbApp.perform` runs a mutating action in a thread worker
   through the host's actor broker and reports with a notification; read-only mode
   refuses it before any work starts;
-- *navigation*: views are Textual modes (``1``-``5`` or the ``:`` palette), a topic is
+- *navigation*: views are Textual modes (``1``-``6`` or the ``:`` palette), a topic is
   a screen pushed on top, ``esc`` goes back;
 - *themes* from ``themes/``, switchable at run time (``t``), remembered per user.
 """

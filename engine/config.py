@@ -44,8 +44,6 @@ from engine.policy.effective import resolve
 from engine.policy.fields import FIELDS
 from engine.policy.units import MS_PER_DAY, InvalidValue, parse_duration, parse_size, shown
 
-CONFIG_FILE_NAME = "ebb.toml"
-
 _KEYS: dict[str, tuple[str, ...]] = {
     "policy": tuple(FIELDS),
     "engine": ("prune_interval", "fsync", "journal_retention", "producer_hold_timeout", "metrics", "disk_budget"),

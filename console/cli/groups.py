@@ -1,7 +1,7 @@
 """``ebb group create|list|commit|delete|expire|move``.
 
-``expire`` and ``move`` run through the executor, which loads Arrow: their handlers
-import it (see console/cli/main.py).
+``expire`` and ``move`` are manual operations (engine/prune/operations.py): their
+handlers import them when they run, so that the other commands do not pay for it.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ focus (Groups: the selected row; Topic: the selected row of its groups table).
   dialog asks for the group's name to be typed);
 - ``m`` moves its position on a partition (to an offset, earliest, latest or a time).
 
-Neither key is used by the app (1-5 r p t z : ? / esc), the tables (s S) or the topic
+Neither key is used by the app (1-6 r p t z : ? / esc), the tables (s S) or the topic
 keys (e x h T D), so a view may offer both sets. Both actions are in
 ``MUTATING_ACTIONS``: hidden and refused in read-only mode.
 """

@@ -434,11 +434,6 @@ class Catalog:
         )
         return changes
 
-    def policy_changes(self, topic: str | None = None) -> list[dict]:
-        # Only a fixed clause is interpolated; the topic is a parameter.
-        where, params = ("WHERE topic = ?", (topic,)) if topic else ("", ())
-        return list(select_rows(self.db, f"SELECT * FROM policy_changes {where} ORDER BY id", params))
-
     # -- partitions and segments ----------------------------------------------------
 
     def partitions(self, topic: str) -> list[PartitionRow]:

@@ -584,8 +584,10 @@ def _recover(broker: Broker, journal: Journal) -> tuple[int, ...]:
 
 
 def recover_interrupted(broker: Broker, *, lock_timeout: float | None = 300.0) -> tuple[int, ...]:
-    """Recover the cycles a dead process left ``running`` (run before every cycle;
-    callable on open). Returns their ids."""
+    """Recover the cycles a dead process left ``running``, outside a cycle (each cycle
+    recovers them itself first, :func:`execute`): for tools and the fault campaigns,
+    which check the data directory as a restarted engine would find it. Returns
+    their ids."""
     with _prune_lock(broker, lock_timeout):
         return _recover(broker, Journal(broker.catalog))
 

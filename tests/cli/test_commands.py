@@ -11,6 +11,7 @@ import pytest
 
 from console.cli.records import generated_value
 from engine.clock import parse_instant
+from engine.journal.journal import Journal
 from tests.support.cli import run_main, state_of
 
 T0 = parse_instant("2026-11-01T00:00:00Z")
@@ -169,7 +170,8 @@ def test_alter_journals_changes_and_reset_returns_to_default(ebb, broker) -> Non
     assert ebb("topic", "alter", "t", "--reset", "retention_time", "--no-hold").code == 0
     policy = json.loads(ebb("topic", "describe", "t", "--json").out)["policy"]
     assert policy["retention_time"]["source"] == "default" and policy["hold"]["normalized"] == "off"
-    changes = [(c["field"], c["old"], c["new"]) for c in broker.catalog.policy_changes("t")]
+    newest_first = Journal(broker.catalog).policy_changes(topic="t", limit=None)
+    changes = [(c["field"], c["old"], c["new"]) for c in reversed(newest_first)]
     assert changes == [
         ("retention_time", None, "2d"),
         ("hold", None, "on"),

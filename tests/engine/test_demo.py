@@ -15,6 +15,7 @@ from engine.broker import Broker
 from engine.config import load_config
 from engine.demo import BACKFILL_MS, DEMO_PRUNE_INTERVAL, TOPICS, DemoTraffic
 from engine.errors import StoreError
+from engine.journal.journal import Journal
 from engine.journal.state import EngineState
 from engine.policy.units import parse_duration
 
@@ -96,12 +97,12 @@ def test_seed_twice_reuses_the_topics(data_dir: Path) -> None:
         # The operator edits a demo topic and deletes a demo group between two runs.
         broker.alter_topic("demo-clickstream", {"retention_time": "5m"}, actor="operator")
         broker.delete_group("demo-orders", "audit")
-        changes = len(broker.catalog.policy_changes())
+        changes = len(Journal(broker.catalog).policy_changes(limit=None))
         created = {t.name: t.created_at for t in broker.catalog.topics()}
 
     fast_demo(data_dir).seed()
     with Broker(data_dir) as broker:
-        assert len(broker.catalog.policy_changes()) == changes  # no policy rewritten
+        assert len(Journal(broker.catalog).policy_changes(limit=None)) == changes  # no policy rewritten
         assert {t.name: t.created_at for t in broker.catalog.topics()} == created
         assert broker.policy("demo-clickstream")["retention_time"] == parse_duration("5m")
         # what is missing is created again, from the earliest offset
