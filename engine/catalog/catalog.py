@@ -158,6 +158,8 @@ class Catalog:
         self._closed = False
         #: (device, inode) of the file this connection opened (None: not checked)
         self._identity: tuple[int, int] | None = None
+        #: inside :meth:`write`: a write opened within it joins it
+        self._writing = False
 
     @classmethod
     def open(cls, path: Path) -> Catalog:
@@ -212,10 +214,19 @@ class Catalog:
 
     @contextmanager
     def write(self) -> Iterator[sqlite_utils.Database]:
-        """``with catalog.write():`` — one atomic write transaction."""
+        """``with catalog.write():`` — one atomic write transaction. One opened inside
+        another joins it: a change made of two (a hold and its journal row) commits
+        whole or not at all."""
+        if self._writing:
+            yield self.db
+            return
         self._check_identity()
         with write_transaction(self.db) as db:
-            yield db
+            self._writing = True
+            try:
+                yield db
+            finally:
+                self._writing = False
 
     def _check_identity(self) -> None:
         """Refuse to write to a catalog file that was deleted or replaced (by a

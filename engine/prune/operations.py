@@ -466,17 +466,18 @@ def set_hold(broker: Broker, topic: str, on: bool, *, actor: str = "cli") -> Swi
     journaled as a policy change, plus a ``hold`` or ``release`` action. Nothing
     changes, and nothing is journaled, if the topic is so already."""
     operation: Literal["hold", "release"] = "hold" if on else "release"
-    if bool(broker.policy(topic)["hold"]) == on:
-        return SwitchResult(operation, topic, False)
-    changes = broker.alter_topic(topic, {"hold": "on" if on else "off"}, actor=actor)
-    old = next((o for f, o, _n in changes if f == "hold"), None)
-    Journal(broker.catalog).append(
-        [Entry(operation, topic, details={"old": old, "new": "on" if on else "off"})],
-        time=broker.clock(),
-        trigger=TRIGGER,
-        actor=actor,
-        status="applied",
-    )
+    with broker.catalog.write():  # the check, the policy change and its action: one transaction
+        if bool(broker.policy(topic)["hold"]) == on:
+            return SwitchResult(operation, topic, False)
+        changes = broker.alter_topic(topic, {"hold": "on" if on else "off"}, actor=actor)
+        old = next((o for f, o, _n in changes if f == "hold"), None)
+        Journal(broker.catalog).append(
+            [Entry(operation, topic, details={"old": old, "new": "on" if on else "off"})],
+            time=broker.clock(),
+            trigger=TRIGGER,
+            actor=actor,
+            status="applied",
+        )
     return SwitchResult(operation, topic, True)
 
 

@@ -315,6 +315,24 @@ def test_hold_refuses_every_deleting_operation_until_released(
     assert operations.truncate(broker, topic, 0, before_offset=50).changed
 
 
+def test_a_hold_whose_action_cannot_be_journaled_changes_nothing(
+    broker: Broker, journal: Journal, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The policy change and the ``hold`` action are one transaction: where writing
+    the action fails (a full disk), the topic is not left held with no action saying
+    who held it. They were two, and the hold stayed."""
+
+    def full_disk(*_: object, **__: object) -> None:
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(Journal, "append", full_disk)
+    with pytest.raises(OSError):
+        operations.set_hold(broker, topic, True, actor="carol")
+    monkeypatch.undo()
+    assert broker.policy(topic)["hold"] is False
+    assert [c for c in journal.policy_changes(topic=topic) if c["field"] == "hold"] == []
+
+
 def test_pause_refuses_deletion_and_is_journaled_once(
     broker: Broker, data_dir: Path, journal: Journal, topic: str
 ) -> None:
