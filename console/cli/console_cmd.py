@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from contextlib import ExitStack
 
+from console.cli.prune import add_spark_flags
 from engine.broker import Broker
 from engine.errors import InvalidInput
 
@@ -19,8 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--demo", action="store_true", help="seed demo topics and run producers and consumers")
     parser.add_argument("--read-only", action="store_true", help="hide and refuse every mutating action")
     parser.add_argument("--theme", default=None, help="ebbtide-dark, ebbtide-light or ebbtide-high-contrast")
-    parser.add_argument("--spark-master", default=None, help="Spark master [default: the config's, local[*]]")
-    parser.add_argument("--spark-remote", default=None, help="Spark Connect URL, sc://host:port")
+    add_spark_flags(parser)
 
 
 def refuse_conflicts(args: argparse.Namespace) -> None:

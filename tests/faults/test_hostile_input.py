@@ -811,6 +811,13 @@ def test_the_console_gets_its_arguments_through(cli: Cli) -> None:
     assert len(cli.consoles) == 2
 
 
+def test_the_console_takes_one_place_to_plan_as_every_command_does(cli: Cli) -> None:
+    cli.consoles.clear()
+    code, _out, err = cli.run(["console", "--spark-master", "local[1]", "--spark-remote", "sc://127.0.0.1:1"])
+    assert code == 2 and not cli.consoles
+    assert err.count("\n") == 1 and "not allowed with argument --spark-master" in err
+
+
 def test_help_is_exit_0_on_stdout(cli: Cli) -> None:
     code, out, err = cli.run(["topic", "create", "--help"])
     assert code == 0 and "--retention-time" in out and err == ""
