@@ -21,6 +21,7 @@ from console.model.forecast_breaches import breach_text, disk_budget_text
 from engine.broker import Broker
 from engine.clock import parse_instant
 from engine.errors import InvalidInput
+from engine.forecast.defaults import HORIZON_MS, STEP_MS, WINDOW_MS
 from engine.policy.effective import merge_overrides
 from engine.policy.units import describe_duration, parse_duration, parse_size
 
@@ -35,11 +36,14 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="bytes on disk, deletions and first breaches from now to a horizon (a what-if with policy flags)",
     )
     forecast.add_argument("topics", nargs="*", metavar="TOPIC", help="topics to forecast [default: all]")
-    forecast.add_argument("--horizon", default="7d", metavar="DURATION", help="how far ahead [default: 7d]")
-    forecast.add_argument("--step", default="1h", metavar="DURATION", help="time between two instants [default: 1h]")
+    horizon, step, window_ = (describe_duration(ms) for ms in (HORIZON_MS, STEP_MS, WINDOW_MS))
+    forecast.add_argument("--horizon", default=horizon, metavar="DURATION", help=f"how far ahead [default: {horizon}]")
     forecast.add_argument(
-        "--window", default="1h", metavar="DURATION",
-        help="observe each partition's ingest rate over this recent window [default: 1h]",
+        "--step", default=step, metavar="DURATION", help=f"time between two instants [default: {step}]"
+    )
+    forecast.add_argument(
+        "--window", default=window_, metavar="DURATION",
+        help=f"observe each partition's ingest rate over this recent window [default: {window_}]",
     )  # fmt: skip
     forecast.add_argument(
         "--rate", metavar="SIZE", help="ingest per partition per second (e.g. 1MiB), instead of the observed rate"

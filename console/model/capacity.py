@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 from engine.broker import Broker
 from engine.config import Config
+from engine.forecast.defaults import HORIZON_MS, HOUR_MS, STEP_MS, WINDOW_MS
 from engine.forecast.forecast import Request, instants
 from engine.policy.effective import EffectivePolicy
 
-HOUR = 3_600_000
-HORIZON_MS, STEP_MS, WINDOW_MS = 7 * 24 * HOUR, HOUR, HOUR
+HOUR = HOUR_MS
 #: the rate windows the Forecast view steps through (``w``), ``ebb forecast``'s default first
 WINDOWS = (WINDOW_MS, 6 * HOUR, 24 * HOUR, 7 * 24 * HOUR)
 
