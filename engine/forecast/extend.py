@@ -98,6 +98,7 @@ class _Partitions:
     header: np.ndarray  # bytes a piece of a batch adds (0: in record_bytes)
     header_run: np.ndarray  # records that share a header: batch's, or an append's (Rate.header_run)
     lead: np.ndarray  # ms of the first gap gone at now (Rate.lead): the records are stamped from now - lead
+    prune_interval_ms: int  # the cycles run now and every prune interval after
 
     def timestamp(self, rows: np.ndarray, records: np.ndarray, now: int) -> np.ndarray:
         """The timestamp of synthetic record ``records`` (from 0) of partition ``rows``."""
@@ -146,20 +147,39 @@ class _Partitions:
         run = self.header_run[rows]
         return -(-within // run) * run
 
+    def sealed_by_cycle(self, rows: np.ndarray, first: np.ndarray, now: int) -> np.ndarray:
+        """How many synthetic records of partition ``rows`` are stamped at or before
+        the first cycle that finds a segment whose first record is stamped ``first``
+        ``segment_roll`` old: that cycle seals it (the executor's roll), so those
+        records are the last it takes. Records arrive at their stamps, an append's
+        too: a cycle comes between those stamped by then and the rest, and a
+        backfill's appends of 1000, stamped hours apart, would otherwise have held
+        hours in one segment, kept while its newest record was young."""
+        due = first + np.maximum(self.roll[rows], 0) - now
+        cycle = np.maximum(0, -(-due // self.prune_interval_ms)) * self.prune_interval_ms
+        return self.arrived(rows, cycle)
+
     def segment_records(self, rows: np.ndarray, start: np.ndarray, now: int) -> np.ndarray:
         """The records a segment whose first record is synthetic record ``start`` of
         partition ``rows`` takes: what fits in ``segment_size``, and with a roll
         those before the first append after ``start`` that begins with a record
-        stamped ``segment_roll`` or more after ``start``'s; at least that one."""
+        stamped ``segment_roll`` or more after ``start``'s, and those stamped by the
+        cycle that rolls it (:meth:`sealed_by_cycle`); at least that one."""
         roll = self.roll[rows]
         by_size = self.fitting(rows, start, self.segment_size[rows])
-        within = self.stamped_before(rows, self.timestamp(rows, start, now) + np.maximum(roll, 0), now)
-        by_time = self.rolls_at(rows, np.maximum(within, start + 1)) - start
+        first = self.timestamp(rows, start, now)
+        within = self.stamped_before(rows, first + np.maximum(roll, 0), now)
+        by_append = self.rolls_at(rows, np.maximum(within, start + 1))
+        by_time = np.minimum(by_append, self.sealed_by_cycle(rows, first, now)) - start
         return np.maximum(1, np.where(roll < 0, by_size, np.minimum(by_size, by_time)))
 
 
 def _partitions(
-    snapshot: Snapshot, segment_rows: np.ndarray, rates: Sequence[Rate], segment_sizes: Mapping[str, int]
+    snapshot: Snapshot,
+    segment_rows: np.ndarray,
+    rates: Sequence[Rate],
+    segment_sizes: Mapping[str, int],
+    prune_interval_ms: int,
 ) -> _Partitions:
     partitions, segments = snapshot.tables["partitions"], snapshot.tables["segments"]
     count = partitions.num_rows
@@ -192,14 +212,17 @@ def _partitions(
         header=np.array([r.header for r in rates], dtype=np.int64),
         header_run=np.array([r.header_run for r in rates], dtype=np.int64),
         lead=np.array([r.lead for r in rates], dtype=np.int64),
+        prune_interval_ms=prune_interval_ms,
     )
     rows = np.arange(count)
     # An empty active segment takes records as a new one does; a used one, what
     # fits in its bytes and (with a roll) the appends until one begins with a record
-    # stamped segment_roll or more after its first one (synthetic record 0 begins one).
+    # stamped segment_roll or more after its first one (synthetic record 0 begins one),
+    # and those stamped by the cycle that rolls it.
     fits = parts.fitting(rows, np.zeros(count, np.int64), segment_size - used)
     within = parts.stamped_before(rows, first + np.maximum(roll, 0), snapshot.now)
-    rolls = np.where(roll < 0, fits, np.minimum(fits, parts.rolls_at(rows, within)))
+    by_time = np.minimum(parts.rolls_at(rows, within), parts.sealed_by_cycle(rows, first, snapshot.now))
+    rolls = np.where(roll < 0, fits, np.minimum(fits, by_time))
     room = np.where(
         active < 0, 0, np.where(used == 0, parts.segment_records(rows, np.zeros(count, np.int64), snapshot.now), rolls)
     )
@@ -226,7 +249,7 @@ def extend(
     topic_names = snapshot.tables["topics"]["topic"].to_pylist()
     segments = snapshot.tables["segments"]
     segment_rows = partition_rows(segments, snapshot.tables["partitions"])
-    parts = _partitions(snapshot, segment_rows, rates, segment_sizes)
+    parts = _partitions(snapshot, segment_rows, rates, segment_sizes, prune_interval_ms)
     names = [virtual_name(i, topic, label) for i in range(len(instants)) for topic in topic_names]
     pieces: dict[str, list[pa.Table]] = {name: [] for name in tables.SNAPSHOT_TABLES}
     on_disk: list[tuple[np.ndarray, np.ndarray]] = []

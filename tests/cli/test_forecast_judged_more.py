@@ -204,53 +204,34 @@ def test_each_partition_of_a_keyless_backfill_keeps_its_cadence(
     )
 
 
-def test_a_backfill_under_a_roll_is_forecast_as_a_copy_fed_in_one_call_holds_it(
-    data_dir: Path, tmp_path: Path, shared_spark: SparkEngine, ebb
+def test_a_backfill_under_a_roll_is_rolled_by_the_cycles_as_its_records_arrive(
+    data_dir: Path, shared_spark: SparkEngine, ebb
 ) -> None:
-    """A record every 2 minutes for two hours in one ``ebb produce``, under
-    ``segment_roll 5m``, 1 KiB segments and 10 minutes' retention; the judge's copy is
-    fed the records until each instant in one ``ebb produce`` too. The store checks
-    the roll only where an append begins, so the history's segments and the copy's
-    hold the 8 records that fit (14 minutes of them). The forecast rolled the future
-    records every 5 minutes, 3 to a segment of 388 bytes: at 25 minutes it held 776
-    bytes from offset 67 where the copy holds 1472 from 61."""
-    data_dir.mkdir(parents=True)
-    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\n')
-    run = _in(ebb, data_dir)
-    roll, gap, history = 5 * MINUTE, 2 * MINUTE, 61
-    policy = [
-        "--segment-size",
-        "1KiB",
-        "--segment-roll",
-        "5m",
-        "--retention-time",
-        "10m",
-        "--max-partition-size",
-        "4KiB",
-    ]
-    run("topic", "create", "rolled", "--partitions", "1", *policy)
-    records = ["--size", 100, "--timestamp-step", "120s"]
-    run("produce", "rolled", "--count", history, "--timestamp", NOW - (history - 1) * gap, *records)
-    described = json.loads(run("topic", "describe", "rolled", "--json"))
-    assert {s["next_offset"] - s["base_offset"] for s in described["partitions"][0]["segments"][:-1]} == {8}
-    out = json.loads(run("forecast", "rolled", "--now", NOW, "--horizon", "100m", "--step", "25m", "--json"))
+    """A record of 100 bytes every 30 s for an hour in one ``ebb produce`` (one append
+    of 120), under ``segment_roll 10m`` and 30 minutes' retention, a cycle every
+    minute from now (00:59:45), the last record at 00:59:30. By hand:
 
-    fed_curve = []
-    for at in out["instants"]:
-        fed = tmp_path / f"fed-{at}"
-        shutil.copytree(data_dir, fed)
-        run_fed = _in(ebb, fed)
-        if (future := (at - NOW) // gap) > 0:
-            run_fed("produce", "rolled", "--count", future, "--timestamp", NOW + gap, *records)
-        actions = json.loads(run_fed("prune", "--dry-run", "--now", at, "--json"))["actions"]
-        deleted = {(a["partition"], a["base_offset"]) for a in actions if a["action"] == "delete_segment"}
-        size, segments, log_start = _kept(run_fed, "rolled", deleted)[0]
-        # the cycle at the instant rolls an active segment whose first record is
-        # segment_roll old and begins an empty one, which the forecast counts
-        active = json.loads(run_fed("topic", "describe", "rolled", "--json"))["partitions"][0]["segments"][-1]
-        rolled = active["size_bytes"] > 0 and active["first_timestamp"] + roll <= at
-        fed_curve.append((size, segments + rolled, log_start))
-    curve = [
-        (p["bytes"], p["segments"], p["log_start"]) for point in out["topics"][0]["points"] for p in point["partitions"]
-    ]
-    assert curve == fed_curve
+    - the cycle at now rolls the history's segment (its first record an hour old),
+      which time deletes at +30m (its newest record 00:59:30);
+    - the records go on from 01:00:00, and each segment is rolled by the first cycle
+      that finds its first record 10 minutes old: 01:00:00 to 01:10:30 (22 records,
+      rolled at 01:10:45), 01:11:00 to 01:21:30, 01:22:00 to 01:32:30, and so on;
+    - a segment goes once its newest record is 30 minutes old. At +60m (01:59:45)
+      the records from 01:22:00 on are left, 76 in 4 segments: 76 * 116 + 4 * 40 =
+      8976 bytes, and the log start is offset 120 + 44.
+
+    The forecast appended the backfill's 1000-record appends whole, stamped 8 hours
+    apart and never rolled by a cycle between, so one segment took every future
+    record and time retention deleted none of them: 41800 bytes at +3h, growing."""
+    data_dir.mkdir(parents=True)
+    (data_dir / "ebb.toml").write_text('[engine]\nfsync = "never"\nprune_interval = "1m"\n')
+    run = _in(ebb, data_dir)
+    run("topic", "create", "rolled", "--partitions", "1", "--retention-time", "30m", "--segment-roll", "10m")
+    start = NOW - NOW % (60 * MINUTE)
+    records = ["--size", 100, "--timestamp", start, "--timestamp-step", "30s"]
+    run("produce", "rolled", "--partition", 0, "--count", 120, *records)
+    now = start + 59 * MINUTE + 45_000
+    out = json.loads(run("forecast", "rolled", "--now", now, "--horizon", "3h", "--step", "30m", "--json"))
+    by_hand = [(13960, 0), (7080, 120), (8976, 164), (8280, 230), (7544, 296), (9440, 340), (8744, 406)]
+    (topic,) = out["topics"]
+    assert [(p["bytes"], p["log_start"]) for point in topic["points"] for p in point["partitions"]] == by_hand

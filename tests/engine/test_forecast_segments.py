@@ -2,7 +2,11 @@
 the store checks the roll where an append begins and fills segments by size inside
 one (engine/store/partition.py ``append``), so the records of a backfill, appended
 1000 at a time, roll only where an append begins; records appended one at a time
-roll at any of them."""
+roll at any of them. A cycle (one now, one every prune interval) seals a segment
+whose first record is ``segment_roll`` old, and records arrive at their stamps, an
+append's too: the segment takes those stamped by then.
+
+Most tests here run the cycles a day apart, to see the store's rolls alone."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ MINUTE = 60_000
 RECORD = 116  # 100 value bytes and 16 of framing
 SEGMENT = 1024  # 8 records of a run and its header: 968 bytes; a 9th does not fit
 ROLL = 5 * MINUTE
+DAY = 24 * 60 * MINUTE
 #: a record every 2 minutes (synthetic record j stamped (j + 1) * 2 minutes after now),
 #: appended 1000 at a time as a backfill in one `ebb produce` is (a header a piece)
 BACKFILL = Rate(1, 2 * MINUTE, RECORD, "observed", header=HEADER_SIZE, appended=MAX_BATCH_RECORDS)
@@ -28,9 +33,12 @@ BACKFILL = Rate(1, 2 * MINUTE, RECORD, "observed", header=HEADER_SIZE, appended=
 ONE_BY_ONE = Rate(1, 2 * MINUTE, RECORD, "observed", header=HEADER_SIZE)
 
 
-def _partitions_of(rate: Rate, active: tuple[int, int] | None = None, roll: int = ROLL) -> _Partitions:
+def _partitions_of(
+    rate: Rate, active: tuple[int, int] | None = None, roll: int = ROLL, prune_interval: int = DAY
+) -> _Partitions:
     """One partition of a topic rolled every ``roll``, written at ``rate``, with
-    ``active`` (records, first timestamp) in its active segment, or no segment."""
+    ``active`` (records, first timestamp) in its active segment, or no segment, and
+    cycles every ``prune_interval``."""
     topics = pa.Table.from_pylist([{"topic": "kd", "segment_roll": roll}], schema=tables.TOPICS)
     records = 0 if active is None else active[0]
     partitions = pa.Table.from_pylist(
@@ -44,7 +52,7 @@ def _partitions_of(rate: Rate, active: tuple[int, int] | None = None, roll: int 
         segments = pa.Table.from_pylist([segment], schema=tables.SEGMENTS)
     empty = {name: schema.empty_table() for name, schema in tables.SNAPSHOT_TABLES.items()}
     snapshot = Snapshot(NOW, {**empty, "topics": topics, "partitions": partitions, "segments": segments}, {})
-    return _partitions(snapshot, partition_rows(segments, partitions), [rate], {"kd": SEGMENT})
+    return _partitions(snapshot, partition_rows(segments, partitions), [rate], {"kd": SEGMENT}, prune_interval)
 
 
 def _segment_records(parts: _Partitions, start: int) -> int:
@@ -96,3 +104,26 @@ def test_a_producers_batch_rolls_whole_under_a_roll_of_zero() -> None:
     batched = Rate(1, 2 * MINUTE, RECORD, "observed", batch=3, header=HEADER_SIZE)
     parts = _partitions_of(batched, roll=0)
     assert [_segment_records(parts, start) for start in (0, 3, 4)] == [3, 3, 2]
+
+
+def test_a_cycle_seals_a_backfills_segment_once_its_first_record_is_roll_old() -> None:
+    """Cycles every minute: the segment begun by the record stamped 2 minutes after
+    now is sealed by the cycle at +7 minutes, the first to find it 5 minutes old,
+    with the records stamped by then (+2, +4, +6); the next begins at +8 and is
+    sealed at +13 (+8, +10, +12). Without the cycles a backfill's append of 1000,
+    stamped 33 hours apart, held 8 records a segment, and a week's worth of such
+    segments under a day's roll (one each, kept while its newest record was young)."""
+    parts = _partitions_of(BACKFILL, prune_interval=MINUTE)
+    assert [_segment_records(parts, start) for start in (0, 3)] == [3, 3]
+    # the cycles 10 minutes apart: at +10 (+2 to +10), and again at +20 for the next
+    parts = _partitions_of(BACKFILL, prune_interval=10 * MINUTE)
+    assert [_segment_records(parts, start) for start in (0, 5)] == [5, 5]
+
+
+def test_a_cycle_seals_the_active_segment_once_its_first_record_is_roll_old() -> None:
+    """The active segment's first record is stamped 2 minutes before now: the first
+    synthetic record (+2) does not roll it, and the cycle at +3 minutes, the first to
+    find it 5 minutes old, seals it with that record alone; with the cycles a day
+    apart the append fills it (6 more records)."""
+    assert _partitions_of(BACKFILL, active=(2, NOW - 2 * MINUTE), prune_interval=MINUTE).room[0] == 1
+    assert _partitions_of(BACKFILL, active=(2, NOW - 2 * MINUTE)).room[0] == 6

@@ -11,6 +11,7 @@ plan at the cycle before leaves, as the cycles leave them.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -213,16 +214,15 @@ def extended_partition(
 ) -> Partition:
     """``partition`` with the records that arrive by ``at`` appended and the cycles
     before ``at`` (one now, one every ``prune_interval``) run in between. The records
-    come in appends of ``header_run`` (from the first), each written whole, in the
-    order of their first records' timestamps, and a cycle comes after the appends
-    whose first record is stamped at or before its instant (never inside one: an
-    append holds the partition). A record goes into the active segment if that
-    is empty, or if the record fits in ``segment_size`` and, where it begins an
-    append, is stamped less than ``segment_roll`` after the segment's first record
-    (the store checks the roll where an append begins, never inside one); otherwise
-    the active segment is sealed and a new one begins. A cycle seals a non-empty
-    active segment whose first record is ``segment_roll`` old, and an empty one
-    begins."""
+    come in appends of ``header_run`` (from the first), in the order of their
+    timestamps; a record arrives at its stamp, so a cycle comes after the records
+    stamped at or before its instant and before the rest, an append's too. A record
+    goes into the active segment if that is empty, or if the record fits in
+    ``segment_size`` and, where it begins an append, is stamped less than
+    ``segment_roll`` after the segment's first record (the store checks the roll
+    where an append begins, never inside one); otherwise the active segment is
+    sealed and a new one begins. A cycle seals a non-empty active segment whose
+    first record is ``segment_roll`` old, and an empty one begins."""
     segments: list[_GrowingSegment] = [
         {"base": s.base, "next": s.next, "size": s.size, "sealed": s.sealed, "timestamps": list(s.timestamps)}
         for s in partition.segments
@@ -247,7 +247,8 @@ def extended_partition(
             # a batch's first record, or the first of its records in a segment, brings a header
             piece = rate.header if j % rate.header_run == 0 or active is None or not active["timestamps"] else 0
             full = active is not None and active["size"] and active["size"] + piece + rate.record_bytes > segment_size
-            if active is None or full or (j == records.start and roll_due(active, timestamp)):
+            begins_append = j == records.start and j % rate.header_run == 0
+            if active is None or full or (begins_append and roll_due(active, timestamp)):
                 if active is not None:
                     active["sealed"] = True
                 active = begin()
@@ -257,9 +258,17 @@ def extended_partition(
             active["timestamps"].append(timestamp)
 
     arrived, run = rate.arrived(at - now), rate.header_run
-    appends = [(rate.timestamp(now, j), 0, range(j, min(j + run, arrived))) for j in range(0, arrived, run)]
-    cycles = [(cycle, 1, range(0)) for cycle in range(now, at, prune_interval)]
-    for timestamp, is_cycle, records in sorted(appends + cycles, key=lambda event: event[:2]):
+    cycle_times = range(now, at, prune_interval)
+    # each run of records from the first stamped after a cycle (or beginning an append)
+    # to the last before the next
+    starts = [
+        j
+        for j in range(arrived)
+        if j % run == 0 or _cycle_between(cycle_times, rate.timestamp(now, j - 1), rate.timestamp(now, j))
+    ]
+    pieces = [(rate.timestamp(now, j), 0, range(j, end)) for j, end in zip(starts, [*starts[1:], arrived])]
+    cycles = [(cycle, 1, range(0)) for cycle in cycle_times]
+    for timestamp, is_cycle, records in sorted(pieces + cycles, key=lambda event: event[:2]):
         active = None if segments[-1]["sealed"] else segments[-1]
         if not is_cycle:
             append(records)
@@ -270,6 +279,12 @@ def extended_partition(
         partition,
         segments=tuple(Segment(s["base"], s["next"], s["size"], s["sealed"], tuple(s["timestamps"])) for s in segments),
     )
+
+
+def _cycle_between(cycles: range, earlier: int, later: int) -> bool:
+    """Whether a cycle of ``cycles`` runs at or after ``earlier`` and before ``later``."""
+    i = bisect.bisect_left(cycles, earlier)
+    return i < len(cycles) and cycles[i] < later
 
 
 def pace(position: Position) -> Fraction | None:
