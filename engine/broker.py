@@ -248,10 +248,24 @@ class Broker:
             resolve(merged, self.config.policy_defaults)
             return self.catalog.replace_overrides(name, merged, actor=actor, now_ms=self.clock())
 
+    def refuse_if_held(self, topic: str) -> None:
+        """Refuse a deletion of ``topic``'s data while it is on hold: nothing of a held
+        topic goes, by any path (SPEC §5)."""
+        if self.policy(topic)["hold"]:
+            raise InvalidInput(f"topic {topic} is on hold: release it first (`ebb release {topic}`)")
+
+    def refuse_if_paused(self) -> None:
+        """Refuse a deletion while the engine is paused: a pause stops all deletion."""
+        if self._engine_state().is_paused():
+            raise InvalidInput("the engine is paused, which stops all deletion: resume it first (`ebb resume`)")
+
     def delete_topic(self, name: str, *, actor: str = "cli") -> None:
         """Delete a topic and all its data, journaled as a ``topic_deleted`` action (by
-        ``actor``, trigger manual) with what it held, in the same transaction."""
+        ``actor``, trigger manual) with what it held, in the same transaction; refused
+        while the topic is on hold or the engine is paused, as every deletion is."""
         topic = self.catalog.topic(name)
+        self.refuse_if_held(name)
+        self.refuse_if_paused()
         writers = [self._writer(name, p) for p in range(topic.partitions)]
         locked = []
         try:
@@ -259,6 +273,8 @@ class Broker:
                 writer.locked(self.catalog.partition(name, p).log_start_offset).__enter__()
                 locked.append(writer)
             with self.catalog.write():
+                self.refuse_if_held(name)  # held or paused since the check above
+                self.refuse_if_paused()
                 rows = self.catalog.partitions(name)
                 segments = [s for row in rows for s in self.catalog.segments(name, row.partition)]
                 held = Entry(

@@ -37,7 +37,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     describe.add_argument("--json", action="store_true")
     command(describe, run_describe, mutates=False)
 
-    delete = sub.add_parser("delete", help="delete a topic and all its data")
+    delete = sub.add_parser(
+        "delete", help="delete a topic and all its data (refused while it is on hold or the engine is paused)"
+    )
     delete.add_argument("name")
     command(delete, run_delete, mutates=True)
 

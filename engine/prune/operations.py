@@ -169,16 +169,6 @@ class GroupResult:
 # -- guards ----------------------------------------------------------------------------------
 
 
-def _refuse_if_held(broker: Broker, topic: str) -> None:
-    if broker.policy(topic)["hold"]:
-        raise InvalidInput(f"topic {topic} is on hold: release it first (`ebb release {topic}`)")
-
-
-def _refuse_if_paused(broker: Broker) -> None:
-    if EngineState(broker.catalog).is_paused():
-        raise InvalidInput("the engine is paused, which stops all deletion: resume it first (`ebb resume`)")
-
-
 # -- deleting operations ---------------------------------------------------------------------------
 
 
@@ -264,8 +254,8 @@ def _apply(
     broker.catalog.topic(topic)
     last_skip = ""
     for _attempt in range(ATTEMPTS):
-        _refuse_if_held(broker, topic)
-        _refuse_if_paused(broker)
+        broker.refuse_if_held(topic)
+        broker.refuse_if_paused()
         began = time.monotonic()
         work = build()
         plan_ms = round((time.monotonic() - began) * 1000)
@@ -284,7 +274,7 @@ def _apply(
             broker, [work], now=broker.clock(), trigger=TRIGGER, actor=actor, scope=[topic], plan_ms=plan_ms
         )
         if result.status == "paused":
-            _refuse_if_paused(broker)  # paused between the check and the cycle
+            broker.refuse_if_paused()  # paused between the check and the cycle
         if result.failed:
             raise EbbError(
                 f"{operation} of topic {topic} failed: {result.failed[topic]} (see `ebb log --cycle {result.cycle_id}`)"

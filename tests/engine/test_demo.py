@@ -212,7 +212,9 @@ def test_errors_are_counted_not_printed_and_traffic_goes_on(
     producer = demo.counters["ebb-demo-produce-demo-legal"]
     with Broker(data_dir) as broker:
         wait_until(lambda: records(broker, "demo-legal") > 0)
-        broker.delete_topic("demo-legal")  # an operator deletes a demo topic under the demo
+        # an operator deletes a demo topic under the demo (held: released first)
+        broker.alter_topic("demo-legal", {"hold": None}, actor="operator")
+        broker.delete_topic("demo-legal")
         wait_until(lambda: len(producer.errors) >= 2)
         before = records(broker, "demo-metrics")
         wait_until(lambda: records(broker, "demo-metrics") > before)

@@ -315,6 +315,27 @@ def test_hold_refuses_every_deleting_operation_until_released(
     assert operations.truncate(broker, topic, 0, before_offset=50).changed
 
 
+def test_a_held_topic_or_a_paused_engine_refuses_the_topics_deletion(
+    broker: Broker, data_dir: Path, journal: Journal, topic: str
+) -> None:
+    """A hold keeps everything of a topic, by any path, and a pause stops all deletion:
+    deleting the topic is one more path. It went, held or paused."""
+    operations.set_hold(broker, topic, True)
+    before = state(broker, data_dir)
+    with pytest.raises(InvalidInput, match=f"topic {topic} is on hold: release it first"):
+        broker.delete_topic(topic)
+    assert state(broker, data_dir) == before
+    operations.set_hold(broker, topic, False)
+    operations.pause(broker)
+    before = state(broker, data_dir)
+    with pytest.raises(InvalidInput, match="the engine is paused, which stops all deletion: resume it first"):
+        broker.delete_topic(topic)
+    assert state(broker, data_dir) == before
+    operations.resume(broker)
+    broker.delete_topic(topic)
+    assert [a.topic for a in journal.actions(action="topic_deleted")] == [topic]
+
+
 def test_a_hold_whose_action_cannot_be_journaled_changes_nothing(
     broker: Broker, journal: Journal, topic: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
