@@ -264,6 +264,11 @@ def _main(argv: list[str], closed: set[str], real_stdout: TextIO) -> int:
         # one_line: a message quoting operator input must stay one line whatever it holds.
         print(f"ebb: error: {one_line(str(error))}", file=sys.stderr)
         return 2
+    except MemoryError:
+        # numpy's "Unable to allocate 1.76 GiB for an array" and its 50 lines of
+        # traceback say no more than this.
+        print("ebb: error: out of memory: this machine cannot hold what the command needed", file=sys.stderr)
+        return 2
     except Terminated as stop:
         said = f"; {one_line(str(stop))}" if str(stop) else ""
         print(f"ebb: terminated (SIGTERM){said}", file=sys.stderr)

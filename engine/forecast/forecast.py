@@ -268,12 +268,14 @@ def batches(variant: Variant, instants: Sequence[int], others: Sequence[Variant]
     the segments its ingest adds by the horizon, at each instant. A topic larger
     than that alone is planned over runs of its instants, a batch each (the rows
     of one job are built in this process: a topic of 1M segments over a week in one
-    would need tens of GiB)."""
+    would need tens of GiB). A topic that would hold more than that at the horizon
+    alone is refused: no run of instants is short enough."""
     tables_ = variant.snapshot.tables
     rows = dict.fromkeys(tables_["topics"]["topic"].to_pylist(), 0.0)
     for count in pc.value_counts(tables_["segments"]["topic"]).to_pylist():
         rows[count["values"]] += count["counts"]
     horizon_ms = instants[-1] - instants[0]
+    added = dict.fromkeys(rows, 0.0)  # synthetic segments by the horizon
     roll = dict(zip(tables_["topics"]["topic"].to_pylist(), tables_["topics"]["segment_roll"].to_pylist()))
     for topic, rate in zip(tables_["partitions"]["topic"].to_pylist(), variant.rates):
         filled = rate.bytes_per_second * horizon_ms / 1000 / variant.segment_sizes[topic]
@@ -283,7 +285,15 @@ def batches(variant: Variant, instants: Sequence[int], others: Sequence[Variant]
             if roll[topic] is None
             else min(rate.records * horizon_ms / rate.per_ms, horizon_ms / max(roll[topic], 1))
         )
-        rows[topic] += max(filled, rolled) / 2  # on average over instants
+        added[topic] += max(filled, rolled)
+    for topic, count in added.items():
+        if rows[topic] + count > MAX_VIRTUAL_ROWS:
+            raise InvalidInput(
+                f"topic {topic} would hold about {rows[topic] + count:,.0f} segments by the horizon, more than "
+                f"the {MAX_VIRTUAL_ROWS:,} a forecast plans at one instant: a shorter --horizon, a lower --rate "
+                "or a larger --segment-size"
+            )
+        rows[topic] += count / 2  # on average over instants
     result: list[Batch] = []
     size = 0.0
     whole = len(instants)

@@ -259,6 +259,8 @@ def test_a_what_if_of_one_topic_among_all_plans_only_that_one_twice(
         (["--window=-5m"], "--window '-5m': must be a finite duration, above 0"),
         (["--stalled", "ghost"], "ghost"),
         (["--step", "1ms", "--horizon", "7d"], "instants"),
+        # refused before its segments are built: they took 21 GB, and the kernel killed it
+        (["--rate", "1GiB", "--horizon", "1h"], "segments by the horizon, more than the 4,000,000"),
         (["--retention-time", "-5"], "retention_time"),
     ],
 )

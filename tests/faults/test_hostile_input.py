@@ -821,3 +821,15 @@ def test_the_console_takes_one_place_to_plan_as_every_command_does(cli: Cli) -> 
 def test_help_is_exit_0_on_stdout(cli: Cli) -> None:
     code, out, err = cli.run(["topic", "create", "--help"])
     assert code == 0 and "--retention-time" in out and err == ""
+
+
+def test_running_out_of_memory_is_one_error_line(ebb, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert ebb("topic", "create", "t").code == 0
+
+    def too_large(*_: object) -> None:
+        raise MemoryError("Unable to allocate 1.76 GiB for an array with shape (236333490,)")
+
+    monkeypatch.setattr(Broker, "describe", too_large)
+    result = ebb("topic", "describe", "t")
+    assert result.code == 2 and result.out == ""
+    assert result.err.splitlines() == ["ebb: error: out of memory: this machine cannot hold what the command needed"]
