@@ -651,15 +651,21 @@ class Broker:
         moved: dict[int, int] = {}
         #: partition -> offsets below the log start the group moves past without reading
         skipped: dict[int, int] = {}
+        #: (partition, offset) where a read stopped short of the log end and of the
+        #: records asked for: a corrupt batch or a missing segment there
+        stopped: list[tuple[int, int]] = []
         for row in wanted:
             if len(out) >= max_records:
                 break
             position = positions.get(row.partition, (row.log_start_offset, 0))[0]
-            records = self.read(topic, row.partition, position, max_records - len(out))
+            asked = max_records - len(out)
+            records = self.read(topic, row.partition, position, asked)
             out.extend(Consumed(row.partition, r) for r in records)
             skipped[row.partition] = max(0, row.log_start_offset - position)
             if records:
                 moved[row.partition] = records[-1].offset + 1
+                if len(records) < asked and moved[row.partition] < row.next_offset:
+                    stopped.append((row.partition, moved[row.partition]))
             elif position < row.log_start_offset:
                 moved[row.partition] = row.log_start_offset
         if deliver is not None:
@@ -676,4 +682,9 @@ class Broker:
                 for p, position in moved.items():
                     if current.get(p, (None, 0))[0] == positions.get(p, (None, 0))[0]:
                         self.catalog.commit_position(topic, group, p, position, now, skipped=skipped[p])
+        for p, position in stopped:
+            # What was read before it is delivered (and committed), as a Kafka fetch
+            # returns the batches before a corrupt one; what stopped the read is then
+            # said now, not left for the next consume to find.
+            self.read(topic, p, position, 1)
         return out

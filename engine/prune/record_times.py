@@ -11,7 +11,7 @@ from typing import NamedTuple, Protocol
 
 from engine.catalog.catalog import Catalog
 from engine.datadir import DataDir
-from engine.store.segment import Segment, SegmentMissing
+from engine.store.segment import CorruptBatch, Segment, SegmentMissing, SegmentUnreadable
 
 #: below every timestamp: the first record at or after an offset is the record there
 EARLIEST = -(2**63)
@@ -116,14 +116,18 @@ class RecordAges:
         """The record read through the index of the segment holding ``offset``, or
         as a cut reads it (:func:`record_at`, each segment opened whole) where the
         index does not lead to it; None when that segment's file is gone (pruned
-        since the catalog was read, or lost), rather than a search of every later one."""
+        since the catalog was read, or lost), rather than a search of every later one;
+        None too where the record cannot be read (a corrupt batch, a file the system
+        refuses): a lag shown without its age, rather than no group's lag at all.
+        Reading the records themselves still fails there (``ebb consume``, ``ebb
+        verify``)."""
         base = next(catalog.cut_candidates(topic, partition, offset, EARLIEST), None)
         if base is None:
             return None
         try:
             found = Segment(self.data.partition_dir(topic, partition), base).indexed_record(offset)
-        except SegmentMissing:
+            if found is None:
+                return record_at(catalog, self.records, topic, partition, offset)
+        except (SegmentMissing, CorruptBatch, SegmentUnreadable):
             return None
-        if found is None:
-            return record_at(catalog, self.records, topic, partition, offset)
         return FirstRecord(found.offset, found.timestamp)
