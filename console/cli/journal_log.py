@@ -55,6 +55,10 @@ def register(commands: argparse._SubParsersAction) -> None:
 def _since(broker: Broker, text: str | None) -> int | None:
     if text is None:
         return None
+    if text.strip().startswith("-"):
+        raise InvalidInput(
+            f"invalid --since {text!r}: a duration back from now, e.g. 1h or 7d (infinite: the whole journal)"
+        )
     try:
         duration = parse_duration(text)
     except InvalidValue as error:

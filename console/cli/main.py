@@ -37,8 +37,7 @@ from console.cli import (
     topics,
     verify,
 )
-from console.cli.parser import OneLineParser, Run, mutates, one_line
-from console.cli.policy_flags import dash_values_joined
+from console.cli.parser import OneLineParser, Run, dash_values_joined, mutates, one_line, options_taking_values
 from console.cli.standard_streams import GuardedOutput, OutputFailed, discard_pending_output, reopen_closed_streams
 from engine.broker import Broker
 from engine.catalog.damage import damaged, holds_topics
@@ -230,7 +229,7 @@ def _main(argv: list[str], closed: set[str], real_stdout: TextIO) -> int:
         _check_argv(argv)
         parser = build_parser()
         completion.autocomplete(parser)
-        args = parser.parse_args(dash_values_joined(global_options_first(argv)))
+        args = parser.parse_args(dash_values_joined(global_options_first(argv), options_taking_values(parser)))
         if getattr(args, "standalone", None):
             code = int(args.standalone(args))
             sys.stdout.flush()

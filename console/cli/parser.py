@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, NoReturn
 
 from engine.broker import Broker
@@ -50,6 +50,35 @@ def command(parser: argparse.ArgumentParser, run: Run, *, mutates: Mutates, **de
     (console/cli/main.py). Every command declares it, and a command that does not is
     treated as writing."""
     parser.set_defaults(run=run, mutates=mutates, command_name=parser.prog, **defaults)
+
+
+def options_taking_values(parser: argparse.ArgumentParser) -> frozenset[str]:
+    """Every long option of ``parser`` and of its commands that takes a value."""
+    found: set[str] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command_parser in action.choices.values():
+                found |= options_taking_values(command_parser)
+        elif action.nargs != 0:
+            found |= {option for option in action.option_strings if option.startswith("--")}
+    return frozenset(found)
+
+
+def dash_values_joined(argv: Sequence[str], valued: Collection[str]) -> list[str]:
+    """``argv`` with each value of an option of ``valued`` that begins with one dash
+    given as ``--option=VALUE``: argparse takes ``-1h`` for an option, so ``--horizon
+    -1h`` or ``--retention-time -5m`` was refused as "expected one argument" instead
+    of for its value. Nothing after ``--`` is touched."""
+    out: list[str] = []
+    rest = list(argv)
+    while rest:
+        argument = rest.pop(0)
+        if argument == "--":
+            return [*out, argument, *rest]
+        if argument in valued and rest and rest[0].startswith("-") and not rest[0].startswith("--"):
+            argument = f"{argument}={rest.pop(0)}"
+        out.append(argument)
+    return out
 
 
 def mutates(args: argparse.Namespace) -> bool:

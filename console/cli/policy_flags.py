@@ -7,7 +7,6 @@ CLI refuses exactly what the engine refuses.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 
 from engine.errors import InvalidInput
 from engine.policy.fields import FIELDS
@@ -15,24 +14,6 @@ from engine.policy.fields import FIELDS
 
 def flag_name(field: str) -> str:
     return "--" + field.replace("_", "-")
-
-
-def dash_values_joined(argv: Sequence[str]) -> list[str]:
-    """``argv`` with each policy flag's value that begins with one dash given as
-    ``--flag=VALUE``: argparse takes ``-5m`` for an option, so ``--retention-time -5m``
-    was refused as "expected one argument" instead of for its value. Nothing after
-    ``--`` is touched."""
-    valued = {flag_name(name) for name, field in FIELDS.items() if field.kind != "bool"}
-    out: list[str] = []
-    rest = list(argv)
-    while rest:
-        argument = rest.pop(0)
-        if argument == "--":
-            return [*out, argument, *rest]
-        if argument in valued and rest and rest[0].startswith("-") and not rest[0].startswith("--"):
-            argument = f"{argument}={rest.pop(0)}"
-        out.append(argument)
-    return out
 
 
 def add_policy_flags(parser: argparse.ArgumentParser, *, allow_reset: bool = False) -> None:

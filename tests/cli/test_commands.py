@@ -230,6 +230,12 @@ BAD_INPUTS = [
     (("topic", "create", "t2", "--retention-time", "0", "--retention-size", "1 GiB"), "retention_time"),
     (("topic", "create", "t2", "--retention-time", "-2"), "retention_time"),
     (("topic", "create", "t2", "--retention-time", "-5m"), "retention_time"),
+    # any flag's negative value is refused for its value, not as a missing one
+    (("forecast", "--horizon", "-1h"), "invalid --horizon '-1h': must be a finite duration"),
+    (("forecast", "--disk-budget", "-1GiB"), "invalid --disk-budget '-1GiB': must be a finite size"),
+    (("produce", "t", "--count", "1", "--timestamp", "0", "--timestamp-step", "-1s"), "invalid --timestamp-step"),
+    (("engine", "--prune-interval", "-5s"), "invalid --prune-interval '-5s'"),
+    (("log", "--since", "-1h"), "invalid --since '-1h': a duration back from now"),
     (("topic", "alter", "t", "--backlog-size", "-1 KiB"), "backlog_size"),
     (("topic", "create", "t2", "--granularity", "record"), "granularity"),
     (("topic", "create", "t2", "--partitions", "0"), "partitions"),
