@@ -141,10 +141,14 @@ def render(result: Forecast, changes: dict[str, str | None]) -> str:
         if len(result.instants) > 1
         else f"at {instant(result.now)} only (a horizon of 0)"
     )
-    out = [
-        f"forecast {when}" + (f"; what-if: {what_if}" if what_if else ""),
-        f"{window(result.window_ms)} (--rate overrides them)",
-    ]
+    given = any(rate.source == "given" for topic in result.topics for rate in topic.rates.values())
+    rates = (
+        f"ingest given with --rate; record sizes and groups' reading observed over the last "
+        f"{describe_duration(result.window_ms)}"
+        if given
+        else f"{window(result.window_ms)} (--rate overrides them)"
+    )
+    out = [f"forecast {when}" + (f"; what-if: {what_if}" if what_if else ""), rates]
     if result.disk_budget is not None:
         breach = result.disk_breach
         out.append(disk_budget_text(result.disk_budget, None if breach is None else instant(breach.at)))

@@ -189,6 +189,13 @@ def _text(ebb, *args: str) -> str:
     return result.out
 
 
+def test_a_given_rate_is_said_as_given_not_as_observed(steady: int, shared_spark: SparkEngine, ebb) -> None:
+    observed = _text(ebb).splitlines()[1]
+    given = _text(ebb, "--rate", "1KiB").splitlines()[1]
+    assert observed == "ingest rates observed over the last 1h (--rate overrides them)"
+    assert given == "ingest given with --rate; record sizes and groups' reading observed over the last 1h"
+
+
 def test_the_what_if_over_time_equals_plans_at_those_instants(
     steady: int, shared_spark: SparkEngine, data_dir: Path, ebb
 ) -> None:
