@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from console.cli.parser import command, non_negative_int
+from console.cli.parser import command, non_negative_int, warn
 from console.cli.policy_flags import add_policy_flags, policy_changes
 from console.cli.render import emit_json, instant, size, table
 from console.cli.spark_cmd import wait_for_spark
 from engine.broker import Broker
-from engine.clock import parse_instant
+from engine.clock import format_instant, parse_instant
 from engine.journal.journal import Journal
 from engine.policy.effective import merge_overrides
 
@@ -39,7 +39,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     prune = commands.add_parser("prune", help="run one prune cycle now (or plan it with --dry-run)")
     prune.add_argument("--topic", action="append", dest="topics", metavar="TOPIC", help="only this topic (repeatable)")
     prune.add_argument("--dry-run", action="store_true", help="plan and print, delete nothing")
-    prune.add_argument("--now", help="plan as of this time (ISO 8601 or epoch ms): a forecast when in the future")
+    prune.add_argument(
+        "--now",
+        help="run the cycle as of this time (ISO 8601 or epoch ms): in the future it deletes what retention "
+        "keeps until then, unless --dry-run (then it is a forecast)",
+    )
     prune.add_argument("--json", action="store_true")
     add_spark_flags(prune)
     # A dry run journals its cycle (SPEC §6), so it writes too: `explain` plans without writing.
@@ -83,6 +87,12 @@ def run_prune(broker: Broker, args: argparse.Namespace) -> int:
     for name in args.topics or ():
         broker.catalog.topic(name)
     now = _now(args)  # refuse a bad --now before starting Spark
+    if now is not None and now > broker.clock() and not args.dry_run:
+        # SPEC: --now simulates time, so the cycle runs; but not without a word.
+        warn(
+            f"--now {format_instant(now)} is in the future: this cycle deletes what retention keeps until then "
+            "(--dry-run plans it without deleting)"
+        )
     pruner = _pruner(broker, args)
     try:
         # It prints and applies deletions and log start moves: no kept segment's row.

@@ -369,3 +369,19 @@ def test_engine_process_prunes_each_interval_and_stops_cleanly_on_sigterm(data_d
         assert broker.catalog.partition(TOPIC, 0).log_start_offset == events[0][-1][1]
         cycles = list(broker.catalog.db.query("SELECT trigger, status FROM cycles"))
         assert len(cycles) >= 2 and {(c["trigger"], c["status"]) for c in cycles} == {("schedule", "done")}
+
+
+def test_a_cycle_run_in_the_future_warns_that_it_deletes_what_retention_keeps(ebb, shared_spark) -> None:
+    """SPEC: --now simulates time, so such a cycle runs, and deletes as of then: a
+    record written a second ago under 7 days' retention goes. It did so without a
+    word, where its help called it a forecast."""
+    assert ebb("topic", "create", "pn", "--segment-size", "1KiB").code == 0
+    assert ebb("produce", "pn", "--count", "50", "--size", "100").code == 0
+    future = ebb("prune", "--topic", "pn", "--now", "2100-01-01T00:00:00Z")
+    assert future.code == 0
+    assert future.err.splitlines() == [
+        "ebb: warning: --now 2100-01-01T00:00:00.000Z is in the future: this cycle deletes what retention keeps "
+        "until then (--dry-run plans it without deleting)"
+    ]
+    for quiet in (["--now", "2000-01-01T00:00:00Z"], ["--dry-run", "--now", "2100-01-01T00:00:00Z"]):
+        assert ebb("prune", "--topic", "pn", *quiet).err == ""
