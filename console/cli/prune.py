@@ -119,7 +119,8 @@ def run_prune(broker: Broker, args: argparse.Namespace) -> int:
                 "segments_deleted": deleted,
                 "bytes_freed": freed,
                 "skipped": result.skipped,
-                "failed": result.failed,
+                # a topic whose effective policy is invalid was never planned: it failed
+                "failed": {**plan.rejected, **result.failed},
             }
         )
         return 0
@@ -145,7 +146,7 @@ def run_prune(broker: Broker, args: argparse.Namespace) -> int:
                 ],
             )
         )
-    for where, why in {**result.skipped, **result.failed}.items():
+    for where, why in {**result.skipped, **plan.rejected, **result.failed}.items():
         print(f"not applied to {where}: {why}")
     return 0
 

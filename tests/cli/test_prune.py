@@ -385,3 +385,18 @@ def test_a_cycle_run_in_the_future_warns_that_it_deletes_what_retention_keeps(eb
     ]
     for quiet in (["--now", "2000-01-01T00:00:00Z"], ["--dry-run", "--now", "2100-01-01T00:00:00Z"]):
         assert ebb("prune", "--topic", "pn", *quiet).err == ""
+
+
+def test_a_topic_whose_policy_became_invalid_is_said_failed_not_left_out(ebb, data_dir: Path, shared_spark) -> None:
+    """A default changed under a topic's override makes its effective policy invalid:
+    the cycle cannot plan it. It was left out of the output as if it had nothing to
+    delete (the journal alone had its topic_failed row)."""
+    assert ebb("topic", "create", "pe", "--retention-time", "1h").code == 0
+    assert ebb("topic", "create", "ok").code == 0
+    (data_dir / "ebb.toml").write_text('[policy]\nretention_time = "30m"\nmax_time = "45m"\n')
+    done = json.loads(ebb("prune", "--json").out)
+    assert list(done["failed"]) == ["pe"] and "retention_time (1h) must be <= max_time (45m)" in done["failed"]["pe"]
+    text = ebb("prune").out.splitlines()
+    assert [line for line in text if line.startswith("not applied to ")] == [
+        f"not applied to pe: {done['failed']['pe']}"
+    ]
