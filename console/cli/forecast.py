@@ -149,6 +149,7 @@ def render(result: Forecast, changes: dict[str, str | None]) -> str:
         else f"{window(result.window_ms)} (--rate overrides them)"
     )
     out = [f"forecast {when}" + (f"; what-if: {what_if}" if what_if else ""), rates]
+    out += [f"not forecast: {topic}: {why}" for topic, why in result.rejected.items()]
     if result.disk_budget is not None:
         breach = result.disk_breach
         out.append(disk_budget_text(result.disk_budget, None if breach is None else instant(breach.at)))

@@ -159,7 +159,7 @@ def forecast(
     result, *saved = (
         _merged([part for r in results if (part := r[v]) is not None], request) for v in range(len(variants))
     )
-    return replace(result, saved=saved[0].topics) if saved else result
+    return replace(result, saved=saved[0].topics if saved else None, rejected=variants[0].snapshot.rejected)
 
 
 def _one_ahead(work: Callable[[_Item], _Result], items: Sequence[_Item]) -> Iterator[_Result]:

@@ -117,6 +117,9 @@ class Forecast:
     disk_breach: Breach | None
     #: with a what-if, the topics it changes under their saved policy (same job)
     saved: list[TopicForecast] | None = None
+    #: topics left out, each with why: an invalid effective policy (a default changed
+    #: under an override), which no plan can read; nor does the disk budget count them
+    rejected: dict[str, str] = field(default_factory=dict)
 
     def of(self, topic: str) -> TopicForecast:
         """``topic``'s forecast (with a what-if, under the edited policy); NotFound
@@ -144,4 +147,5 @@ class Forecast:
             "disk_breach": None if self.disk_breach is None else self.disk_breach.to_json(),
             "topics": [t.to_json() for t in self.topics],
             "saved": None if self.saved is None else [t.to_json() for t in self.saved],
+            "rejected": self.rejected,
         }

@@ -196,6 +196,19 @@ def test_a_given_rate_is_said_as_given_not_as_observed(steady: int, shared_spark
     assert given == "ingest given with --rate; record sizes and groups' reading observed over the last 1h"
 
 
+def test_a_topic_whose_policy_became_invalid_is_said_left_out(data_dir: Path, shared_spark: SparkEngine, ebb) -> None:
+    """Its effective policy cannot be planned, so it is not forecast: it was left out
+    without a word, while a disk budget over every topic silently did not count it."""
+    assert ebb("topic", "create", "pe", "--retention-time", "1h").code == 0
+    assert ebb("topic", "create", "ok").code == 0
+    (data_dir / "ebb.toml").write_text('[policy]\nretention_time = "30m"\nmax_time = "45m"\n')
+    out = json.loads(ebb("forecast", "--horizon", "1h", "--json").out)
+    assert [t["topic"] for t in out["topics"]] == ["ok"]
+    (why,) = out["rejected"].values()
+    assert list(out["rejected"]) == ["pe"] and "retention_time (1h) must be <= max_time (45m)" in why
+    assert f"not forecast: pe: {why}" in ebb("forecast", "--horizon", "1h").out.splitlines()
+
+
 def test_the_what_if_over_time_equals_plans_at_those_instants(
     steady: int, shared_spark: SparkEngine, data_dir: Path, ebb
 ) -> None:
