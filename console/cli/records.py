@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 from console.cli.parser import command, finite, non_negative_int, positive_int, warn
 from console.cli.render import emit_json
+from console.cli.standard_streams import OutputFailed
 from console.cli.stdin_lines import lines_as_they_arrive
 from engine.broker import Broker, Consumed
 from engine.clock import MAX_INSTANT_MS, format_instant, parse_instant
@@ -130,7 +131,14 @@ def run_produce(broker: Broker, args: argparse.Namespace) -> int:
     spans = broker.produce(args.topic, _chain(first, records), args.partition, on_ack=ack if args.json else None)
     if not args.json:
         count, where = described(spans)
-        print(f"produced {count} record(s) to {args.topic}: {where}")
+        said = f"produced {count} record(s) to {args.topic}: {where}"
+        try:
+            print(said)
+            sys.stdout.flush()
+        except OutputFailed as error:
+            # The records are written and acknowledged: a script that retries on the
+            # error alone would write them twice.
+            raise OutputFailed(f"{said}, but {error}") from None
     return 0
 
 

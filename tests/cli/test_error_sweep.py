@@ -94,6 +94,15 @@ def test_records_that_could_not_be_written_out_are_not_committed(made: Path, ebb
     assert again.code == 0 and [json.loads(line)["offset"] for line in again.out.splitlines()] == [0, 1, 2, 3, 4]
 
 
+def test_records_produced_to_a_full_stdout_are_said_acknowledged(made: Path, ebb) -> None:
+    """The records are written before the line that says so fails: the error must say
+    they were, or a script retrying on it writes them twice."""
+    with _dev_full() as full:
+        result = _ebb(made, "produce", "orders", "--count", "1", "--size", "10", stdout=full)
+    _assert_one_error(result, "produced 1 record(s) to orders: partition 0 offsets 5..5, but cannot write")
+    assert json.loads(ebb("topic", "describe", "orders", "--json").out)["partitions"][0]["next_offset"] == 6
+
+
 @pytest.mark.parametrize("args", PRINTING, ids=" ".join)
 def test_a_closed_stdout_is_refused_before_anything_is_done(made: Path, args: tuple[str, ...]) -> None:
     result = _ebb(made, *args, closed=1)
