@@ -199,6 +199,10 @@ def _in_daemon_thread(work: Callable[[_Item], _Result], item: _Item) -> Future[_
 #: KiB each, and the job of a 1M-segment catalog's 168 instants in one would need
 #: tens of GiB
 MAX_VIRTUAL_ROWS = 4_000_000
+#: segments one topic may hold at one instant: its instants can be planned in runs,
+#: never one instant in parts, so a topic over this is refused (taken apart from
+#: :data:`MAX_VIRTUAL_ROWS`, which tests lower to make runs of single instants)
+MAX_SEGMENTS_AT_AN_INSTANT = MAX_VIRTUAL_ROWS
 
 
 @dataclass(frozen=True)
@@ -268,8 +272,9 @@ def batches(variant: Variant, instants: Sequence[int], others: Sequence[Variant]
     the segments its ingest adds by the horizon, at each instant. A topic larger
     than that alone is planned over runs of its instants, a batch each (the rows
     of one job are built in this process: a topic of 1M segments over a week in one
-    would need tens of GiB). A topic that would hold more than that at the horizon
-    alone is refused: no run of instants is short enough."""
+    would need tens of GiB). A topic that would hold more than
+    :data:`MAX_SEGMENTS_AT_AN_INSTANT` at the horizon is refused: no run of instants
+    is short enough."""
     tables_ = variant.snapshot.tables
     rows = dict.fromkeys(tables_["topics"]["topic"].to_pylist(), 0.0)
     for count in pc.value_counts(tables_["segments"]["topic"]).to_pylist():
@@ -287,11 +292,11 @@ def batches(variant: Variant, instants: Sequence[int], others: Sequence[Variant]
         )
         added[topic] += max(filled, rolled)
     for topic, count in added.items():
-        if rows[topic] + count > MAX_VIRTUAL_ROWS:
+        if rows[topic] + count > MAX_SEGMENTS_AT_AN_INSTANT:
             raise InvalidInput(
                 f"topic {topic} would hold about {rows[topic] + count:,.0f} segments by the horizon, more than "
-                f"the {MAX_VIRTUAL_ROWS:,} a forecast plans at one instant: a shorter --horizon, a lower --rate "
-                "or a larger --segment-size"
+                f"the {MAX_SEGMENTS_AT_AN_INSTANT:,} a forecast plans at one instant: a shorter --horizon, a lower "
+                "--rate or a larger --segment-size"
             )
         rows[topic] += count / 2  # on average over instants
     result: list[Batch] = []

@@ -284,7 +284,11 @@ def test_a_what_if_of_one_topic_among_all_plans_only_that_one_twice(
         (["--retention-time", "-5"], "retention_time"),
     ],
 )
-def test_bad_input_is_one_error_line(steady: int, ebb, args: list[str], message: str) -> None:
+def test_bad_input_is_one_error_line(
+    steady: int, shared_spark: SparkEngine, ebb, args: list[str], message: str
+) -> None:
+    """One line, exit 2. A forecast too large for one instant is refused once its
+    rates are read, with Spark up (shared_spark)."""
     result = ebb("forecast", *args)
     assert result.code == 2 and result.out == ""
     (line,) = result.err.splitlines()

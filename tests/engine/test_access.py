@@ -68,7 +68,7 @@ SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|PRAGMA|WHERE|VALUES|LIM
 ALLOWED: dict[str, set[str]] = {
     # "WHERE topic = ?" or nothing; the topic is a parameter. The metadata triggers:
     # event, name, topic and condition are literals of the module's _URGENT_CHANGES.
-    "engine/catalog/catalog.py": {"where", "event", "name", "topic", "f'WHEN {when}' if when else ''"},
+    "engine/catalog/catalog.py": {"event", "name", "topic", "f'WHEN {when}' if when else ''"},
     # Integer constants of the module: PRAGMA takes no parameters.
     "engine/catalog/database.py": {"BUSY_TIMEOUT_MS"},
     # The segment-write triggers: name, event and row (NEW or OLD) are literals of
