@@ -29,8 +29,10 @@ record). A segment takes the records
 that fit in ``segment_size`` (with a batch header per piece of a batch where the rate
 has one) and, with a ``segment_roll``, the appends (runs of ``header_run`` records
 from record 0) until one begins with a record stamped that much or more after its
-first one: the store checks the roll where an append begins, never inside one. A
-group that committed within the rate window keeps its lag (it
+first one: the store checks the roll where an append begins, never inside one. The
+first cycle (one now, one every prune interval) that finds a segment
+``segment_roll`` old seals it too, with the records stamped by then: a record
+arrives at its stamp, an append's too. A group that committed within the rate window keeps its lag (it
 reads as fast as records arrive), or reads at the pace observed from its commits
 (engine/forecast/reading.py), and commits at ``t``; one that did not, or never
 committed since it was created, or is named stalled, stays where it is.
