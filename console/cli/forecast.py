@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from console.cli.parser import command, finite
+from console.cli.parser import command, finite, warn
 from console.cli.policy_flags import add_policy_flags, policy_changes
 from console.cli.prune import _pruner, add_spark_flags
 from console.cli.render import emit_json, instant, size, table
@@ -80,9 +80,12 @@ def run_forecast(broker: Broker, args: argparse.Namespace) -> int:
         if group not in groups:
             raise InvalidInput(f"--stalled {group!r}: no such group on {', '.join(names) or 'any topic'}")
     step = finite("--step", args.step, parse_duration, "duration", above_zero=True)
+    horizon = finite("--horizon", args.horizon, parse_duration, "duration")
+    if 0 < horizon < step:
+        warn(f"--step {args.step} is longer than --horizon {args.horizon}: one step, to the horizon")
     now = broker.clock() if args.now is None else parse_instant(args.now)
     request = Request(
-        instants=instants(now, finite("--horizon", args.horizon, parse_duration, "duration"), step),
+        instants=instants(now, horizon, step),
         # A window of 0 observes no record: a forecast of no ingest, whatever came in.
         window_ms=finite("--window", args.window, parse_duration, "duration", above_zero=True),
         rate=None if args.rate is None else finite("--rate", args.rate, parse_size, "size"),

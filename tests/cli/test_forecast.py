@@ -301,6 +301,14 @@ def test_no_topics_is_one_error_line(ebb) -> None:
     assert result.err.splitlines() == ["ebb: error: no topics to forecast; create one with `ebb topic create NAME`"]
 
 
+def test_a_step_longer_than_the_horizon_is_said_shortened(steady: int, shared_spark: SparkEngine, ebb) -> None:
+    """The one step ends at the horizon: the header says "every 1h", which was all
+    an operator who asked for --step 2h got to see."""
+    result = ebb("forecast", "--now", str(NOW), "--horizon", "1h", "--step", "2h")
+    assert result.code == 0 and "every 1h (2 instants)" in result.out.splitlines()[0]
+    assert result.err.splitlines() == ["ebb: warning: --step 2h is longer than --horizon 1h: one step, to the horizon"]
+
+
 def test_a_horizon_of_zero_is_said_as_one_instant() -> None:
     now = 1_700_000_000_000
     header = render(Forecast(now, [now], 3_600_000, [], None, None), {}).splitlines()[0]
