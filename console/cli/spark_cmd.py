@@ -6,11 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.cli.parser import command
 from console.cli.render import emit_json, size
 from engine.broker import Broker
+from engine.datadir import DataDir
 from engine.errors import SparkUnavailable
 from engine.policy.units import describe_duration
 
@@ -30,7 +33,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     # They write DATA_DIR/spark (the server's state), never the catalog or the journal;
     # still, --read-only is for looking, not for managing.
     command(actions.add_parser("start", help="start it now (plans start it when needed)"), run_start, mutates=True)
-    command(actions.add_parser("stop", help="stop it (the next plan starts it again)"), run_stop, mutates=True)
+    stop = actions.add_parser("stop", help="stop it (the next plan starts it again)")
+    command(stop, run_stop, mutates=True, open_data=_service_directory)
 
 
 def run_status(broker: Broker, args: argparse.Namespace) -> int:
@@ -70,10 +74,29 @@ def run_start(broker: Broker, args: argparse.Namespace) -> int:
     return 0
 
 
-def run_stop(broker: Broker, args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class ServiceDirectory:
+    """All ``ebb spark stop`` opens: the data directory, not its catalog nor its
+    config. An ebb.toml broken while the service runs must not keep the operator
+    from stopping it (every other command refuses a broken config)."""
+
+    data: DataDir
+
+    def __enter__(self) -> ServiceDirectory:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+
+def _service_directory(root: Path, _config: Path | None) -> ServiceDirectory:
+    return ServiceDirectory(DataDir(root))
+
+
+def run_stop(target: Broker | ServiceDirectory, args: argparse.Namespace) -> int:
     from engine.prune import spark_service
 
-    state = spark_service.stop(broker.data.root)
+    state = spark_service.stop(target.data.root)
     print("Spark service stopped" if state is not None else "Spark service was not running")
     return 0
 

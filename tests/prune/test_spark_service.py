@@ -376,3 +376,16 @@ def test_a_lock_file_the_system_refuses_is_spark_unavailable_in_one_line(tmp_pat
     for take in (service.attach_lock, service.try_exclusive_attach):
         with pytest.raises(SparkUnavailable, match=r"attached.lock cannot be opened: Is a directory \(EISDIR\)"):
             take()
+
+
+def test_stop_needs_no_readable_config(ebb, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ebb.toml broken while the service runs: every other command refuses it, and
+    so did `spark stop`, leaving the operator to wait out the idle timeout or kill."""
+    assert ebb("topic", "create", "t").code == 0
+    (data_dir / "ebb.toml").write_text("[policy]\nretention_time = 'soon'\n")
+    assert ebb("topic", "list").code == 2
+    stopped: list[Path] = []
+    monkeypatch.setattr(spark_service, "stop", lambda root: stopped.append(root))
+    result = ebb("spark", "stop")
+    assert (result.code, result.out, result.err) == (0, "Spark service was not running\n", "")
+    assert stopped == [data_dir.absolute()]
