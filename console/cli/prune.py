@@ -100,13 +100,18 @@ def run_prune(broker: Broker, args: argparse.Namespace) -> int:
         result = pruner.cycle(topics=args.topics, dry_run=args.dry_run, trigger="manual", actor="cli", plan=plan)
     finally:
         pruner.spark.stop()
-    if args.dry_run:
+    # A paused cycle applies nothing; what it planned is still the answer to "what
+    # would go", as `ebb pause` promises (cycles still plan and report).
+    paused = not args.dry_run and result.status == "paused"
+    if args.dry_run or paused:
         actions = _planned_actions(plan)
-        deleted = len([a for a in actions if a["action"] == "delete_segment"])
-        freed = sum(a["bytes"] for a in actions if a["action"] == "delete_segment")
     else:
         assert result.cycle_id is not None  # the executor journals every cycle it runs
         actions = _applied_actions(broker, result.cycle_id)
+    if args.dry_run:
+        deleted = len([a for a in actions if a["action"] == "delete_segment"])
+        freed = sum(a["bytes"] for a in actions if a["action"] == "delete_segment")
+    else:
         deleted, freed = result.applied, result.bytes_freed
     if args.json:
         emit_json(
@@ -128,6 +133,8 @@ def run_prune(broker: Broker, args: argparse.Namespace) -> int:
     print(
         f"cycle {result.cycle_id} ({result.status}) at {instant(plan.now)}: {verb} {deleted} segment(s), {size(freed)}"
     )
+    if paused and actions:
+        print("deletion is paused: the plan below is not applied (`ebb resume`)")
     if actions:
         print(
             table(

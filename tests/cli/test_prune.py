@@ -400,3 +400,19 @@ def test_a_topic_whose_policy_became_invalid_is_said_failed_not_left_out(ebb, da
     assert [line for line in text if line.startswith("not applied to ")] == [
         f"not applied to pe: {done['failed']['pe']}"
     ]
+
+
+def test_a_paused_cycle_shows_what_it_planned_and_applies_none_of_it(ebb, data_dir: Path, shared_spark) -> None:
+    """`ebb pause` says cycles still plan and report: a paused `ebb prune` said it
+    deleted nothing and showed nothing of its plan, where --dry-run showed 6."""
+    assert ebb("topic", "create", "pp", "--segment-size", "1KiB", "--retention-time", "1h").code == 0
+    assert ebb("produce", "pp", "--count", "50", "--size", "100", "--timestamp", "2000-01-01T00:00:00Z").code == 0
+    planned = json.loads(ebb("prune", "--dry-run", "--json").out)["actions"]
+    assert any(a["action"] == "delete_segment" for a in planned)
+    assert ebb("pause").code == 0
+    paused = json.loads(ebb("prune", "--json").out)
+    assert paused["status"] == "paused" and paused["segments_deleted"] == 0 and paused["actions"] == planned
+    text = ebb("prune").out.splitlines()
+    assert text[1] == "deletion is paused: the plan below is not applied (`ebb resume`)"
+    assert len(text) == 3 + len(planned)  # the cycle, the pause, the table's header and rows
+    assert json.loads(ebb("topic", "describe", "pp", "--json").out)["partitions"][0]["log_start_offset"] == 0
