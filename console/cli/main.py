@@ -37,7 +37,15 @@ from console.cli import (
     topics,
     verify,
 )
-from console.cli.parser import OneLineParser, Run, dash_values_joined, mutates, one_line, options_taking_values
+from console.cli.parser import (
+    OneLineParser,
+    Run,
+    dash_values_joined,
+    mutates,
+    one_line,
+    options_taking_values,
+    warn,
+)
 from console.cli.standard_streams import GuardedOutput, OutputFailed, discard_pending_output, reopen_closed_streams
 from engine.broker import Broker
 from engine.catalog.damage import damaged, holds_topics
@@ -155,6 +163,15 @@ def _read_only(args: argparse.Namespace, run: Run, data: DataDir) -> None:
         raise InvalidInput(f"--read-only: {data.root} is not a data directory yet (no {data.catalog_path.name})")
 
 
+def _warn_if_new(args: argparse.Namespace, run: Run, data: DataDir) -> None:
+    """A command that only reads, given a data directory that does not exist: it
+    still runs (opening creates the directory, and every command works on a new one),
+    but one line says so, since a mistyped ``--data-dir`` would otherwise read as an
+    empty data directory, and ``ebb verify`` would call it clean."""
+    if run is not console_cmd.run_console and not mutates(args) and not data.root.exists():
+        warn(f"data directory {data.root} did not exist; created it empty (check --data-dir or $EBB_DATA_DIR)")
+
+
 def _check_config_path(config: Path | None) -> None:
     """A ``--config`` that names no readable file is refused before the data directory
     is opened (opening creates it), with what is wrong with it: a directory is not a
@@ -244,6 +261,7 @@ def _main(argv: list[str], closed: set[str], real_stdout: TextIO) -> int:
             # Textual drives the terminal itself: it gets the real stream.
             sys.stdout = real_stdout
         _check_config_path(args.config)
+        _warn_if_new(args, run, data)
         # A command may open the data directory its own way (verify: a damaged catalog).
         with _sigterm_as_interrupt(run is not console_cmd.run_console) as terminated:
             try:

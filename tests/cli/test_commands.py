@@ -303,6 +303,24 @@ def test_data_directory_and_catalog_are_owner_only(ebb, data_dir: Path) -> None:
     assert os.stat(data_dir / "topics" / "t" / "0").st_mode & 0o077 == 0
 
 
+@pytest.mark.parametrize("reading", [("topic", "list"), ("log",), ("verify",)])
+def test_a_reading_command_on_a_missing_data_directory_says_it_created_it(ebb, data_dir: Path, reading) -> None:
+    """A mistyped --data-dir must not read as an empty data directory (or, to
+    `ebb verify`, a clean one) without a word."""
+    result = ebb(*reading)
+    assert result.code == 0 and data_dir.is_dir()
+    assert result.err.startswith(f"ebb: warning: data directory {data_dir} did not exist; created it empty")
+    assert result.err.count("\n") == 1, result.err
+    again = ebb(*reading)
+    assert again.code == 0 and again.err == "", again.err
+
+
+def test_a_writing_command_creates_a_missing_data_directory_silently(ebb, data_dir: Path) -> None:
+    result = ebb("topic", "create", "t")
+    assert result.code == 0 and result.err == "", result.err
+    assert data_dir.is_dir()
+
+
 def test_a_future_timestamp_is_written_with_one_warning(ebb) -> None:
     """A record stamped after now holds time retention on its partition until then:
     it is written (a producer's clock may run ahead), and the operator is told."""
