@@ -235,6 +235,7 @@ class Broker:
                 shutil.rmtree(topic_dir)
             for p in range(partitions):
                 create_partition(self.data.partition_dir(name, p))
+            self._journal_hold_switch(name, False, bool(effective["hold"]), actor)
         self.reserve.ensure()
         return effective
 
@@ -245,8 +246,21 @@ class Broker:
         with self.catalog.write():
             current = self.catalog.overrides(self.catalog.topic(name).name)
             merged = merge_overrides(current, changes)
-            resolve(merged, self.config.policy_defaults)
-            return self.catalog.replace_overrides(name, merged, actor=actor, now_ms=self.clock())
+            was_held = bool(resolve(current, self.config.policy_defaults)["hold"])
+            held = bool(resolve(merged, self.config.policy_defaults)["hold"])
+            changed = self.catalog.replace_overrides(name, merged, actor=actor, now_ms=self.clock())
+            self._journal_hold_switch(name, was_held, held, actor)
+            return changed
+
+    def _journal_hold_switch(self, topic: str, was_held: bool, held: bool, actor: str) -> None:
+        """Journal a ``hold`` or ``release`` action where the topic's hold switched, by
+        whatever path (`ebb hold`, `topic create --hold`, `topic alter --no-hold`, the
+        console's editor): `ebb log --action hold` must list every hold. Inside the
+        caller's write transaction, with the policy change it records."""
+        if was_held == held:
+            return
+        switch = Entry("hold" if held else "release", topic, details={"old": _on_off(was_held), "new": _on_off(held)})
+        Journal(self.catalog).append([switch], time=self.clock(), trigger="manual", actor=actor, status="applied")
 
     def refuse_if_held(self, topic: str) -> None:
         """Refuse a deletion of ``topic``'s data while it is on hold: nothing of a held
@@ -688,3 +702,7 @@ class Broker:
             # said now, not left for the next consume to find.
             self.read(topic, p, position, 1)
         return out
+
+
+def _on_off(flag: bool) -> str:
+    return "on" if flag else "off"

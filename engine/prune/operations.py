@@ -450,21 +450,14 @@ def purge(broker: Broker, topic: str, *, actor: str = "cli") -> DeletionResult:
 
 def set_hold(broker: Broker, topic: str, on: bool, *, actor: str = "cli") -> SwitchResult:
     """Set (``on``) or release a topic's retention hold: its ``hold`` policy field,
-    journaled as a policy change, plus a ``hold`` or ``release`` action. Nothing
-    changes, and nothing is journaled, if the topic is so already."""
+    journaled as a policy change and a ``hold`` or ``release`` action (by
+    :meth:`Broker.alter_topic`). Nothing changes, and nothing is journaled, if the
+    topic is so already."""
     operation: Literal["hold", "release"] = "hold" if on else "release"
-    with broker.catalog.write():  # the check, the policy change and its action: one transaction
+    with broker.catalog.write():  # the check and the change: one transaction
         if bool(broker.policy(topic)["hold"]) == on:
             return SwitchResult(operation, topic, False)
-        changes = broker.alter_topic(topic, {"hold": "on" if on else "off"}, actor=actor)
-        old = next((o for f, o, _n in changes if f == "hold"), None)
-        Journal(broker.catalog).append(
-            [Entry(operation, topic, details={"old": old, "new": "on" if on else "off"})],
-            time=broker.clock(),
-            trigger=TRIGGER,
-            actor=actor,
-            status="applied",
-        )
+        broker.alter_topic(topic, {"hold": "on" if on else "off"}, actor=actor)
     return SwitchResult(operation, topic, True)
 
 

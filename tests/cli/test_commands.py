@@ -181,6 +181,28 @@ def test_alter_journals_changes_and_reset_returns_to_default(ebb, broker) -> Non
     ]
 
 
+def test_every_path_that_switches_a_hold_journals_a_hold_or_release(ebb) -> None:
+    """`ebb log --action hold` lists every hold, whichever command set it; an alter
+    that leaves the hold as it was journals none."""
+    ebb("topic", "create", "born", "--hold")
+    ebb("topic", "create", "plain")
+    ebb("topic", "alter", "plain", "--hold")
+    ebb("topic", "alter", "plain", "--retention-time", "1h")
+    ebb("topic", "alter", "plain", "--reset", "hold")
+    ebb("topic", "alter", "born", "--no-hold")
+    ebb("hold", "born")
+    ebb("hold", "born")
+    rows = reversed(json.loads(ebb("log", "--json", "--limit", "0").out))
+    switches = [(r["action"], r["topic"], r["details"]["old"], r["details"]["new"]) for r in rows]
+    assert switches == [
+        ("hold", "born", "off", "on"),
+        ("hold", "plain", "off", "on"),
+        ("release", "plain", "on", "off"),
+        ("release", "born", "on", "off"),
+        ("hold", "born", "off", "on"),
+    ]
+
+
 def test_a_topic_with_an_invalid_effective_policy_does_not_hide_the_others(ebb, data_dir: Path) -> None:
     """A config default changed under a topic's overrides (retention_time above its
     max_time) made ``topic list`` one error for the whole data directory."""

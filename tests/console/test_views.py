@@ -199,7 +199,13 @@ def test_journal_model_filters_in_sql_and_bounds_the_rows(history: Path) -> None
     with reader(history) as broker:
         everything = load_journal(broker, JournalFilter())
         assert [c.status for c in everything.cycles] == ["failed", "done"]
-        assert [a.action for a in everything.actions] == ["pause", "release", "delete_segment", "delete_segment"]
+        assert [a.action for a in everything.actions] == [
+            "pause",
+            "release",
+            "delete_segment",
+            "delete_segment",
+            "hold",
+        ]
         done = everything.cycles[1].id
         of_cycle = load_journal(broker, JournalFilter(cycle=done)).actions
         assert [(a.segment, a.cycle) for a in of_cycle] == [(16, done), (0, done)]
@@ -267,7 +273,7 @@ async def test_keys_reach_every_view(make_console, history: Path) -> None:
         expected = {
             "2": (GroupsScreen, "groups", 4),
             "3": (QuotasScreen, "quotas", 6),
-            "4": (JournalScreen, "actions", 4),
+            "4": (JournalScreen, "actions", 5),
             "5": (EngineScreen, "engine-cycles", 2),
         }
         for key, (screen, table, count) in expected.items():
@@ -312,7 +318,7 @@ async def test_journal_cycle_selection_filters_the_actions(make_console, history
         assert "cycle 1 · segment 16 · offsets 16..32" in await detail_of(pilot, "actions", 0)
         await pilot.press("c")
         await settle(pilot)
-        assert len(rows_of(app, "actions")) == 4
+        assert len(rows_of(app, "actions")) == 5
 
 
 async def detail_of(pilot, table_id: str, row: int) -> str:
@@ -340,13 +346,13 @@ async def test_journal_kind_picker_topic_filter_and_clearing(make_console, histo
         assert app.screen.query_one(TopBar).view_title == "Journal [filtered: release · x clears]"
         await pilot.press("x")  # one key clears every filter
         await settle(pilot)
-        assert len(rows_of(app, "actions")) == 4 and app.screen.query_one(TopBar).view_title == "Journal"
+        assert len(rows_of(app, "actions")) == 5 and app.screen.query_one(TopBar).view_title == "Journal"
         await pilot.press("tab", "down", "down", "down", "o")  # the last action's topic: clickstream
         await settle(pilot)
         assert {r[2] for r in rows_of(app, "actions")} == {"clickstream/0"} and len(rows_of(app, "actions")) == 2
         await pilot.press("o")
         await settle(pilot)
-        assert len(rows_of(app, "actions")) == 4
+        assert len(rows_of(app, "actions")) == 5
         # "/" searches the focused table (the actions), not the first one
         await pilot.press("slash", *"release", "enter")
         await settle(pilot)
@@ -357,7 +363,7 @@ async def test_journal_kind_picker_topic_filter_and_clearing(make_console, histo
         assert app.screen.focused is actions
         await pilot.press("escape")  # clears the search, stays on the actions
         await settle(pilot)
-        assert len(rows_of(app, "actions")) == 4 and app.screen.focused is actions
+        assert len(rows_of(app, "actions")) == 5 and app.screen.focused is actions
 
 
 async def test_journal_columns_fit_again_after_policy_changes(make_console, history: Path) -> None:

@@ -58,9 +58,12 @@ TOPICS: dict[str, tuple[int, dict[str, str]]] = {
 def build_catalog(root: Path) -> None:
     """Topics, records every minute of the last two hours (100 B each), and groups
     at fixed positions: a lagging subscriber, a reader, a caught-up subscriber."""
-    with Broker(root, clock=lambda: NOW) as broker:
+    clock = [NOW]
+    with Broker(root, clock=lambda: clock[0]) as broker:
         for name, (partitions, policy) in TOPICS.items():
+            clock[0] = NOW - 2 * HOUR  # created before its first record: what it journals comes first
             broker.create_topic(name, partitions, policy, actor="test")
+            clock[0] = NOW
             for p in range(partitions):
                 records = [
                     NewRecord(value=bytes(100), key=None, timestamp=NOW - 2 * HOUR + m * MINUTE + p) for m in range(120)
