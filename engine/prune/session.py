@@ -107,6 +107,10 @@ def route_python_logs(log_file: Path) -> None:
         previous.close()
 
 
+#: the thread that builds a session (:meth:`SparkEngine.start`)
+START_THREAD_NAME = "ebb-spark-start"
+
+
 @dataclass
 class _Run:
     """A plan running under a tag."""
@@ -217,7 +221,7 @@ class SparkEngine:
                 return
             self._state, self._error, self._retry_at = "starting", None, None
             self._done = threading.Event()
-            self._thread = threading.Thread(target=self._build, name="ebb-spark-start", daemon=True)
+            self._thread = threading.Thread(target=self._build, name=START_THREAD_NAME, daemon=True)
             self._thread.start()
 
     def session(self, timeout: float | None = None) -> SparkSession:

@@ -305,9 +305,10 @@ def _peak_traced(run: Callable[[], object]) -> int:
         tracemalloc.stop()
 
 
-def test_what_a_producer_holds_does_not_grow_with_what_it_produces(data_dir: Path) -> None:
+def test_what_a_producer_holds_does_not_grow_with_what_it_produces(data_dir: Path, no_spark_starting: None) -> None:
     """A keyless backfill a second apart is a run a record long per record: what a
-    producer keeps of its acknowledgements must not be a list of them."""
+    producer keeps of its acknowledgements must not be a list of them. (Measured
+    with no Spark starting: its thread's imports were 23 MB of the peak.)"""
     _fsync_never(data_dir)
     with Broker(data_dir) as broker:
         broker.create_topic("t", 20, {})

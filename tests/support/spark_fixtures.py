@@ -26,6 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,12 +35,12 @@ from typing import Any
 
 import pytest
 
-from engine.prune.session import SparkEngine
+from engine.prune.session import START_THREAD_NAME, SparkEngine
 from engine.prune.spark_settings import java_log_options, spark_home
 
 __all__ = [
     "connect_server_of_the_run", "hidden_from_spark", "spark_connect_engine", "spark_connect_server",
-    "spark_connect_server_elsewhere", "spark_engine", "spark_standalone_cluster",
+    "spark_connect_server_elsewhere", "spark_engine", "spark_standalone_cluster", "no_spark_starting",
 ]  # fmt: skip
 
 CONNECT_START_TIMEOUT = 120.0  # the port opened after 5-9 s when measured; CI is slower
@@ -89,6 +90,16 @@ def _local_engine(factory: pytest.TempPathFactory) -> SparkEngine:
     engine = SparkEngine(master="local[2]", log_dir=factory.mktemp("spark-local") / "logs")
     engine.start()
     return engine
+
+
+@pytest.fixture
+def no_spark_starting() -> None:
+    """No Spark session of this process is still being built: a test that measures
+    the process's memory (tracemalloc traces every thread) must not count the
+    imports of the local engine this worker started early."""
+    for thread in threading.enumerate():
+        if thread.name == START_THREAD_NAME:
+            thread.join(CONNECT_START_TIMEOUT)
 
 
 @pytest.fixture(scope="session")
