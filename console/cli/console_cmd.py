@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from contextlib import ExitStack
 
-from console.cli.prune import add_spark_flags
+from console.cli.spark_flags import add_spark_flags
 from engine.broker import Broker
 from engine.errors import InvalidInput
 

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from console import format
 from console.cli.metrics import serve_metrics
 from console.cli.parser import command, finite, positive_int, warn
-from console.cli.prune import add_spark_flags
 from console.cli.render import emit_json, instant, size
+from console.cli.spark_flags import add_spark_flags
 from console.model.journal import cycle_took
 from engine.broker import Broker
 from engine.errors import EbbError, SparkUnavailable

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from console.cli.parser import command, finite, warn
 from console.cli.policy_flags import add_policy_flags, policy_changes
-from console.cli.prune import _pruner, add_spark_flags
 from console.cli.render import emit_json, instant, size, table
+from console.cli.spark_flags import add_spark_flags, planning_pruner
 from console.model.forecast_assumptions import ingest, pace, window
 from console.model.forecast_breaches import breach_text, disk_budget_text
 from engine.broker import Broker
@@ -116,7 +116,7 @@ def _run(
     from engine.prune.record_times import StoreRecordTimes
 
     # The Spark session of --spark-master / --spark-remote, as prune and explain start it.
-    pruner = _pruner(broker, args)
+    pruner = planning_pruner(broker, args)
     try:
         return forecast(
             pruner.planner, broker.catalog, StoreRecordTimes(broker.data), request,

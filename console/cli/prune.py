@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from console.cli.parser import command, non_negative_int, warn
 from console.cli.policy_flags import add_policy_flags, policy_changes
 from console.cli.render import emit_json, instant, size, table
-from console.cli.spark_cmd import wait_for_spark
+from console.cli.spark_flags import add_spark_flags, planning_pruner
 from engine.broker import Broker
 from engine.clock import format_instant, parse_instant
 from engine.journal.journal import Journal
@@ -22,17 +22,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from engine.prune.planner import Plan
-    from engine.prune.pruner import Pruner
-
-
-def add_spark_flags(parser: argparse.ArgumentParser) -> None:
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument(
-        "--spark-master", metavar="MASTER",
-        help="plan on a Spark in this process: local[*], local[N] or spark://HOST:PORT "
-        "[default: config, else $EBB_SPARK_MASTER, else the shared Spark service]",
-    )  # fmt: skip
-    where.add_argument("--spark-remote", metavar="URL", help="Spark Connect server, sc://host:port")
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -59,22 +48,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     command(explain, run_explain, mutates=False)
 
 
-def _pruner(broker: Broker, args: argparse.Namespace) -> Pruner:
-    from engine.prune.pruner import Pruner
-    from engine.prune.session import spark_engine_for
-
-    spark = spark_engine_for(broker.config, broker.data, master=args.spark_master, remote=args.spark_remote)
-    pruner = Pruner(broker, spark)
-    if pruner.use_desk():
-        return pruner  # planned at the warm service's desk: no session of this process's own
-    try:
-        wait_for_spark(spark)
-    except BaseException:
-        spark.stop()
-        raise
-    return pruner
-
-
 def _now(args: argparse.Namespace) -> int | None:
     return None if args.now is None else parse_instant(args.now)
 
@@ -93,7 +66,7 @@ def run_prune(broker: Broker, args: argparse.Namespace) -> int:
             f"--now {format_instant(now)} is in the future: this cycle deletes what retention keeps until then "
             "(--dry-run plans it without deleting)"
         )
-    pruner = _pruner(broker, args)
+    pruner = planning_pruner(broker, args)
     try:
         # It prints and applies deletions and log start moves: no kept segment's row.
         plan = pruner.plan(now=now, topics=args.topics, every_segment=False)
@@ -219,7 +192,7 @@ def run_explain(broker: Broker, args: argparse.Namespace) -> int:
     if what_if is not None:
         broker.policy(topic, what_if)  # refuse an invalid what-if before starting Spark
     now = _now(args)
-    pruner = _pruner(broker, args)
+    pruner = planning_pruner(broker, args)
     try:
         saved = pruner.plan(now=now, topics=[topic])
         proposed = (

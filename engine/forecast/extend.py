@@ -56,14 +56,6 @@ from engine.prune.snapshot import Snapshot
 #: whose record timestamp is >= θ among the snapshot's records, or None
 RealTimeCut = Callable[[str, int, int, int], "int | None"]
 
-#: the policy number each kind of time cut is taken at (θ = t - limit)
-_CUT_LIMITS = {
-    "retention": "retention_time",
-    "max_time": "max_time",
-    "ttl": "message_ttl",
-    "backlog_age": "backlog_age",
-}
-
 
 @dataclass(frozen=True)
 class Extension:
@@ -501,7 +493,8 @@ def _time_cuts_at(
         return cuts
     topics, partitions = snapshot.tables["topics"], snapshot.tables["partitions"]
     limit_of = {
-        name: dict(zip(topics["topic"].to_pylist(), topics[column].to_pylist())) for name, column in _CUT_LIMITS.items()
+        name: dict(zip(topics["topic"].to_pylist(), topics[column].to_pylist()))
+        for name, column in tables.TIME_CUT_LIMITS.items()
     }
     row = partition_rows(cuts, partitions)
     log_start = partitions["log_start_offset"].to_pylist()

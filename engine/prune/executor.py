@@ -47,7 +47,7 @@ from engine.journal.journal import Entry, Journal
 from engine.journal.rows import Action, ActionStatus, CycleStatus
 from engine.journal.state import EngineState
 from engine.prune.cycle_result import CycleResult
-from engine.prune.work import GroupMove, PartitionWork, SegmentDeletion, TopicWork
+from engine.prune.work import MOVE_ACTIONS, GroupMove, PartitionWork, SegmentDeletion, TopicWork
 from engine.store.lock import FileLock, LockTimeout
 from engine.store.partition import PartitionWriter, deleting, unlink_detached
 from engine.store.segment import SegmentInfo
@@ -57,7 +57,6 @@ from engine.store.segment import SegmentInfo
 PARTITION_LOCK_WAIT = 5.0
 #: unlinked segments journaled per transaction
 _UNLINK_BATCH = 100
-_MOVE_ACTIONS = ("ttl_advance", "backlog_eviction", "reader_moved", "subscriber_overrun", "manual_move")
 
 
 class _Stale(Exception):
@@ -519,7 +518,7 @@ def _effect(broker: Broker, action: Action) -> ActionStatus:
     current = next((g for g in catalog.groups(topic) if g.name == group), None)
     if kind == "group_expired":
         return "applied" if current is None else "rolled_back"
-    if kind in _MOVE_ACTIONS and current is not None and partition is not None and end is not None:
+    if kind in MOVE_ACTIONS and current is not None and partition is not None and end is not None:
         position = current.positions.get(partition, (-1, 0))[0]
         return "applied" if position >= end else "rolled_back"
     return "rolled_back"

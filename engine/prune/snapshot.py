@@ -26,20 +26,6 @@ from engine.policy.effective import EffectivePolicy, resolve
 from engine.prune import tables
 from engine.prune.record_times import RecordTimes
 
-#: policy fields the planner reads, with the snapshot column each becomes
-_NUMERIC_FIELDS = (
-    "segment_roll",
-    "retention_time",
-    "retention_size",
-    "max_time",
-    "max_partition_size",
-    "subscription_expiry",
-    "message_ttl",
-    "backlog_size",
-    "backlog_age",
-    "max_deletes_per_cycle",
-)
-
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -55,30 +41,21 @@ class Snapshot:
 
 
 def _topic_row(name: str, partitions: int, policy: EffectivePolicy, version: int) -> tuple:
-    return (
-        name,
-        partitions,
-        *(policy[f] for f in _NUMERIC_FIELDS[:5]),
-        policy["granularity"],
-        policy["consumption"],
-        *(policy[f] for f in _NUMERIC_FIELDS[5:9]),
-        policy["backlog_policy"],
-        policy["max_deletes_per_cycle"],
-        bool(policy["hold"]),
-        version,
-    )
+    """One row of :data:`tables.TOPICS`, whose other columns are the policy fields
+    of their names."""
+    own = {"topic": name, "partitions": partitions, "hold": bool(policy["hold"]), "policy_version": version}
+    return tuple(own[column] if column in own else policy[column] for column in tables.TOPICS.names)
 
 
 def _thresholds(policy: EffectivePolicy, now: int, has_subscribers: bool) -> dict[str, int]:
     """The record-level time cuts a topic needs: kind -> threshold θ (RETENTION.md)."""
-    wanted: dict[str, int | None] = {}
+    kinds: list[str] = []
     if policy["granularity"] == "message":
-        wanted["retention"] = policy.limit("retention_time")
-        wanted["max_time"] = policy.limit("max_time")
+        kinds += ["retention", "max_time"]
     if has_subscribers:
-        wanted["ttl"] = policy.limit("message_ttl")
-        wanted["backlog_age"] = policy.limit("backlog_age")
-    return {kind: now - limit for kind, limit in wanted.items() if limit is not None}
+        kinds += ["ttl", "backlog_age"]
+    limits = {kind: policy.limit(tables.TIME_CUT_LIMITS[kind]) for kind in kinds}
+    return {kind: now - limit for kind, limit in limits.items() if limit is not None}
 
 
 def build_snapshot(

@@ -70,8 +70,15 @@ POSITIONS = pa.schema(
     ]
 )
 
-#: kinds of record-level time cut (docs/RETENTION.md, "Time cuts at record level")
-TIME_CUT_KINDS = ("retention", "max_time", "ttl", "backlog_age")
+#: kinds of record-level time cut (docs/RETENTION.md, "Time cuts at record level"),
+#: each with the policy limit its threshold is taken at (θ = now - limit)
+TIME_CUT_LIMITS = {
+    "retention": "retention_time",
+    "max_time": "max_time",
+    "ttl": "message_ttl",
+    "backlog_age": "backlog_age",
+}
+TIME_CUT_KINDS = tuple(TIME_CUT_LIMITS)
 
 TIME_CUTS = pa.schema(
     [

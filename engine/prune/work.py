@@ -6,9 +6,11 @@ operation (engine/prune/operations.py), which needs no Arrow.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 MoveAction = Literal["ttl_advance", "backlog_eviction", "reader_moved", "subscriber_overrun", "manual_move"]
+#: the journal actions that move a group's position
+MOVE_ACTIONS: tuple[MoveAction, ...] = get_args(MoveAction)
 
 
 @dataclass(frozen=True)
