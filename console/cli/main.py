@@ -172,6 +172,18 @@ def _warn_if_new(args: argparse.Namespace, run: Run, data: DataDir) -> None:
         warn(f"data directory {data.root} did not exist; created it empty (check --data-dir or $EBB_DATA_DIR)")
 
 
+def _warn_if_metadata_unwritten(opened: object) -> None:
+    """The command's changes are committed to the catalog, but the metadata files a
+    lost catalog is rebuilt from (engine/catalog/metadata_files.py) could not follow:
+    one line says so, where it would otherwise surface only in `ebb verify`."""
+    why = getattr(getattr(opened, "catalog", None), "metadata_unwritten", None)
+    if why:
+        warn(
+            f"done, but the metadata files beside the segments could not be updated ({why}); "
+            "the next change tries again, and `ebb verify` reports what they lack"
+        )
+
+
 def _check_config_path(config: Path | None) -> None:
     """A ``--config`` that names no readable file is refused before the data directory
     is opened (opening creates it), with what is wrong with it: a directory is not a
@@ -267,6 +279,7 @@ def _main(argv: list[str], closed: set[str], real_stdout: TextIO) -> int:
             try:
                 with getattr(args, "open_data", Broker)(data.root, args.config) as broker:
                     code = run(broker, args)
+                _warn_if_metadata_unwritten(broker)
             except KeyboardInterrupt as interrupt:
                 if terminated:
                     raise Terminated(str(interrupt)) from None

@@ -13,7 +13,7 @@ changed, and once it commits their files are rewritten (see that module for when
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -36,7 +36,7 @@ from engine.catalog.schema import ensure_schema
 from engine.errors import AlreadyExists, CatalogDamaged, EbbError, NotFound
 from engine.journal.schema import ensure_journal_schema
 from engine.journal.state import EngineState
-from engine.store.segment import SegmentInfo
+from engine.store.segment import SegmentInfo, describe
 
 if TYPE_CHECKING:
     from engine.catalog.bulk_reads import CatalogTables
@@ -160,6 +160,9 @@ class Catalog:
         self._identity: tuple[int, int] | None = None
         #: inside :meth:`write`: a write opened within it joins it
         self._writing = False
+        #: why the metadata files could not be brought up to the catalog at the last
+        #: try (None: they were, or nothing was due); what they lack stays noted
+        self.metadata_unwritten: str | None = None
 
     @classmethod
     def open(cls, path: Path) -> Catalog:
@@ -208,8 +211,7 @@ class Catalog:
         if self._closed:
             return
         self._closed = True
-        with suppress(EbbError, OSError):
-            self.flush_metadata(lazy=True)
+        self._try_flush_metadata(lazy=True)
         self.db.close()
 
     @contextmanager
@@ -275,8 +277,19 @@ class Catalog:
         # The change is committed (acknowledged): a file that cannot be written now
         # stays noted and is retried after the next commit; `ebb verify` reports it.
         if not self._flushing:
-            with suppress(EbbError, OSError):
-                self.flush_metadata(lazy=False)
+            self._try_flush_metadata(lazy=False)
+
+    def _try_flush_metadata(self, *, lazy: bool) -> None:
+        """:meth:`flush_metadata`, its failure kept in :attr:`metadata_unwritten` for
+        the caller to report: the change it follows is committed whatever happens."""
+        try:
+            self.flush_metadata(lazy=lazy)
+        except OSError as error:
+            self.metadata_unwritten = describe(error)
+        except EbbError as error:
+            self.metadata_unwritten = str(error)
+        else:
+            self.metadata_unwritten = None
 
     def flush_metadata(self, *, lazy: bool) -> None:
         """Rewrite the metadata files of the topics this connection changed: the

@@ -6,6 +6,7 @@ ahead of an acknowledged commit)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from engine.broker import Broker
+from engine.catalog import metadata_files
 from engine.catalog.metadata_files import read_groups, read_topic
 from engine.errors import DataQuarantined
 from engine.journal.journal import Journal
@@ -188,25 +190,21 @@ def test_a_prune_cycle_writes_the_positions_committed_since(data_dir: Path) -> N
         assert read_groups(topic_dir)[0].positions[0][0] == 12
 
 
+def _full_disk(path: Path, data: bytes, flags: int = 0) -> None:
+    path.write_bytes(data[:5])  # what a write cut by ENOSPC leaves
+    raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+
 def test_a_metadata_file_that_cannot_be_written_fails_nothing_and_catches_up(
     data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A full disk when the file is written: the change is committed (acknowledged)
     all the same, the old file stays whole, and the next commit writes it."""
-    import errno
-
-    from engine.catalog import metadata_files
-
     written = metadata_files.write_durably
-
-    def full(path: Path, data: bytes, flags: int = 0) -> None:
-        path.write_bytes(data[:5])  # what a write cut by ENOSPC leaves
-        raise OSError(errno.ENOSPC, "No space left on device", str(path))
-
     with Broker(data_dir) as broker:
         broker.create_topic(TOPIC, 1)
         topic_dir = broker.data.topic_dir(TOPIC)
-        monkeypatch.setattr(metadata_files, "write_durably", full)
+        monkeypatch.setattr(metadata_files, "write_durably", _full_disk)
         broker.alter_topic(TOPIC, {"retention_time": "2d"})
         assert broker.policy(TOPIC)["retention_time"] == 2 * 86_400_000
         assert read_topic(topic_dir).policy == {}  # type: ignore[union-attr]
@@ -214,6 +212,25 @@ def test_a_metadata_file_that_cannot_be_written_fails_nothing_and_catches_up(
         monkeypatch.setattr(metadata_files, "write_durably", written)
         broker.create_group(TOPIC, "later")
         assert read_topic(topic_dir).policy == {"retention_time": "2d"}  # type: ignore[union-attr]
+
+
+def test_a_command_whose_metadata_files_cannot_follow_says_so_in_one_warning(
+    ebb, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the files a lost catalog is rebuilt from, the change would be lost with
+    it: the operator hears of it from the command, not only from `ebb verify`."""
+    assert ebb("topic", "create", TOPIC).code == 0
+    written = metadata_files.write_durably
+    monkeypatch.setattr(metadata_files, "write_durably", _full_disk)
+    altered = ebb("topic", "alter", TOPIC, "--retention-time", "2d")
+    assert altered.code == 0 and "retention_time" in altered.out
+    assert altered.err.count("\n") == 1, altered.err
+    assert altered.err.startswith("ebb: warning: done, but the metadata files beside the segments could not be updated")
+    assert "No space left on device (ENOSPC)" in altered.err and "ebb verify" in altered.err
+    monkeypatch.setattr(metadata_files, "write_durably", written)
+    caught_up = ebb("topic", "alter", TOPIC, "--retention-size", "1GiB")
+    assert caught_up.code == 0 and caught_up.err == "", caught_up.err
+    assert read_topic(data_dir / "topics" / TOPIC).policy == {"retention_time": "2d", "retention_size": "1GiB"}  # type: ignore[union-attr]
 
 
 def test_a_quarantined_range_is_still_named_after_a_rebuild(ebb, data_dir: Path) -> None:
