@@ -424,7 +424,7 @@ class SparkEngine:
             elif _from_spark(exc):
                 reason = str(self._failure(exc, starting=True))
             else:
-                reason = f"cannot start Spark ({self.description}): {_one_line(exc)}; details in {self.log_file}"
+                reason = f"cannot start Spark ({self.description}): {first_line(exc)}; details in {self.log_file}"
             self._note(reason, exc_info=not _from_spark(exc))  # _failure logged Spark's own
             with self._lock:
                 self._state, self._error = "failed", reason
@@ -569,7 +569,7 @@ class SparkEngine:
                         spark.conf.set(key, value)
                     except Exception as exc:  # noqa: BLE001 - the server says why; it goes to the log
                         # Static settings (driver memory...) belong to the server.
-                        self._note(f"Spark Connect server kept its own {key}: {_one_line(exc)}")
+                        self._note(f"Spark Connect server kept its own {key}: {first_line(exc)}")
             finally:
                 if not shared_service:
                     client.set_retry_policies(policies)
@@ -662,10 +662,10 @@ def classify_failure(exc: BaseException) -> tuple[str, str]:
         "Connection reset",
     )
     if isinstance(exc, ConnectionError):
-        return "gone", _one_line(exc)  # our own probe's: it names the address
+        return "gone", first_line(exc)  # our own probe's: it names the address
     if any(marker in text for marker in gone):
         return "gone", "the Spark server cannot be reached (not running, or it died)"
-    return "plan", f"Spark failed: {_one_line(exc)}"
+    return "plan", f"Spark failed: {first_line(exc)}"
 
 
 def _advice(kind: str, service: bool) -> str:
@@ -681,7 +681,7 @@ def _advice(kind: str, service: bool) -> str:
     return ""
 
 
-def _one_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     """The first meaningful line of an error: Spark's messages carry JVM stack traces."""
     for line in _text(exc).splitlines():
         line = line.strip()
@@ -705,7 +705,7 @@ def _spark_cause(exc: BaseException) -> str:
     Java exception's own message follows it (``: org.apache...SparkException: ...``)."""
     lines = [line.strip() for line in _text(exc).splitlines() if line.strip()]
     cause = next((line.lstrip(": ") for line in lines if line.startswith(": ")), None)
-    return (cause or _one_line(exc))[:300]
+    return (cause or first_line(exc))[:300]
 
 
 #: a master for an in-process Spark where neither flags nor config name one (the test

@@ -33,7 +33,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from engine.errors import InvalidInput
-from engine.prune.session import _one_line as one_line
+from engine.prune.session import first_line
 
 TRANSPORTS = ("auto", "files", "arrow")
 
@@ -60,7 +60,7 @@ class Scratch:
         try:
             filesystem, path = pafs.FileSystem.from_uri(f"{'s3' if scheme == 's3a' else scheme}://{rest}")
         except (pa.ArrowException, OSError, ValueError) as error:
-            raise InvalidInput(f"[spark] scratch {uri!r}: {one_line(error)}") from None
+            raise InvalidInput(f"[spark] scratch {uri!r}: {first_line(error)}") from None
         return cls(filesystem, path.rstrip("/"), uri.rstrip("/"))
 
     @classmethod
@@ -109,7 +109,7 @@ def unreadable_by(spark: Any, scratch: Scratch) -> str | None:
             pq.write_table(pa.table({"token": [token]}), marker.path, filesystem=marker.filesystem)
             rows = spark.read.schema("token STRING").parquet(marker.location).collect()
     except Exception as error:  # noqa: BLE001 - whatever the reason, Spark cannot read it
-        return one_line(error)
+        return first_line(error)
     if [row.token for row in rows] != [token]:
         return f"Spark read other contents at {scratch.location}"
     return None
