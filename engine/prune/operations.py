@@ -188,15 +188,15 @@ def _moves_below(
 
 
 def _partition_work(
-    broker: Broker, topic: str, partition: int, new_log_start: int, *, roll: bool = False, doomed_active: bool = False
+    broker: Broker, topic: str, partition: int, new_log_start: int, *, with_active: bool = False
 ) -> PartitionWork:
     """Move the log start of one partition up to ``new_log_start`` and delete every
-    sealed segment wholly below it (with ``roll``, the active one too, once sealed)."""
+    sealed segment wholly below it (``with_active``: the active one too, rolled first)."""
     row = broker.catalog.partition(topic, partition)
     segments = broker.catalog.segments(topic, partition)
     doomed = [s for s in segments if s.sealed and s.next_offset <= new_log_start]
     active = segments[-1]
-    if doomed_active and active.size_bytes > 0 and active.next_offset <= new_log_start:
+    if with_active and active.size_bytes > 0 and active.next_offset <= new_log_start:
         # Sealed by the roll the executor does first; it re-checks the deletion against
         # the sealed segment, and skips the partition if an append changed it since.
         doomed.append(active)
@@ -207,7 +207,7 @@ def _partition_work(
         max(row.log_start_offset, new_log_start),
         tuple(SegmentDeletion(s.base_offset, s.next_offset, s.size_bytes, DELETE_MANUAL) for s in doomed),
         _moves_below(broker, topic, partition, row.log_start_offset, new_log_start),
-        roll and active.size_bytes > 0,
+        with_active and active.size_bytes > 0,
     )
 
 
@@ -437,7 +437,7 @@ def purge(broker: Broker, topic: str, *, actor: str = "cli") -> DeletionResult:
         broker.reserve.release_if_low()
         broker.recover(topic)
         partitions = [
-            _partition_work(broker, topic, row.partition, row.next_offset, roll=True, doomed_active=True)
+            _partition_work(broker, topic, row.partition, row.next_offset, with_active=True)
             for row in broker.catalog.partitions(topic)
         ]
         return _topic_work(broker, topic, partitions)
