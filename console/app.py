@@ -90,6 +90,10 @@ class EbbApp(App[None]):
         "forecast": _forecast_screen,
     }
     DEFAULT_MODE = "overview"
+    # Every screen gets "-short" below 32 lines and "-narrow" below 100 columns: on a
+    # small terminal (80x24) the charts give their lines and columns to the tables.
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     # Only Ebbtide's commands: Textual's own (keys, maximize, screenshot, its theme
     # picker of foreign themes) are not the console's.
     COMMANDS = {EbbCommands}
@@ -210,9 +214,11 @@ class EbbApp(App[None]):
     # -- refresh ------------------------------------------------------------------------------
 
     def refresh_view(self) -> None:
-        """Reload the visible view off the UI thread."""
-        screen = self.visible_screen
-        if isinstance(screen, LiveScreen):
+        """Reload the visible view off the UI thread: the one on top, or the one a
+        dialog (the policy editor, a prune preview) is open over, which stays in
+        sight and must not contradict the dialog."""
+        screen = next((s for s in reversed(self.screen_stack) if isinstance(s, LiveScreen)), None)
+        if screen is not None:
             self._load(screen)
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="refresh")

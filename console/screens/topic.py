@@ -420,6 +420,19 @@ class TopicScreen(GroupActions, TopicActions, LiveScreen[TopicRows]):
     TopicScreen #history-box {
         width: 1fr;
     }
+    /* A small terminal: the segments keep rows of their own, the chart goes. */
+    TopicScreen.-short #topic-top {
+        height: 6;
+    }
+    TopicScreen.-short #segments-box {
+        min-height: 6;
+    }
+    TopicScreen.-narrow #history-box {
+        display: none;
+    }
+    TopicScreen.-narrow #partitions-box {
+        width: 1fr;
+    }
     """
 
     BINDINGS = [

@@ -78,6 +78,10 @@ class EnginePanel(Vertical):
     EnginePanel #engine-legend {
         height: auto;
     }
+    /* On a short terminal the topics come first: the panel keeps its two lines. */
+    Screen.-short EnginePanel #engine-charts, Screen.-short EnginePanel #engine-legend {
+        display: none;
+    }
     """
 
     def compose(self) -> ComposeResult:

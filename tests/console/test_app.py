@@ -435,3 +435,27 @@ async def test_a_theme_switch_recolours_cells_whose_text_is_unchanged(make_conso
         await settle(pilot)
         after = table.get_cell("legal", "state")
         assert str(after) == "held" and after.style != before
+
+
+async def test_on_an_80x24_terminal_the_tables_keep_their_rows(make_console) -> None:
+    """Walk finding: at 80x24 the engine panel's charts took 19 of 24 lines (the
+    Overview showed 1 topic of 6), and the Topic view's segments had no row at all."""
+    app = make_console()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert not app.screen.query_one("#engine-charts").display
+        assert app.screen.query_one("#topics", LiveTable).scrollable_content_region.height >= 6 + 1  # header
+        await pilot.press("down", "down", "down", "enter")
+        await settle(pilot)
+        assert not app.screen.query_one("#history-box").display
+        assert app.screen.query_one("#segments", LiveTable).scrollable_content_region.height >= 3
+
+
+async def test_at_the_usual_size_the_charts_are_shown(make_console) -> None:
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        assert app.screen.query_one("#engine-charts").display
+        await pilot.press("down", "down", "down", "enter")
+        await settle(pilot)
+        assert app.screen.query_one("#history-box").display
