@@ -27,6 +27,7 @@ from console.model.policy_form import (
     save_policy,
 )
 from console.model.what_if import compare
+from console.widgets.live_table import LiveTable
 from engine.broker import Broker
 from engine.errors import InvalidInput, InvalidPolicy
 from engine.journal.journal import Journal
@@ -319,6 +320,24 @@ async def open_editor(pilot) -> PolicyEditorScreen:
     screen = pilot.app.screen
     assert isinstance(screen, PolicyEditorScreen) and screen.topic == "orders"
     return screen
+
+
+async def test_the_view_under_the_editor_keeps_refreshing(make_console, console_data: Path) -> None:
+    """Walk finding: the view behind a dialog kept what it showed when the dialog
+    opened, in sight beside it: a retention changed meanwhile by the CLI was not
+    followed until the dialog closed."""
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await open_editor(pilot)
+        under = app.screen_stack[-2]
+        with Broker(console_data, clock=lambda: NOW) as broker:
+            broker.alter_topic("orders", {"retention_time": "45m"}, actor="cli")
+        app.refresh_view()
+        await settle(pilot)
+        assert isinstance(app.screen, PolicyEditorScreen)
+        rows = [[str(cell) for cell in row.cells] for row in under.query_one("#topics", LiveTable).shown_rows]
+        orders = " | ".join(next(row for row in rows if row[0] == "orders"))
+        assert "45m · cap" in orders and "30m" not in orders, orders
 
 
 async def type_into(pilot, field: str, text: str) -> None:
