@@ -295,7 +295,8 @@ def test_bad_input_is_one_error_line(
     assert line.startswith("ebb: error: ") and message in line
 
 
-def test_no_topics_is_one_error_line(ebb) -> None:
+def test_no_topics_is_one_error_line(ebb, data_dir: Path) -> None:
+    data_dir.mkdir(parents=True)  # a data directory without topics (a missing one is also warned of)
     result = ebb("forecast", "--json")
     assert result.code == 2 and result.out == ""
     assert result.err.splitlines() == ["ebb: error: no topics to forecast; create one with `ebb topic create NAME`"]
