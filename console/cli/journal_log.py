@@ -201,7 +201,7 @@ def _cycle_table(rows: Sequence[Cycle]) -> str:
         [
             (
                 r.id,
-                instant(r.started),
+                instant(r.began),
                 r.trigger,
                 r.actor,
                 "all" if r.scope == "all" else ",".join(r.scope),

@@ -101,7 +101,7 @@ def cycle_row(cycle: Cycle, palette: Palette, *, split: bool = False) -> LiveRow
     view's :data:`ENGINE_CYCLE_COLUMNS`)."""
     cells: tuple[Cell, ...] = (
         str(cycle.id),
-        format.instant(cycle.started),
+        format.instant(cycle.began),
         cycle.trigger,
         scope_text(cycle.scope),
         state(cycle.status, palette),
@@ -111,7 +111,7 @@ def cycle_row(cycle: Cycle, palette: Palette, *, split: bool = False) -> LiveRow
     )
     sorts: tuple[Any, ...] = (
         cycle.id,
-        cycle.started,
+        cycle.began,
         cycle.trigger,
         scope_text(cycle.scope),
         cycle.status,

@@ -28,7 +28,7 @@ def last_cycle_line(cycle: Cycle | None, now: int) -> str:
         return "no cycle journaled yet"
     duration = "" if cycle.finished is None else f", took {cycle_took(cycle)}"
     line = (
-        f"cycle {cycle.id} {cycle.status} {format.since(now, cycle.started)} ago{duration}: "
+        f"cycle {cycle.id} {cycle.status} {format.since(now, cycle.began)} ago{duration}: "
         f"{cycle.applied} of {cycle.planned} deleted, {format.size(cycle.bytes_freed)} freed"
     )
     if cycle.error:

@@ -45,6 +45,15 @@ class Cycle:
     plan_ms: int | None = None
     apply_ms: int | None = None
 
+    @property
+    def began(self) -> int:
+        """When the cycle began, as the console and ``ebb log --cycles`` say it: its
+        applying's start (``started``, when it was journaled) less its planning
+        (``plan_ms``) where known, so that it plus ``duration_ms`` is ``finished``. A
+        previewed plan (the console's prune now) counts the preview's own time, though
+        the preview ran earlier."""
+        return self.started - (self.plan_ms or 0)
+
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Cycle:
         row = current_cycle_row(row)

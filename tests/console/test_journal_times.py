@@ -14,10 +14,12 @@ from pathlib import Path
 
 from rich.style import Style
 
+from console import format
 from console.screens.journal import CYCLE_COLUMNS, ENGINE_CYCLE_COLUMNS, cycle_row
 from console.widgets.cells import Palette
 from console.widgets.engine_panel import last_cycle_line
 from engine.broker import Broker
+from engine.clock import format_instant
 from engine.datadir import DataDir
 from engine.integrity.rebuild import rebuild_catalog
 from engine.journal.journal import Journal
@@ -70,6 +72,13 @@ def test_every_surface_shows_the_same_cycle_time(data_dir: Path, ebb) -> None:
     header, row = (re.split(r"\s{2,}", line) for line in table.out.splitlines())
     columns = dict(zip(header, row, strict=False))
     assert (columns["DURATION"], columns["PLAN"], columns["APPLY"]) == (whole, planning, applying)
+
+    # Started is when the cycle began, its planning included: started + took = finished
+    # (the journal's `started`, in JSON, is when applying began).
+    began = T - PLAN_MS
+    assert cycle.began == began and cycle.began + (cycle.duration_ms or 0) == cycle.finished
+    assert _cells(cycle_row(cycle, PLAIN), CYCLE_COLUMNS)["started"] == format.instant(began)
+    assert columns["STARTED"] == format_instant(began)
     listed = ebb("log", "--cycles", "--json")
     (exported,) = json.loads(listed.out)
     assert exported["id"] == cycle_id
