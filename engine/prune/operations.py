@@ -31,6 +31,7 @@ from engine.errors import EbbError, InvalidInput, StoreError
 from engine.journal.journal import Entry, Journal
 from engine.journal.rows import Action
 from engine.journal.state import EngineState
+from engine.policy.effective import resolve
 from engine.prune.cycle_result import CycleResult
 from engine.prune.executor import execute
 from engine.prune.record_times import StoreRecordTimes, time_cut
@@ -451,13 +452,15 @@ def purge(broker: Broker, topic: str, *, actor: str = "cli") -> DeletionResult:
 def set_hold(broker: Broker, topic: str, on: bool, *, actor: str = "cli") -> SwitchResult:
     """Set (``on``) or release a topic's retention hold: its ``hold`` policy field,
     journaled as a policy change and a ``hold`` or ``release`` action (by
-    :meth:`Broker.alter_topic`). Nothing changes, and nothing is journaled, if the
-    topic is so already."""
+    :meth:`Broker.alter_topic`). A release returns the field to the default where
+    that is off, as Kafka's ``--delete-config`` does, instead of pinning "off" over
+    it. Nothing changes, and nothing is journaled, if the topic is so already."""
     operation: Literal["hold", "release"] = "hold" if on else "release"
     with broker.catalog.write():  # the check and the change: one transaction
         if bool(broker.policy(topic)["hold"]) == on:
             return SwitchResult(operation, topic, False)
-        broker.alter_topic(topic, {"hold": "on" if on else "off"}, actor=actor)
+        held_by_default = bool(resolve({}, broker.config.policy_defaults)["hold"])
+        broker.alter_topic(topic, {"hold": "on" if on else ("off" if held_by_default else None)}, actor=actor)
     return SwitchResult(operation, topic, True)
 
 

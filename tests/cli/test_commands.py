@@ -203,6 +203,15 @@ def test_every_path_that_switches_a_hold_journals_a_hold_or_release(ebb) -> None
     ]
 
 
+def test_a_release_returns_the_hold_to_the_default(ebb) -> None:
+    """An audit: `ebb release` stored hold=off as the topic's own, so the editor showed
+    "hold off (topic)" for a topic nobody had set."""
+    ebb("topic", "create", "t")
+    assert ebb("hold", "t").code == 0 and ebb("release", "t").code == 0
+    hold = json.loads(ebb("topic", "describe", "t", "--json").out)["policy"]["hold"]
+    assert (hold["normalized"], hold["source"]) == ("off", "default")
+
+
 def test_a_topic_with_an_invalid_effective_policy_does_not_hide_the_others(ebb, data_dir: Path) -> None:
     """A config default changed under a topic's overrides (retention_time above its
     max_time) made ``topic list`` one error for the whole data directory."""
