@@ -80,8 +80,11 @@ class TopBar(Widget):
     def _header(self, name: bool, master: bool, schedule: str) -> Text:
         variables = self.app.theme_variables
         text = Text(" Ebbtide │", style=f"bold {variables.get('primary', 'cyan')}") if name else Text("")
-        text.append(f" {self.view_title} │")
-        for badge, variable in self.badges():
+        text.append(f" {self.view_title}")
+        badges = self.badges()
+        if badges:
+            text.append(" │")
+        for badge, variable in badges:
             text.append(" ")
             text.append(f" {badge} ", style=f"bold reverse {variables.get(variable, 'yellow')}")
         status = self.status

@@ -459,3 +459,15 @@ async def test_at_the_usual_size_the_charts_are_shown(make_console) -> None:
         await pilot.press("down", "down", "down", "enter")
         await settle(pilot)
         assert app.screen.query_one("#history-box").display
+
+
+async def test_a_header_without_badges_has_no_empty_slot(make_console) -> None:
+    """An audit: with nothing to flag the header read `Ebbtide │ Journal │ │ Spark`."""
+    app = make_console()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        bar = app.screen.query_one(TopBar)
+        bar.facts, bar.live = None, True
+        assert bar.badges() == []
+        header = bar.render().plain
+        assert "│ │" not in header and header.startswith(" Ebbtide │ Overview │ Spark"), header
