@@ -40,6 +40,7 @@ from engine.errors import CatalogDamaged
 from engine.integrity.check import CATALOG_DAMAGED, Finding, Place, verify
 from engine.integrity.rebuild import catalog_problems, rebuild_catalog
 from engine.integrity.repair import Repair, RepairResult, repair
+from engine.store.lock import directory_lock
 
 ACTOR = "cli"
 
@@ -109,7 +110,15 @@ def _rebuild(target: UnusableCatalog) -> RepairResult:
     """Rebuild the catalog, then check and repair the data directory against it."""
     found = target.findings()
     config_path = target.config or target.data.config_path
-    rebuilt = rebuild_catalog(target.data, load_config(config_path).policy_defaults, now=now_ms(), actor=ACTOR)
+    # Two repairs at once: the second waits here, then finds the catalog the first
+    # rebuilt, where both rebuilding had each moved the other's work aside.
+    with directory_lock(target.data.root, wait=True):
+        if not catalog_problems(target.data):
+            with Broker(target.data.root, target.config) as broker:
+                after = repair(broker, None, actor=ACTOR)
+            meanwhile = Repair(found[0].where, "catalog rebuilt meanwhile by another repair", CATALOG_DAMAGED)
+            return RepairResult(found + after.found, [meanwhile, *after.repairs], after.remaining)
+        rebuilt = rebuild_catalog(target.data, load_config(config_path).policy_defaults, now=now_ms(), actor=ACTOR)
     if catalog_problems(target.data):
         return RepairResult(found, [], found)
     aside = f"; the old file moved to {rebuilt.moved_to}" if rebuilt.moved_to else ""

@@ -21,6 +21,7 @@ from engine.errors import DataQuarantined
 from engine.journal.journal import Journal
 from engine.store.batch import NewRecord
 from tests.support.catalog_damage import DAMAGES, corrupt_table
+from tests.support.cli import REPO, ebb_command, subprocess_env
 
 TOPIC = "orders"
 OTHER = "audit-log"
@@ -188,6 +189,29 @@ def test_a_prune_cycle_writes_the_positions_committed_since(data_dir: Path) -> N
         assert read_groups(topic_dir)[0].positions[0][0] == 0  # the consumer's process is still up
         execute(engine, reference_work(engine, engine.clock()), now=engine.clock())
         assert read_groups(topic_dir)[0].positions[0][0] == 12
+
+
+@pytest.mark.parametrize("damage", ["truncated", "deleted"])
+def test_two_repairs_at_once_leave_one_rebuilt_catalog(ebb, populated: Path, damage: str) -> None:
+    """An audit: two `ebb verify --repair` at once each rebuilt the catalog, one moving
+    the other's aside; one died with a traceback, and in one run of four neither left
+    a catalog in place. The second now waits and repairs what the first rebuilt."""
+    before = describe(ebb, TOPIC)
+    DAMAGES[damage](populated)
+    command = ebb_command(populated.parent, "verify", "--repair")
+    runs = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=subprocess_env())
+        for _ in range(2)
+    ]
+    done = [run.communicate(timeout=120) for run in runs]
+    for run, (out, err) in zip(runs, done, strict=True):
+        assert run.returncode in (0, 1) and b"Traceback" not in err and err == b"", (out, err)
+    said = b"".join(out for out, _err in done)
+    assert said.count(b"catalog rebuilt from the data directory: 2 topic(s)") == 1, said
+    assert populated.exists() and ebb("verify").code == 0
+    assert describe(ebb, TOPIC) == before
+    with Broker(populated.parent) as broker:
+        assert [a.reason for a in Journal(broker.catalog).actions(action="repair")] == ["CATALOG_REBUILT"]
 
 
 def _full_disk(path: Path, data: bytes, flags: int = 0) -> None:
