@@ -51,6 +51,7 @@ from engine.broker import Broker
 from engine.catalog.damage import damaged, holds_topics
 from engine.datadir import DataDir, default_data_dir
 from engine.errors import EbbError, InvalidInput
+from engine.store.segment import describe
 
 
 def _path(text: str) -> Path:
@@ -312,6 +313,12 @@ def _main(argv: list[str], closed: set[str], real_stdout: TextIO) -> int:
         # The reader of our output went away (``| head``): not an error of ours.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as error:
+        # What the engine did not foresee of the system (a file made immutable, a
+        # directory where a file was): the system's own words and the file, never
+        # a traceback. Every write before it was committed whole or not at all.
+        print(f"ebb: error: {one_line(describe(error))}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -367,3 +367,23 @@ def test_a_master_spark_refuses_is_one_line_and_the_command_ends(made: Path, com
     JVM, and it was read after that JVM had been stopped."""
     result = _ebb(made, *command, "--spark-master", "local[0]")
     _assert_one_error(result, "cannot start Spark (local[0]): ", "Asked to run locally with 0 threads", "spark.log")
+
+
+def test_a_system_error_no_command_foresaw_is_one_line(ebb, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An audit: `topic create` over a leftover directory it could not remove (a file
+    made immutable) printed a PermissionError traceback. Any such error is one line
+    with the system's words and the file, and the command's transaction rolls back."""
+    import errno
+
+    from engine import broker
+
+    assert ebb("topic", "list").code == 0  # the data directory, without the topic
+    leftover = data_dir / "topics" / "t" / "0"
+    leftover.mkdir(parents=True)
+
+    def refused(path: Path, *args: Any, **kwargs: Any) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted", str(path))
+
+    monkeypatch.setattr(broker.shutil, "rmtree", refused)
+    _assert_one_error(ebb("topic", "create", "t"), "Operation not permitted (EPERM)", str(leftover.parent))
+    assert "t" not in ebb("topic", "list").out.split()
