@@ -56,7 +56,7 @@ from engine.store.partition import (
     unfit_record,
 )
 from engine.store.reserve import Reserve
-from engine.store.segment import SegmentInfo
+from engine.store.segment import SegmentInfo, describe
 
 MAX_PARTITIONS = 10_000
 
@@ -273,10 +273,14 @@ class Broker:
         if self._engine_state().is_paused():
             raise InvalidInput("the engine is paused, which stops all deletion: resume it first (`ebb resume`)")
 
-    def delete_topic(self, name: str, *, actor: str = "cli") -> None:
+    def delete_topic(self, name: str, *, actor: str = "cli") -> str | None:
         """Delete a topic and all its data, journaled as a ``topic_deleted`` action (by
         ``actor``, trigger manual) with what it held, in the same transaction; refused
-        while the topic is on hold or the engine is paused, as every deletion is."""
+        while the topic is on hold or the engine is paused, as every deletion is.
+
+        Returns why some of its files could not be removed (None: all were). The topic
+        is deleted all the same (its rows are gone); what is left ``ebb verify``
+        lists, and creating the name again clears."""
         topic = self.catalog.topic(name)
         self.refuse_if_held(name)
         self.refuse_if_paused()
@@ -300,7 +304,14 @@ class Broker:
                 )
                 Journal(self.catalog).append([held], time=self.clock(), trigger="manual", actor=actor, status="applied")
                 self.catalog.remove_topic(name)
-            shutil.rmtree(self.data.topic_dir(name), ignore_errors=True)
+            kept: list[str] = []
+
+            def not_removed(_function: object, _path: str, exc: tuple) -> None:
+                if not isinstance(exc[1], FileNotFoundError):
+                    kept.append(describe(exc[1]))
+
+            shutil.rmtree(self.data.topic_dir(name), onerror=not_removed)
+            return kept[0] if kept else None
         finally:
             for writer in locked:
                 writer.__exit__(None, None, None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from console.cli.parser import command, positive_int
+from console.cli.parser import command, positive_int, warn
 from console.cli.policy_flags import add_policy_flags, policy_changes
 from console.cli.render import emit_json, instant, size, table
 from engine.broker import Broker, TopicDescription
@@ -155,6 +155,11 @@ def render_description(d: TopicDescription) -> str:
 
 
 def run_delete(broker: Broker, args: argparse.Namespace) -> int:
-    broker.delete_topic(args.name)
+    kept = broker.delete_topic(args.name)
     print(f"deleted topic {args.name}")
+    if kept is not None:
+        warn(
+            f"some of its files could not be removed, and their space is not freed ({kept}); "
+            "`ebb verify` lists them, and creating the topic again removes them"
+        )
     return 0

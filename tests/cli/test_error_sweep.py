@@ -387,3 +387,26 @@ def test_a_system_error_no_command_foresaw_is_one_line(ebb, data_dir: Path, monk
     monkeypatch.setattr(broker.shutil, "rmtree", refused)
     _assert_one_error(ebb("topic", "create", "t"), "Operation not permitted (EPERM)", str(leftover.parent))
     assert "t" not in ebb("topic", "list").out.split()
+
+
+def test_a_topic_delete_that_leaves_files_says_so(ebb, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An audit: with a partition made immutable, `topic delete` said "deleted topic"
+    and exit 0 while the partition's records stayed on disk, unsaid."""
+    import errno
+
+    from engine import broker
+
+    assert ebb("topic", "create", "t").code == 0 and ebb("produce", "t", "--count", "3").code == 0
+    segment = next((data_dir / "topics" / "t" / "0").glob("*.log"))
+    refusal = PermissionError(errno.EPERM, "Operation not permitted", str(segment))
+
+    def immutable(path: Path, onerror: Any) -> None:
+        onerror(os.unlink, str(segment), (PermissionError, refusal, None))
+
+    monkeypatch.setattr(broker.shutil, "rmtree", immutable)
+    deleted = ebb("topic", "delete", "t")
+    assert deleted.code == 0 and deleted.out == "deleted topic t\n"
+    assert deleted.err.count("\n") == 1, deleted.err
+    assert deleted.err.startswith("ebb: warning: some of its files could not be removed, and their space is not freed")
+    assert f"Operation not permitted (EPERM): {segment}" in deleted.err
+    assert "t" not in ebb("topic", "list").out.split()
