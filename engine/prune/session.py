@@ -692,8 +692,12 @@ def first_line(exc: BaseException) -> str:
 
 def _text(exc: BaseException) -> str:
     """``str(exc)``, or the name of its type where that fails: Py4J asks the JVM for a
-    Java error's text, and a JVM that has gone answers nothing."""
+    Java error's text, and a JVM that has gone answers nothing. A gRPC error gives its
+    status and details: its ``str`` is a repr whose first line says neither."""
     try:
+        if type(exc).__module__.split(".")[0] == "grpc" and callable(getattr(exc, "details", None)):
+            code = exc.code()  # type: ignore[attr-defined]
+            return f"{getattr(code, 'name', code)}: {exc.details()}"  # type: ignore[attr-defined]
         return str(exc)
     except Exception:  # noqa: BLE001 - any failure to describe an error is the same
         return type(exc).__name__

@@ -30,7 +30,7 @@ from engine.errors import InvalidInput, SparkUnavailable
 from engine.prune import plan_desk, spark_service
 from engine.prune.pruner import Pruner
 from engine.prune.record_times import StoreRecordTimes
-from engine.prune.session import MASTER_ENV, SparkEngine, spark_engine_for
+from engine.prune.session import MASTER_ENV, SparkEngine, classify_failure, spark_engine_for
 from engine.prune.snapshot import build_snapshot
 from engine.prune.spark_warmup import WARM_UP_PLANS
 from tests.support.cli import REPO, CliResult, ebb_command, run_main, subprocess_env
@@ -213,6 +213,26 @@ def _spark_error(text: str) -> Exception:
     """An exception as the Connect client raises them (its class lives in pyspark)."""
     kind = type("SparkConnectGrpcException", (Exception,), {"__module__": "pyspark.errors.exceptions.connect"})
     return kind(text)
+
+
+def test_a_raw_grpc_error_is_said_by_its_status_not_its_repr() -> None:
+    """An audit: a server that died mid-request left the engine's cycle lines reading
+    "Spark failed: <_MultiThreadedRendezvous of RPC that terminated with:"."""
+    import grpc
+
+    class Rendezvous(grpc.RpcError):  # the class grpc raises lives in grpc._channel
+        __module__ = "grpc._channel"
+
+        def __str__(self) -> str:
+            return "<_MultiThreadedRendezvous of RPC that terminated with:\n\tstatus = StatusCode.UNKNOWN\n\t..."
+
+        def code(self) -> grpc.StatusCode:
+            return grpc.StatusCode.UNKNOWN
+
+        def details(self) -> str:
+            return "Application error processing RPC"
+
+    assert classify_failure(Rendezvous()) == ("plan", "Spark failed: UNKNOWN: Application error processing RPC")
 
 
 @pytest.mark.parametrize(
