@@ -710,6 +710,14 @@ def _apply_topic_guarded(cycle: _Cycle, tw: TopicWork, ids: _TopicIds | None) ->
         cycle.record([Entry("topic_failed", tw.topic, details={"error": message, "type": type(error).__name__})])
 
 
+def _why_stopped(error: BaseException) -> str:
+    """The journal's words for what stopped a cycle: an interrupt (Ctrl-C, or SIGTERM,
+    which the CLI raises as one) is not a Python class name to an operator."""
+    if isinstance(error, KeyboardInterrupt):
+        return f"interrupted (Ctrl-C or SIGTERM){': ' + str(error) if str(error) else ''}"
+    return str(error) or type(error).__name__
+
+
 def _fail(cycle: _Cycle, planned: int, error: BaseException) -> None:
     """Close a cycle that an error outside any one topic stopped (the journal failing,
     an interrupt): settle what it left planned, then mark it failed. If that fails
@@ -724,7 +732,7 @@ def _fail(cycle: _Cycle, planned: int, error: BaseException) -> None:
             planned=planned,
             applied=cycle.applied + settled.deletions,
             bytes_freed=cycle.bytes_freed + settled.bytes_freed,
-            error=str(error) or type(error).__name__,
+            error=_why_stopped(error),
         )
     except Exception:  # noqa: BLE001, S110 - the original error is the one to raise
         pass
