@@ -45,6 +45,13 @@ def salvage_samples(path: Path, db: sqlite_utils.Database, notes: list[str]) -> 
     return _salvage(path, db, notes, queries, lambda row: row["topic"] in topics and row["cycle"] in cycles)
 
 
+def _note(notes: list[str], note: str) -> None:
+    """Add ``note`` once: the journal and the disk samples are salvaged from the same
+    file, and an unreadable one said so twice."""
+    if note not in notes:
+        notes.append(note)
+
+
 def _salvage(
     path: Path,
     db: sqlite_utils.Database,
@@ -60,13 +67,13 @@ def _salvage(
     try:
         old = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     except sqlite3.Error as error:
-        notes.append(f"the old journal could not be opened ({error}): its history stays in the file moved aside")
+        _note(notes, f"the old journal could not be opened ({error}): its history stays in the file moved aside")
         return 0
     try:
         try:
             present = {r[0] for r in old.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as error:
-            notes.append(f"the old journal could not be read ({error}): its history stays in the file moved aside")
+            _note(notes, f"the old journal could not be read ({error}): its history stays in the file moved aside")
             return 0
         for table, query in queries.items():
             if table not in present:

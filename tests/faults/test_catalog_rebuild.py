@@ -318,3 +318,13 @@ def test_the_charts_past_is_kept_for_the_topics_rebuilt(ebb, populated: Path, sh
     corrupt_table(populated)
     assert ebb("verify", "--repair").code == 1
     assert samples() == before
+
+
+def test_an_unreadable_old_journal_is_said_once(ebb, populated: Path) -> None:
+    """An audit: the journal and the disk samples are salvaged from the same file,
+    and a rebuild said twice that it could not read it."""
+    with open(populated, "r+b") as catalog:
+        catalog.write(b"not a database at all" * 5)
+    repaired = ebb("verify", "--repair")
+    assert "catalog rebuilt from the data directory" in repaired.out, repaired
+    assert repaired.out.count("the old journal could not be") == 1, repaired.out
