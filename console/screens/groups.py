@@ -25,7 +25,7 @@ COLUMNS = (
     Column("kind", "Kind"),
     Column("partitions", "Parts"),
     Column("lag_messages", "Lag msgs"),
-    Column("lag_bytes", "Lag bytes"),
+    Column("lag_bytes", "Backlog"),
     Column("lag_time", "Lag time"),
     Column("last_commit", "Last commit"),
     Column("expires", "Expires in"),

@@ -74,7 +74,7 @@ GROUP_COLUMNS = (
     Column("kind", "Kind"),
     Column("positions", "Positions"),
     Column("lag", "Lag msgs"),
-    Column("lag_bytes", "Lag bytes"),
+    Column("lag_bytes", "Backlog"),
     Column("lag_time", "Lag time"),
     Column("commit", "Last commit"),
     Column("holds", "Holds back", 10),
