@@ -304,14 +304,7 @@ class Broker:
                 )
                 Journal(self.catalog).append([held], time=self.clock(), trigger="manual", actor=actor, status="applied")
                 self.catalog.remove_topic(name)
-            kept: list[str] = []
-
-            def not_removed(_function: object, _path: str, exc: tuple) -> None:
-                if not isinstance(exc[1], FileNotFoundError):
-                    kept.append(describe(exc[1]))
-
-            shutil.rmtree(self.data.topic_dir(name), onerror=not_removed)
-            return kept[0] if kept else None
+            return _remove_tree(self.data.topic_dir(name))
         finally:
             for writer in locked:
                 writer.__exit__(None, None, None)
@@ -713,6 +706,19 @@ class Broker:
             # said now, not left for the next consume to find.
             self.read(topic, p, position, 1)
         return out
+
+
+def _remove_tree(path: Path) -> str | None:
+    """Remove ``path`` and all it holds, going on past what cannot be removed; why the
+    first such file could not be (None: all went, or nothing was there)."""
+    kept: list[str] = []
+
+    def not_removed(_function: object, _path: str, exc: tuple) -> None:
+        if not isinstance(exc[1], FileNotFoundError):
+            kept.append(describe(exc[1]))
+
+    shutil.rmtree(path, onerror=not_removed)
+    return kept[0] if kept else None
 
 
 def _on_off(flag: bool) -> str:

@@ -176,8 +176,9 @@ def _warn_if_new(args: argparse.Namespace, run: Run, data: DataDir) -> None:
 def _warn_if_metadata_unwritten(opened: object) -> None:
     """The command's changes are committed to the catalog, but the metadata files a
     lost catalog is rebuilt from (engine/catalog/metadata_files.py) could not follow:
-    one line says so, where it would otherwise surface only in `ebb verify`."""
-    why = getattr(getattr(opened, "catalog", None), "metadata_unwritten", None)
+    one line says so, where it would otherwise surface only in `ebb verify`. (A
+    command that opens the data directory its own way has no catalog of a broker.)"""
+    why = opened.catalog.metadata_unwritten if isinstance(opened, Broker) else None
     if why:
         warn(
             f"done, but the metadata files beside the segments could not be updated ({why}); "

@@ -113,24 +113,26 @@ def _rebuild(target: UnusableCatalog) -> RepairResult:
     # Two repairs at once: the second waits here, then finds the catalog the first
     # rebuilt, where both rebuilding had each moved the other's work aside.
     with directory_lock(target.data.root, wait=True):
-        if not catalog_problems(target.data):
-            with Broker(target.data.root, target.config) as broker:
-                after = repair(broker, None, actor=ACTOR)
-            meanwhile = Repair(found[0].where, "catalog rebuilt meanwhile by another repair", CATALOG_DAMAGED)
-            return RepairResult(found + after.found, [meanwhile, *after.repairs], after.remaining)
-        rebuilt = rebuild_catalog(target.data, load_config(config_path).policy_defaults, now=now_ms(), actor=ACTOR)
-    if catalog_problems(target.data):
-        return RepairResult(found, [], found)
-    aside = f"; the old file moved to {rebuilt.moved_to}" if rebuilt.moved_to else ""
-    done = [
-        Repair(
-            found[0].where,
-            f"catalog rebuilt from the data directory: {len(rebuilt.topics)} topic(s), "
-            f"{rebuilt.groups} group(s){aside}",
-            CATALOG_DAMAGED,
+        rebuilt = (
+            rebuild_catalog(target.data, load_config(config_path).policy_defaults, now=now_ms(), actor=ACTOR)
+            if catalog_problems(target.data)
+            else None
         )
-    ]
-    done += [Repair(found[0].where, f"rebuilt, but: {note}", CATALOG_DAMAGED) for note in rebuilt.notes]
+    if rebuilt is None:
+        done = [Repair(found[0].where, "catalog rebuilt meanwhile by another repair", CATALOG_DAMAGED)]
+    elif catalog_problems(target.data):
+        return RepairResult(found, [], found)
+    else:
+        aside = f"; the old file moved to {rebuilt.moved_to}" if rebuilt.moved_to else ""
+        done = [
+            Repair(
+                found[0].where,
+                f"catalog rebuilt from the data directory: {len(rebuilt.topics)} topic(s), "
+                f"{rebuilt.groups} group(s){aside}",
+                CATALOG_DAMAGED,
+            )
+        ]
+        done += [Repair(found[0].where, f"rebuilt, but: {note}", CATALOG_DAMAGED) for note in rebuilt.notes]
     with Broker(target.data.root, target.config) as broker:
         after = repair(broker, None, actor=ACTOR)
     return RepairResult(found + after.found, done + after.repairs, after.remaining)
