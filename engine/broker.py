@@ -230,9 +230,10 @@ class Broker:
             self.catalog.add_topic(name, partitions, self.clock())
             self.catalog.replace_overrides(name, overrides, actor=actor, now_ms=self.clock())
             topic_dir = self.data.topic_dir(name)
-            if topic_dir.exists():
-                # Rows absent, files present: a create or delete that crashed.
-                shutil.rmtree(topic_dir)
+            # Rows absent, files present: a create or delete that crashed, or files a
+            # delete could not remove.
+            if topic_dir.exists() and (kept := _remove_tree(topic_dir)) is not None:
+                raise StoreError(f"cannot clear what a deleted topic {name} left in {topic_dir}: {kept}")
             for p in range(partitions):
                 create_partition(self.data.partition_dir(name, p))
             self._journal_hold_switch(name, False, bool(effective["hold"]), actor)
@@ -713,9 +714,11 @@ def _remove_tree(path: Path) -> str | None:
     first such file could not be (None: all went, or nothing was there)."""
     kept: list[str] = []
 
-    def not_removed(_function: object, _path: str, exc: tuple) -> None:
-        if not isinstance(exc[1], FileNotFoundError):
-            kept.append(describe(exc[1]))
+    def not_removed(_function: object, where: str, exc: tuple) -> None:
+        error = exc[1]
+        if not isinstance(error, FileNotFoundError):
+            # rmtree's own error names the file relative to its directory (".lock")
+            kept.append(describe(OSError(error.errno, error.strerror, where)))
 
     shutil.rmtree(path, onerror=not_removed)
     return kept[0] if kept else None
