@@ -62,6 +62,8 @@ _LOCAL_MASTER = re.compile(r"^(local(\[[^\]]+\])?|local-cluster\[[^\]]+\]|spark:
 _CONNECT_PROBE_SECONDS = 5.0
 _CANCEL_REPEAT_SECONDS = 0.2
 _GATEWAY_EXIT_SECONDS = 10.0
+#: a Connect URL's token: it must not reach the log, the journal or the screen
+_TOKEN_PARAMETER = re.compile(r";token=[^;]*")
 #: how long a service engine that failed to start stays failed before the next use retries
 _SERVICE_RETRY_SECONDS = 30.0
 
@@ -184,7 +186,9 @@ class SparkEngine:
         """Where plans run: the master or the Connect URL (never a token)."""
         if self._service is not None:
             return f"service ({self._service.master})"  # reads "Spark service (local[*])"
-        return self._remote or self._master
+        if self._remote is not None:
+            return _TOKEN_PARAMETER.sub(";token=<hidden>", self._remote)
+        return self._master
 
     @property
     def reads_local_files(self) -> bool:

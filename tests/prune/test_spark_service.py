@@ -135,10 +135,14 @@ def test_a_client_without_the_token_is_refused(service: Path, tmp_path: Path, to
     address = f"sc://localhost:{port}" + (f"/;token={token}" if token else "")
     engine = SparkEngine(remote=address, log_dir=tmp_path / "logs")
     try:
-        with pytest.raises(SparkUnavailable, match="refused this client's token"):
+        with pytest.raises(SparkUnavailable, match="refused this client's token") as refused:
             engine.session(timeout=120)
     finally:
         engine.stop()
+    if token is not None:
+        # shown in the top bar, journaled with each cycle, logged with each failure: never the token
+        assert engine.description == f"sc://localhost:{port}/;token=<hidden>"
+        assert token not in str(refused.value) and token not in engine.log_file.read_text()
 
 
 def test_explain_on_the_service_is_the_local_plan(service: Path, spark_engine: SparkEngine) -> None:
