@@ -55,6 +55,8 @@ def run_status(broker: Broker, args: argparse.Namespace) -> int:
         f"memory {memory}, idle {describe_duration(int(status['idle_s']) * 1000)} of "
         f"{describe_duration(int(status['idle_timeout_s']) * 1000)}"
     )
+    if not status["answering"]:
+        print(f"  but it does not answer: {spark_service.NOT_ANSWERING}")
     return 0
 
 

@@ -30,10 +30,12 @@ import contextlib
 import hmac
 import json
 import os
+import select
 import socket
 import struct
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,15 +43,20 @@ from typing import Any
 
 import pyarrow as pa
 
+from engine.errors import SparkUnavailable
 from engine.prune.planner import Plan
 from engine.prune.scratch import scratch_dir
 from engine.prune.snapshot import Snapshot
-from engine.prune.spark_service import DESK_NAME, ServiceDir, running
+from engine.prune.spark_service import DESK_NAME, ServerState, ServiceDir, answers, running, silence
 from engine.prune.spark_warmup import service_planner, synthetic_snapshot
 from engine.prune.tables import PLAN_TABLES, SNAPSHOT_TABLES
 from engine.prune.transport import Scratch
 
 _CONNECT_SECONDS = 2.0
+#: how often a client waiting for the desk checks that the server still answers
+_WATCH_SECONDS = 5.0
+#: how long the server may not answer before a client stops waiting for the desk
+SILENT_SECONDS = 30.0
 _HEADER = struct.Struct(">I")
 _TABLE = struct.Struct(">Q")
 #: a header is a few hundred bytes; more is not a client of ours
@@ -110,18 +117,20 @@ def _receive_tables(stream: Any, count: int) -> list[pa.Table]:
 
 
 class DeskClient:
-    """Plans through the desk of ``data_root``'s service, if one serves its server."""
+    """Plans through the desk of ``data_root``'s service, if one serves its server,
+    while that server answers."""
 
     def __init__(self, data_root: Path) -> None:
         self.service = ServiceDir(data_root)
 
-    def _desk(self) -> tuple[DeskState, str] | None:
+    def _desk(self) -> tuple[DeskState, ServerState, str] | None:
+        """The desk, the server it plans on and the server's token."""
         state = running(self.service)
         desk = read_desk(self.service)
         if state is None or desk is None or desk.supervisor_pid != state.supervisor_pid:
             return None
         try:
-            return desk, Path(state.token_file).read_text().strip()
+            return desk, state, Path(state.token_file).read_text().strip()
         except OSError:
             return None
 
@@ -134,20 +143,40 @@ class DeskClient:
         found = self._desk()
         if found is None:
             return None
-        desk, token = found
+        desk, state, token = found
         # Attached while it plans, as a client of the server: it does not stop for idleness meanwhile.
         with contextlib.closing(self.service.attach_lock()):
-            return ask(desk.port, token, snapshot, every_segment=every_segment)
+            return ask(desk.port, token, snapshot, every_segment=every_segment, server=ServerWatch(state))
 
 
-def ask(port: int, token: str, snapshot: Snapshot, *, every_segment: bool = True) -> Plan | None:
-    """The plan of ``snapshot`` from the desk on 127.0.0.1:``port``; None if it made none."""
+class ServerWatch:
+    """The service's server as :func:`ask` watches it while the desk plans."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def answers(self) -> bool:
+        return answers(self.state)
+
+    def silent(self) -> SparkUnavailable:
+        return SparkUnavailable(silence(self.state))
+
+
+def ask(
+    port: int, token: str, snapshot: Snapshot, *, every_segment: bool = True, server: ServerWatch | None = None
+) -> Plan | None:
+    """The plan of ``snapshot`` from the desk on 127.0.0.1:``port``; None if it made none.
+    While the desk plans, ``server`` is asked whether it still answers: raises
+    SparkUnavailable once it has not for :data:`SILENT_SECONDS` (the desk's plan on it
+    would never end, nor would this process's own)."""
     tables = [snapshot.tables[name] for name in SNAPSHOT_TABLES]
     header = {"token": token, "now": snapshot.now, "every_segment": every_segment}
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=_CONNECT_SECONDS) as sock:
             sock.settimeout(None)  # a large plan takes as long as it takes; a dead desk closes
             _send(sock, header, tables)
+            if server is not None:
+                _await_answer(sock, server)
             with sock.makefile("rb") as stream:
                 if _receive_header(stream).get("error") is not None:
                     return None
@@ -155,6 +184,22 @@ def ask(port: int, token: str, snapshot: Snapshot, *, every_segment: bool = True
     except (OSError, ValueError, pa.ArrowException):
         return None
     return Plan(snapshot.now, dict(zip(PLAN_TABLES, planned)), snapshot.rejected, every_segment)
+
+
+def _await_answer(sock: socket.socket, server: ServerWatch) -> None:
+    """Return once the desk begins to answer on ``sock`` (it answers when its plan is
+    made); raise ``server.silent()`` once the server has left every handshake
+    unanswered for :data:`SILENT_SECONDS`. A plan, however long, keeps a live server
+    answering."""
+    silent_since: float | None = None
+    while not select.select([sock], [], [], _WATCH_SECONDS)[0]:
+        if server.answers():
+            silent_since = None
+            continue
+        now = time.monotonic()
+        silent_since = now if silent_since is None else silent_since
+        if now - silent_since >= SILENT_SECONDS:
+            raise server.silent()
 
 
 def read_desk(service: ServiceDir) -> DeskState | None:

@@ -42,7 +42,7 @@ from engine.config import Config
 from engine.datadir import DataDir
 from engine.errors import PlanCancelled, SparkUnavailable
 from engine.prune.scratch import scratch_dir
-from engine.prune.spark_service import ServiceSpec, serving
+from engine.prune.spark_service import ServiceSpec, not_answering, serving, silence
 from engine.prune.spark_settings import (
     CONNECT_DEFAULTS,
     LOCAL_DEFAULTS,
@@ -525,7 +525,10 @@ class SparkEngine:
         A service engine whose server went away lets it go: the next use attaches again."""
         self._note(f"Spark failed ({self.description})", exc_info=True)
         kind, reason = classify_failure(exc)
-        if kind == "gone" and self._service is not None and not starting:
+        silent = not_answering(self._service_dir()) if kind == "gone" and self._service is not None else None
+        if silent is not None:
+            kind, reason = "silent", silence(silent)
+        if kind in ("gone", "silent") and self._service is not None and not starting:
             with self._lock:
                 spark, self._spark = self._spark, None
                 self._state, self._thread = "stopped", None

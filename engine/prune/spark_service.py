@@ -265,12 +265,50 @@ def running(service: ServiceDir) -> ServerState | None:
     return state
 
 
+#: how long a server may leave a new connection's handshake unanswered and still count as answering
+HANDSHAKE_SECONDS = 5.0
+#: what ``ebb spark status`` and a failed plan say of a server that does not answer
+NOT_ANSWERING = "it is stopped or hung; `ebb spark stop` ends it, and the next plan starts a new one"
+
+
+def silence(state: ServerState) -> str:
+    """The error of a plan that gave up on a server that does not answer."""
+    return f"the Spark service's server (pid {state.pid}) does not answer: {NOT_ANSWERING}"
+
+
+def answers(state: ServerState, timeout: float = HANDSHAKE_SECONDS) -> bool:
+    """Whether the server completes a new connection's HTTP/2 handshake within
+    ``timeout`` seconds. A JVM that is stopped (SIGSTOP) or hung still has its
+    connections accepted (by the kernel) and its process alive, so only this tells
+    it from a busy one: a plan sent to it would wait for ever."""
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # gRPC's C core logs to stderr
+    import grpc
+
+    # A connection of its own: one shared with earlier channels of this process
+    # would be ready already, whatever the server does now.
+    channel = grpc.insecure_channel(f"127.0.0.1:{state.port}", options=[("grpc.use_local_subchannel_pool", 1)])
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout)
+    except grpc.FutureTimeoutError:
+        return False
+    finally:
+        channel.close()
+    return True
+
+
 def serving(service: ServiceDir) -> bool:
     """Whether the recorded server is up and its JVM not dead: a JVM killed is a
     zombie until its supervisor reaps it and clears the record, which :func:`running`
     leaves to the supervisor (a start meanwhile would race it for the record)."""
     state = running(service)
     return state is not None and not _is_zombie(state.pid)
+
+
+def not_answering(service: ServiceDir) -> ServerState | None:
+    """The recorded server if it is up (:func:`serving`) but does not answer
+    (:func:`answers`): stopped or hung, not gone."""
+    state = running(service)
+    return state if state is not None and not _is_zombie(state.pid) and not answers(state) else None
 
 
 @dataclass(frozen=True)
@@ -417,11 +455,13 @@ _RUNNING_FIELDS = (
     "idle_timeout_s",
     "idle_s",
     "token_file",
+    "answering",
 )
 
 
 def status(data_root: Path) -> dict[str, Any]:
-    """What ``ebb spark status`` shows: master, state, pid, port, uptime, plans, memory."""
+    """What ``ebb spark status`` shows: master, state, pid, port, uptime, plans, memory,
+    and whether it answers (:func:`answers`)."""
     service = ServiceDir(data_root)
     state = running(service)
     if state is None:
@@ -440,4 +480,5 @@ def status(data_root: Path) -> dict[str, Any]:
         "idle_timeout_s": state.idle_timeout_ms / 1000,
         "idle_s": round(now - max(service.last_used(), state.started / 1000), 1),
         "token_file": state.token_file,
+        "answering": answers(state),
     }

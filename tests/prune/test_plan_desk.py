@@ -12,17 +12,21 @@ import json
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from engine.broker import Broker
-from engine.prune.plan_desk import Desk, ask
+from engine.errors import SparkUnavailable
+from engine.prune import plan_desk
+from engine.prune.plan_desk import Desk, ServerWatch, ask
 from engine.prune.planner import Plan, Planner
 from engine.prune.record_times import StoreRecordTimes
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import Snapshot, build_snapshot
+from engine.prune.spark_service import ServerState
 from engine.prune.tables import PLAN_TABLES
 from engine.prune.transport import Scratch
 from engine.store.batch import NewRecord
@@ -113,3 +117,61 @@ def test_no_desk_listening_is_no_plan(snapshot: Snapshot) -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # bound, never listening: refused
         assert ask(port, TOKEN, snapshot) is None
+
+
+@pytest.fixture
+def slow_desk(planner: Planner) -> Iterator[tuple[Desk, threading.Event]]:
+    """A desk whose plans wait for the event before they are made."""
+    go_on = threading.Event()
+
+    def plan(snapshot: Snapshot, every_segment: bool) -> Plan:
+        go_on.wait(60)
+        return planner.plan(snapshot, every_segment=every_segment)
+
+    desk = Desk(TOKEN, plan, lambda note: None)
+    serving = threading.Thread(target=desk.serve_forever, daemon=True)
+    serving.start()
+    yield desk, go_on
+    go_on.set()
+    desk.close()
+    serving.join(10)
+
+
+@pytest.fixture
+def watch(monkeypatch: pytest.MonkeyPatch) -> ServerWatch:
+    """A watch on a recorded server (its handshake answered as each test says), with
+    short waits."""
+    monkeypatch.setattr(plan_desk, "_WATCH_SECONDS", 0.05)
+    monkeypatch.setattr(plan_desk, "SILENT_SECONDS", 0.5)
+    return ServerWatch(ServerState(1, 4242, 1, 0, "local[*]", "token", 0))
+
+
+def test_a_client_stops_waiting_once_the_server_has_not_answered_for_a_while(
+    slow_desk: tuple[Desk, threading.Event], snapshot: Snapshot, watch: ServerWatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stopped or hung server accepts connections and never plans: the desk's plan
+    on it, and the client's wait, would never end."""
+    desk, _go_on = slow_desk
+    monkeypatch.setattr(plan_desk, "answers", lambda state: False)
+    began = time.monotonic()
+    with pytest.raises(SparkUnavailable, match=r"server \(pid 4242\) does not answer: it is stopped or hung"):
+        ask(desk.port, TOKEN, snapshot, server=watch)
+    assert time.monotonic() - began < 30
+
+
+def test_a_plan_slower_than_the_silence_allowed_waits_while_the_server_answers(
+    slow_desk: tuple[Desk, threading.Event], snapshot: Snapshot, watch: ServerWatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    desk, go_on = slow_desk
+    asked: list[ServerState] = []
+
+    def answers(state: ServerState) -> bool:
+        asked.append(state)
+        if len(asked) == 40:  # 2 s of watching: four times the silence allowed
+            go_on.set()
+        return True
+
+    monkeypatch.setattr(plan_desk, "answers", answers)
+    plan = ask(desk.port, TOKEN, snapshot, server=watch)
+    assert plan is not None and plan.deletions().num_rows > 0
+    assert len(asked) >= 40 and {state.pid for state in asked} == {4242}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -349,6 +350,45 @@ def test_once_warm_the_service_plans_one_shots_at_its_desk(
     for token in ("", "not-the-token"):
         assert plan_desk.ask(desk.port, token, snapshot) is None
     assert status(service)["plans_served"] == served + 2
+
+
+def test_a_server_that_stops_answering_is_one_error_not_a_wait_for_ever(
+    service: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs after the desk test, on the shared server, frozen (SIGSTOP) and thawed:
+    its JVM lives and the kernel accepts connections for it, but nothing answers.
+    A one-shot (through the desk) and an engine of its own (not) each end in one
+    error that says so, instead of waiting for ever; status says it too."""
+    deadline = time.monotonic() + 300
+    while plan_desk.read_desk(spark_service.ServiceDir(service)) is None and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+    state = spark_service.ServiceDir(service).read_state()
+    assert state is not None and status(service)["answering"]
+    monkeypatch.delenv(MASTER_ENV)
+    os.kill(state.pid, signal.SIGSTOP)
+    try:
+        assert not status(service)["answering"]
+        shown = run_ebb(service, "spark", "status")
+        assert shown.code == 0 and "does not answer: it is stopped or hung; `ebb spark stop` ends it" in shown.out
+
+        result = run_ebb(service, "explain", "demo", "--now", NOW)
+        assert result.code == 2 and result.out == "", result.out
+        silent = (
+            f"the Spark service's server (pid {state.pid}) does not answer: it is stopped or hung; `ebb spark stop`"
+        )
+        assert result.err.startswith(f"ebb: error: {silent}") and result.err.count("\n") == 1, result.err
+
+        with Broker(service) as broker:
+            engine = spark_engine_for(broker.config, broker.data)
+        try:
+            with pytest.raises(SparkUnavailable, match=re.escape(silent)):
+                engine.session(timeout=STOP_WAIT_S)
+        finally:
+            engine.stop()
+    finally:
+        os.kill(state.pid, signal.SIGCONT)
+    assert status(service)["answering"]
+    assert spark_service.ServiceDir(service).read_state() == state  # not replaced: it was only frozen
 
 
 def test_a_server_that_dies_is_one_error_then_replaced(service: Path, monkeypatch: pytest.MonkeyPatch) -> None:
