@@ -2,8 +2,9 @@
 
 Started detached by :func:`engine.prune.spark_service.ensure_running`; runs the JVM
 as its child, records it in ``server.json`` once it accepts connections, and stops it
-on SIGTERM (``ebb spark stop``), when it has been idle for its timeout, or exits when
-the JVM dies. Once the server is ready it also runs the warm-up
+on SIGTERM (``ebb spark stop``), when it has been idle for its timeout, or when its
+record is no longer its own (``server.json`` damaged or replaced); exits when the JVM
+dies. Once the server is ready it also runs the warm-up
 (:mod:`engine.prune.spark_warmup`) beside it, and once that has ended the plan desk
 (:mod:`engine.prune.plan_desk`). Whatever ends this process, no JVM, warm-up or desk
 is left: they get SIGTERM from the kernel if this process dies first
@@ -26,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.prune.spark_service import ServerState, ServiceDir
+from engine.prune.spark_service import STATE_NAME, ServerState, ServiceDir
 
 _SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 _WARM_UP_MODULE = "engine.prune.spark_warmup"
@@ -127,6 +128,12 @@ def _start_jvm(
     return None
 
 
+def _recorded(service: ServiceDir) -> bool:
+    """Whether ``server.json`` still records this process's server."""
+    state = service.read_state()
+    return state is not None and state.supervisor_pid == os.getpid()
+
+
 def _idle_for(service: ServiceDir, started: float) -> float:
     return time.time() - max(service.last_used(), started)
 
@@ -171,6 +178,12 @@ def serve(args: argparse.Namespace) -> int:
                 desk.poll()
             if jvm.poll() is not None:
                 _log(log, f"the Spark Connect server exited (status {jvm.returncode})")
+                return 1
+            if not _recorded(service):
+                # No client can find it any more, and the next plan starts another
+                # server, whose clients (taking the same attach lock) would keep this
+                # one from ever being idle: a second JVM for nothing.
+                _log(log, f"{STATE_NAME} no longer records this server (damaged or replaced): stopping it")
                 return 1
             if _idle_for(service, started) < idle_timeout:
                 continue

@@ -193,6 +193,25 @@ def test_two_starts_get_one_server_which_stops_when_idle(tmp_path: Path) -> None
             spark_service.stop(data)
 
 
+def test_a_server_whose_record_is_damaged_stops_rather_than_outlive_it(tmp_path: Path) -> None:
+    """Nothing finds a server without its record, and the next plan starts another;
+    whose clients, on the same attach lock, would keep the first from ever idling."""
+    data = tmp_path / "data"
+    started = run_ebb(data, "spark", "start")
+    state = spark_service.ServiceDir(data).read_state()
+    try:
+        assert started.code == 0 and state is not None, started.err
+        (data / "spark" / spark_service.STATE_NAME).write_text("{not json")
+        assert status(data)["state"] == "stopped"
+        assert _wait_gone([state.pid, state.supervisor_pid], STOP_WAIT_S)
+        said = (data / "logs" / "spark.log").read_text()
+        assert "server.json no longer records this server (damaged or replaced): stopping it" in said
+    finally:
+        for pid in (state.supervisor_pid, state.pid) if state is not None else ():
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_the_test_suite_and_flags_choose_an_in_process_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with Broker(tmp_path / "data") as broker:
         monkeypatch.setenv(MASTER_ENV, "local[2]")
