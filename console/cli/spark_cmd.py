@@ -44,6 +44,9 @@ def run_status(broker: Broker, args: argparse.Namespace) -> int:
     if args.json:
         emit_json(status)
         return 0
+    if status["state"] == "starting":
+        print("Spark service: starting (another command is starting it; it answers once its JVM is up)")
+        return 0
     if status["state"] != "running":
         print(f"Spark service: stopped (the next plan starts it; idle timeout "
               f"{describe_duration(broker.config.spark_idle_timeout_ms)})")  # fmt: skip

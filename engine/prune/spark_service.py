@@ -192,6 +192,24 @@ class ServiceDir:
         with self._lock(START_LOCK, fcntl.LOCK_EX):
             yield
 
+    def start_in_progress(self) -> bool:
+        """Whether another process holds ``start.lock``: a server is being started
+        (a stop holds it too, but its server stays recorded until the end). Creates
+        nothing: a status must not write."""
+        try:
+            handle = open(self.path(START_LOCK), "rb")
+        except OSError:
+            return False
+        with handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            except OSError:  # a lock the system refuses: nothing can be starting under it
+                return False
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return False
+
     def attach_lock(self) -> IO[bytes]:
         """Hold ``attached.lock`` shared until the returned file is closed: the server
         does not stop for idleness while any client holds it."""
@@ -465,7 +483,8 @@ def status(data_root: Path) -> dict[str, Any]:
     service = ServiceDir(data_root)
     state = running(service)
     if state is None:
-        return {"state": "stopped", **dict.fromkeys(_RUNNING_FIELDS), "plans_served": 0, "warmed_up": False}
+        stopped = "starting" if service.start_in_progress() else "stopped"
+        return {"state": stopped, **dict.fromkeys(_RUNNING_FIELDS), "plans_served": 0, "warmed_up": False}
     now = time.time()
     return {
         "state": "running",

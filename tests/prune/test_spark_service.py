@@ -111,6 +111,29 @@ def test_status_reports_the_running_server(service: Path) -> None:
     assert again.code == 0 and "already running" in again.out and str(shown["pid"]) in again.out
 
 
+def test_status_says_starting_while_another_command_starts_the_server(tmp_path: Path) -> None:
+    """A start holds start.lock until the server is recorded (5-30 s): status said
+    "stopped" meanwhile, and "the next plan starts it" while one was starting it."""
+    data = tmp_path / "data"
+    assert status(data)["state"] == "stopped"
+    assert not (data / "spark").exists()  # a status creates nothing
+    service = spark_service.ServiceDir(data)
+    hold = (
+        "import sys, time; from pathlib import Path; from engine.prune.spark_service import ServiceDir; "
+        "lock = ServiceDir(Path(sys.argv[1])).start_lock(); lock.__enter__(); print('held', flush=True); time.sleep(60)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(data)], stdout=subprocess.PIPE, cwd=REPO, env=_env())
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        assert status(data)["state"] == "starting"
+        shown = run_main(["--data-dir", str(data), "spark", "status"])
+        assert shown.code == 0 and shown.out.startswith("Spark service: starting"), shown.out
+    finally:
+        holder.kill()
+        holder.wait()
+    assert status(data)["state"] == "stopped" and not service.start_in_progress()
+
+
 def test_files_are_private_and_server_listens_on_loopback_only(service: Path) -> None:
     root = service / "spark"
     assert stat.S_IMODE(root.stat().st_mode) == 0o700
