@@ -167,8 +167,11 @@ class Catalog:
     @classmethod
     def open(cls, path: Path) -> Catalog:
         """Open the catalog of the data directory that ``path`` lies in; refused (with
-        the remedy) when it is missing or empty while that directory holds topics."""
+        the remedy) when it is a directory, or missing or empty while that directory
+        holds topics."""
         root = path.parent
+        if path.is_dir():
+            raise damaged(path, "is a directory, not a database file")
         if not path.exists() and holds_topics(root):
             raise damaged(path, f"is missing, and {root / 'topics'} holds topics")
         db = connect(path)

@@ -69,6 +69,8 @@ def catalog_problems(data: DataDir) -> list[str]:
     """What is wrong with the data directory's catalog file ([] if nothing): each a
     phrase completing "the catalog PATH ..."."""
     path = data.catalog_path
+    if path.is_dir():
+        return ["is a directory, not a database file"]
     if not path.exists():
         return [f"is missing, and {data.topics_root} holds topics"] if holds_topics(data.root) else []
     try:

@@ -61,8 +61,8 @@ def _salvage(
 ) -> int:
     """Copy the rows of ``queries`` (table -> query) that can be read and that ``keep``
     keeps from the old catalog at ``path`` into the same tables of ``db``."""
-    if not path.exists():
-        return 0
+    if not path.is_file():
+        return 0  # none, or a directory in its place: no history to keep
     kept = 0
     try:
         old = sqlite3.connect(f"file:{path}?mode=ro", uri=True)

@@ -42,4 +42,16 @@ def delete(catalog: Path) -> None:
         Path(f"{catalog}{suffix}").unlink(missing_ok=True)
 
 
-DAMAGES = {"corrupted": corrupt_table, "truncated": truncate, "emptied": lambda c: truncate(c, 0), "deleted": delete}
+def make_directory(catalog: Path) -> None:
+    """A directory in the catalog's place (a mistaken restore, an operator's mkdir)."""
+    delete(catalog)
+    catalog.mkdir()
+
+
+DAMAGES = {
+    "corrupted": corrupt_table,
+    "truncated": truncate,
+    "emptied": lambda c: truncate(c, 0),
+    "deleted": delete,
+    "a directory": make_directory,
+}
