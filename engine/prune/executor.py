@@ -654,7 +654,14 @@ def execute(
             for tw in work:
                 _apply_topic_guarded(cycle, tw, None if paused else ids[tw.topic])
         except BaseException as error:
-            _fail(cycle, planned + cycle.unplanned, error)
+            applied = _fail(cycle, planned + cycle.unplanned, error)
+            if isinstance(error, KeyboardInterrupt) and not str(error) and applied is not None:
+                # What the interrupted command prints (after "ebb: interrupted; "): a
+                # partition past its durable point completed, so some may be done.
+                raise KeyboardInterrupt(
+                    f"cycle {cycle.id} stopped with {applied} of {planned + cycle.unplanned} action(s) applied; "
+                    f"`ebb log --cycle {cycle.id}` shows which"
+                ) from None
             raise
         fault_point("before_cycle_finished")
         status: CycleStatus = "paused" if paused else "done"
@@ -718,21 +725,24 @@ def _why_stopped(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
 
-def _fail(cycle: _Cycle, planned: int, error: BaseException) -> None:
+def _fail(cycle: _Cycle, planned: int, error: BaseException) -> int | None:
     """Close a cycle that an error outside any one topic stopped (the journal failing,
-    an interrupt): settle what it left planned, then mark it failed. If that fails
-    too, the cycle stays ``running`` and the next cycle's recovery settles it."""
+    an interrupt): settle what it left planned, then mark it failed; the actions it
+    applied in all. If that fails too (None), the cycle stays ``running`` and the next
+    cycle's recovery settles it."""
     try:
         left = cycle.journal.actions(cycle=cycle.id, status="planned", limit=None)
         settled = _settle_by_effect(cycle.broker, cycle.journal, left, how="after_error")
+        applied = cycle.applied + settled.deletions
         cycle.journal.finish_cycle(
             cycle.id,
             status="failed",
             finished=cycle.broker.clock(),
             planned=planned,
-            applied=cycle.applied + settled.deletions,
+            applied=applied,
             bytes_freed=cycle.bytes_freed + settled.bytes_freed,
             error=_why_stopped(error),
         )
-    except Exception:  # noqa: BLE001, S110 - the original error is the one to raise
-        pass
+    except Exception:  # noqa: BLE001 - the original error is the one to raise
+        return None
+    return applied

@@ -688,12 +688,17 @@ def test_an_interrupt_mid_cycle_fails_it_and_settles_what_it_left(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(PartitionWriter, "detach", interrupted)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt) as stopped:
         execute(broker, [work], now=NOW)
     monkeypatch.undo()
 
     (cycle,) = journal.cycles()
     assert (cycle.status, cycle.applied, cycle.error) == ("failed", 2, "interrupted (Ctrl-C or SIGTERM)")
+    # what the command says after "ebb: interrupted; "
+    assert str(stopped.value) == (
+        f"cycle {cycle.id} stopped with 2 of {cycle.planned} action(s) applied; "
+        f"`ebb log --cycle {cycle.id}` shows which"
+    )
     statuses = {(a.action, a.partition, a.status) for a in journal.actions(cycle=cycle.id, limit=None)}
     # Partition 0 had passed its durable point: its deletions complete. Partition 1 had not begun.
     assert statuses == {
