@@ -46,6 +46,7 @@ from engine.catalog.catalog import Catalog, PartitionRow, QuarantinedRange
 from engine.catalog.metadata_files import METADATA_NAMES, GroupMeta, MetadataInvalid
 from engine.datadir import PRUNE_LOCK_NAME, DataDir
 from engine.errors import InvalidInput, StoreError
+from engine.journal.state import EngineState
 from engine.policy.effective import resolve
 from engine.prune.spark_service import ATTACH_LOCK, SERVICE_DIR, START_LOCK
 from engine.store.batch import (
@@ -95,7 +96,7 @@ STRAY_ROW = "STRAY_ROW"  # a segment row of no file, for offsets another file ho
 PARTITION_ROW = "PARTITION_ROW"  # the partition's next offset is not its data's end
 LOG_START = "LOG_START"  # the log start lies past the end of the data
 POSITION_OUT_OF_RANGE = "POSITION_OUT_OF_RANGE"  # a group position outside [0, next offset]
-METADATA_STALE = "METADATA_STALE"  # topic.json or groups.json not what the catalog says
+METADATA_STALE = "METADATA_STALE"  # topic.json, groups.json or engine.json not what the catalog says
 NOT_A_FILE = "NOT_A_FILE"  # something else (a directory) where a lock file or the reserve goes
 
 #: the data directory's own files (beside the catalog's), and what fails while one is
@@ -795,6 +796,30 @@ def metadata_findings(data: DataDir, catalog: Catalog, topic: str) -> list[Findi
     ]
 
 
+def _engine_file_problem(data: DataDir, catalog: Catalog) -> str | None:
+    """What is wrong with ``engine.json`` against the catalog's pause, or None. No file
+    is right while deletion is not paused (none is written until the first pause)."""
+    with catalog.read():
+        paused = EngineState(catalog).is_paused()
+    try:
+        held = (data.root / metadata_files.ENGINE_FILE).read_bytes()
+    except FileNotFoundError:
+        return "missing" if paused else None
+    except OSError as error:  # a directory in its place: --repair moves it aside
+        return f"cannot be read: {describe(error)}"
+    return None if held == metadata_files.engine_bytes(paused) else "not what the catalog holds"
+
+
+def engine_file_findings(data: DataDir, catalog: Catalog) -> list[Finding]:
+    """``engine.json`` against the catalog: a rebuilt catalog takes the pause of all
+    deletion from it. Looked at again once, as :func:`metadata_findings` does."""
+    problem = _engine_file_problem(data, catalog) and _engine_file_problem(data, catalog)
+    if problem is None:
+        return []
+    what = f"metadata file {problem} (a lost catalog would take its pause from it; --repair rewrites it)"
+    return [Finding("warning", Place(file=metadata_files.ENGINE_FILE), what, True, METADATA_STALE)]
+
+
 def verify(
     data: DataDir, catalog: Catalog, policy_defaults: Mapping[str, str], topics: Sequence[str] | None = None
 ) -> list[Finding]:
@@ -809,6 +834,7 @@ def verify(
         for row in catalog.partitions(name):
             findings += check_partition(data, catalog, name, row.partition).findings
     if topics is None:
+        findings += engine_file_findings(data, catalog)
         findings += [
             not_a_file(name)
             for name in DATA_DIR_FILES

@@ -70,8 +70,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.broker import Broker
-from engine.catalog.catalog import Catalog, QuarantinedRange
-from engine.catalog.metadata_files import METADATA_NAMES, write_durably
+from engine.catalog.catalog import ENGINE_MARK, Catalog, QuarantinedRange
+from engine.catalog.metadata_files import ENGINE_FILE, METADATA_NAMES, write_durably
 from engine.datadir import DataDir
 from engine.integrity.check import (
     CORRUPT_DATA,
@@ -86,6 +86,7 @@ from engine.integrity.check import (
     PartitionCheck,
     Place,
     check_partition,
+    engine_file_findings,
     metadata_findings,
     not_a_file,
     verify,
@@ -168,16 +169,29 @@ def repair(broker: Broker, topics: Sequence[str] | None = None, *, actor: str = 
     stale = sorted({f.where.topic for f in found if f.code == METADATA_STALE and f.where.topic is not None})
     # After the partitions: their repair may move a log start or a position.
     repairs += [r for topic in stale for r in _rewrite_metadata(broker, topic, found)]
+    engine_file = [f for f in found if f.code == METADATA_STALE and f.where.topic is None]
+    repairs += _rewrite_engine_file(broker, engine_file)
     strays = [f for f in found if f.code == STRAY_TOPIC]
     repairs += [_clear_stray(broker, f, actor) for f in strays]
     in_the_way = [f.where.file for f in found if f.code == NOT_A_FILE and f.where.topic is None]
     repairs += [_clear_not_a_file(broker, broker.data.root, name, None, None, actor) for name in in_the_way if name]
     if in_the_way:
         broker.reserve.ensure()  # the reserve, if it was in the way: made now, not at the next write
-    if not targets and not stale and not strays and not in_the_way:
+    if not targets and not stale and not engine_file and not strays and not in_the_way:
         return RepairResult(found, [], found)
     remaining = verify(broker.data, broker.catalog, broker.config.policy_defaults, topics)
     return RepairResult(found, _done(repairs, remaining), remaining)
+
+
+def _rewrite_engine_file(broker: Broker, found: Sequence[Finding]) -> list[Repair]:
+    """Rewrite ``engine.json`` from the catalog, after moving aside whatever is in its place."""
+    if not found:
+        return []
+    if (path := broker.data.root / ENGINE_FILE).exists() and not path.is_file():
+        _set_aside_in_the_way(broker.data.quarantine_root, path, "not-a-file")
+    broker.catalog.write_metadata(ENGINE_MARK)
+    still = engine_file_findings(broker.data, broker.catalog)
+    return _done([Repair(f.where, "rewritten from the catalog", f.code) for f in found], still)
 
 
 def _clear_stray(broker: Broker, finding: Finding, actor: str) -> Repair:

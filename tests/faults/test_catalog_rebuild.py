@@ -19,6 +19,7 @@ from engine.catalog import metadata_files
 from engine.catalog.metadata_files import read_groups, read_topic
 from engine.errors import DataQuarantined
 from engine.journal.journal import Journal
+from engine.journal.state import EngineState
 from engine.store.batch import NewRecord
 from tests.support.catalog_damage import DAMAGES, corrupt_table
 from tests.support.cli import REPO, ebb_command, subprocess_env
@@ -277,8 +278,6 @@ def test_a_quarantined_range_is_still_named_after_a_rebuild(ebb, data_dir: Path)
 
 
 def test_a_pause_of_all_deletion_survives_a_rebuild(ebb, populated: Path) -> None:
-    from engine.journal.state import EngineState
-
     assert ebb("pause").code == 0
     populated.unlink()
     assert ebb("verify", "--repair").code == 1
@@ -289,6 +288,31 @@ def test_a_pause_of_all_deletion_survives_a_rebuild(ebb, populated: Path) -> Non
     assert ebb("verify", "--repair").code == 1
     with Broker(populated.parent) as broker:
         assert not EngineState(broker.catalog).is_paused()
+
+
+@pytest.mark.parametrize("damage", ["says resumed", "deleted", "a directory"])
+def test_verify_finds_and_repair_rewrites_an_engine_file_the_catalog_contradicts(
+    ebb, populated: Path, damage: str
+) -> None:
+    """A rebuild takes the pause of all deletion from engine.json: a wrong one would
+    resume deletion that an operator paused, and verify said nothing of it."""
+    engine_file = populated.parent / "engine.json"
+    assert ebb("pause").code == 0 and ebb("verify").code == 0
+    if damage == "says resumed":
+        engine_file.write_text(engine_file.read_text().replace("true", "false"))
+    else:
+        engine_file.unlink()
+        if damage == "a directory":
+            engine_file.mkdir()
+    found = ebb("verify")
+    assert found.code == 1 and found.out.startswith("engine.json: metadata file "), found.out
+    repaired = ebb("verify", "--repair")
+    assert "repaired: engine.json: rewritten from the catalog" in repaired.out, repaired.out
+    assert ebb("verify").code == 0
+    populated.unlink()  # and the rebuild that file is for keeps the pause
+    assert ebb("verify", "--repair").code == 1
+    with Broker(populated.parent) as broker:
+        assert EngineState(broker.catalog).is_paused()
 
 
 def test_the_journal_is_kept_as_far_as_the_old_catalog_can_be_read(ebb, populated: Path) -> None:
