@@ -33,7 +33,7 @@ from engine.prune.record_times import RecordAges
 
 #: the states of :attr:`engine.prune.session.SparkEngine.state`, and the console's
 #: ``off`` (it runs no engine)
-SPARK_STATES = ("off", "stopped", "starting", "ready", "failed")
+SPARK_STATES = ("off", "stopped", "starting", "ready", "not_answering", "failed")
 #: cycle statuses a cycle leaves (``ebb log --cycles`` shows it): counted only once
 #: it has ended, or the series of the one it leaves would go down
 UNFINISHED = ("running",)

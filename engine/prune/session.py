@@ -62,6 +62,8 @@ _LOCAL_MASTER = re.compile(r"^(local(\[[^\]]+\])?|local-cluster\[[^\]]+\]|spark:
 _CONNECT_PROBE_SECONDS = 5.0
 _CANCEL_REPEAT_SECONDS = 0.2
 _GATEWAY_EXIT_SECONDS = 10.0
+#: how long closing a Connect session may wait for its server (a release takes milliseconds)
+_CONNECT_CLOSE_SECONDS = 10.0
 #: a Connect URL's token: it must not reach the log, the journal or the screen
 _TOKEN_PARAMETER = re.compile(r";token=[^;]*")
 #: how long a service engine that failed to start stays failed before the next use retries
@@ -167,13 +169,18 @@ class SparkEngine:
 
     def observed_state(self) -> str:
         """:attr:`state`, but ``"stopped"`` where this engine plans on the data
-        directory's service and that server is gone (``ebb spark stop``, a crash):
+        directory's service and that server is gone (``ebb spark stop``, a crash),
+        and ``"not_answering"`` where it lives but does not answer (stopped, hung):
         :attr:`state` stays ``"ready"`` until the next plan finds out (and attaches
-        again), which a gauge or alert must not wait for. Reads the service's files:
+        again), which a gauge or alert must not wait for. Reads the service's files
+        and opens a connection to the server (up to 5 s where it does not answer):
         for a metrics scrape, not a UI thread."""
         state = self.state
-        if state == "ready" and self._service is not None and not serving(self._service_dir()):
-            return "stopped"
+        if state == "ready" and self._service is not None:
+            if not serving(self._service_dir()):
+                return "stopped"
+            if not_answering(self._service_dir()) is not None:
+                return "not_answering"
         return state
 
     @property
@@ -257,20 +264,38 @@ class SparkEngine:
 
     def _close_session(self, spark: Any, gateway: Any) -> None:
         try:
-            if spark is not None:
-                # pyspark reports a JVM that died first with warnings.warn (stderr)
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    spark.stop()
-                for warning in caught:
-                    self._note(f"while stopping Spark: {warning.message}")
-        except Exception:  # noqa: BLE001 - stopping must not fail; the JVM is ended below
-            self._note("error while stopping the Spark session", exc_info=True)
+            if spark is not None and self._connect:
+                # Closing a Connect session asks the server to release it, which a
+                # server that does not answer (stopped, hung) leaves waiting until the
+                # client's keepalive gives up, 80 s on: Ctrl-C, a console's quit and
+                # ``ebb engine``'s stop would wait as long. Not for a local session,
+                # whose JVM is ended below only once its context has stopped.
+                closing = threading.Thread(target=self._stop_session, args=(spark,), name="ebb-spark-stop", daemon=True)
+                closing.start()
+                closing.join(_CONNECT_CLOSE_SECONDS)
+                if closing.is_alive():
+                    self._note(
+                        f"the Spark Connect session was not closed within {_CONNECT_CLOSE_SECONDS:g} s (its server "
+                        "does not answer): left to close on its own"
+                    )
+            elif spark is not None:
+                self._stop_session(spark)
         finally:
             if gateway is not None:
                 self._shutdown_gateway(gateway)
             self._release_local()
             self._detach()
+
+    def _stop_session(self, spark: Any) -> None:
+        try:
+            # pyspark reports a JVM that died first with warnings.warn (stderr)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                spark.stop()
+            for warning in caught:
+                self._note(f"while stopping Spark: {warning.message}")
+        except Exception:  # noqa: BLE001 - stopping must not fail; the JVM is ended after it
+            self._note("error while stopping the Spark session", exc_info=True)
 
     # -- plans ------------------------------------------------------------------------
 
@@ -502,6 +527,10 @@ class SparkEngine:
         service = self._service_dir()
         self._attachment = service.attach_lock()
         state, _started = spark_service.ensure_running(self._service)
+        if not spark_service.answers(state):
+            # Found running, yet silent: the Connect client would try it three times
+            # for 20 s each before giving up.
+            raise SparkUnavailable(spark_service.silence(state))
         token = Path(state.token_file).read_text().strip()
         service.touch()
         return self._build_connect(f"{state.address}/;token={token}", shared_service=True)

@@ -465,7 +465,7 @@ def test_a_config_error_and_an_invalid_policy_are_said_by_their_own_gauges(ebb, 
     broken = scrape()
     assert broken == {("ebbtide_config_valid", frozenset()): 0, ready: 1} | {
         ("ebbtide_spark_session_state", frozenset({"state": s}.items())): 0
-        for s in ("off", "stopped", "starting", "failed")
+        for s in ("off", "stopped", "starting", "not_answering", "failed")
     }
 
 

@@ -400,16 +400,24 @@ def test_a_server_that_stops_answering_is_one_error_not_a_wait_for_ever(
     """Runs after the desk test, on the shared server, frozen (SIGSTOP) and thawed:
     its JVM lives and the kernel accepts connections for it, but nothing answers.
     A one-shot (through the desk) and an engine of its own (not) each end in one
-    error that says so, instead of waiting for ever; status says it too."""
+    error that says so, instead of waiting for ever; status and the metrics' gauge say
+    it too, and an engine attached before stops without waiting for the server."""
     deadline = time.monotonic() + 300
     while plan_desk.read_desk(spark_service.ServiceDir(service)) is None and time.monotonic() < deadline:
         time.sleep(_POLL_S)
     state = spark_service.ServiceDir(service).read_state()
     assert state is not None and status(service)["answering"]
     monkeypatch.delenv(MASTER_ENV)
+    with Broker(service) as broker:
+        attached = spark_engine_for(broker.config, broker.data)  # as `ebb engine` or the console is
+    assert attached.session(timeout=STOP_WAIT_S).range(3).count() == 3
     os.kill(state.pid, signal.SIGSTOP)
     try:
         assert not status(service)["answering"]
+        assert attached.observed_state() == "not_answering"  # the metrics' gauge, before any plan
+        # Its stop does not wait for a release the server will never answer (80 s, the keepalive).
+        attached.stop()
+        assert "the Spark Connect session was not closed within 10 s" in attached.log_file.read_text()
         shown = run_ebb(service, "spark", "status")
         assert shown.code == 0 and "does not answer: it is stopped or hung; `ebb spark stop` ends it" in shown.out
 
