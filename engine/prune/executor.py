@@ -659,7 +659,7 @@ def execute(
                 # What the interrupted command prints (after "ebb: interrupted; "): a
                 # partition past its durable point completed, so some may be done.
                 raise KeyboardInterrupt(
-                    f"cycle {cycle.id} stopped with {applied} of {planned + cycle.unplanned} action(s) applied; "
+                    f"cycle {cycle.id} stopped with {applied} of {planned + cycle.unplanned} segment deletion(s) done; "
                     f"`ebb log --cycle {cycle.id}` shows which"
                 ) from None
             raise

@@ -694,9 +694,10 @@ def test_an_interrupt_mid_cycle_fails_it_and_settles_what_it_left(
 
     (cycle,) = journal.cycles()
     assert (cycle.status, cycle.applied, cycle.error) == ("failed", 2, "interrupted (Ctrl-C or SIGTERM)")
-    # what the command says after "ebb: interrupted; "
+    # what the command says after "ebb: interrupted; ": the segments each partition had to lose
+    assert cycle.planned == 4
     assert str(stopped.value) == (
-        f"cycle {cycle.id} stopped with 2 of {cycle.planned} action(s) applied; "
+        f"cycle {cycle.id} stopped with 2 of {cycle.planned} segment deletion(s) done; "
         f"`ebb log --cycle {cycle.id}` shows which"
     )
     statuses = {(a.action, a.partition, a.status) for a in journal.actions(cycle=cycle.id, limit=None)}
