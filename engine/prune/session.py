@@ -137,12 +137,16 @@ class SparkEngine:
         conf: Mapping[str, str] | None = None,
         log_dir: Path,
         service: ServiceSpec | None = None,
+        service_client: bool = False,
     ) -> None:
         """``service``: plan on the data directory's shared server (``master`` and
-        ``remote`` are then ignored)."""
+        ``remote`` are then ignored). ``service_client``: ``remote`` is that server, and
+        this engine a plain client of it (the warm-up, the plan desk): it takes the
+        server's settings and keeps the short retries, as a service engine does."""
         self._master = master
         self._remote = remote
         self._service = service
+        self._service_client = service_client
         self._attachment: Any = None  # service: the attach lock held while attached
         self._retry_at: float | None = None
         self._conf = {str(k): str(v) for k, v in (conf or {}).items()}
@@ -442,7 +446,7 @@ class SparkEngine:
             if self._service is not None:
                 spark = self._build_service()
             elif self._remote:
-                spark = self._build_connect(self._remote)
+                spark = self._build_connect(self._remote, shared_service=self._service_client)
             else:
                 spark = self._build_local()
         except Exception as exc:  # noqa: BLE001 - any failure is the engine's state, not a crash

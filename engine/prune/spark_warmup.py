@@ -99,7 +99,7 @@ def service_planner(service_dir: Path, log_dir: Path) -> tuple[ServerState, str,
     if state is None:
         return None
     token = Path(state.token_file).read_text().strip()
-    engine = SparkEngine(remote=f"{state.address}/;token={token}", log_dir=log_dir)
+    engine = SparkEngine(remote=f"{state.address}/;token={token}", log_dir=log_dir, service_client=True)
     transport = "files" if state.master.startswith("local") else "auto"
     return state, token, Planner(engine, scratch_dir(service_dir.parent, "snapshots"), transport)
 

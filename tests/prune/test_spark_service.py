@@ -33,7 +33,7 @@ from engine.prune.pruner import Pruner
 from engine.prune.record_times import StoreRecordTimes
 from engine.prune.session import MASTER_ENV, SparkEngine, classify_failure, spark_engine_for
 from engine.prune.snapshot import build_snapshot
-from engine.prune.spark_warmup import WARM_UP_PLANS
+from engine.prune.spark_warmup import WARM_UP_PLANS, service_planner
 from tests.support.cli import REPO, CliResult, ebb_command, run_main, subprocess_env
 
 NOW = "2099-01-01T00:00:00Z"  # the produced records all older than retention_time
@@ -233,6 +233,31 @@ def test_a_server_whose_record_is_damaged_stops_rather_than_outlive_it(tmp_path:
         for pid in (state.supervisor_pid, state.pid) if state is not None else ():
             if not _gone(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_the_warm_up_and_the_desk_plan_with_the_servers_settings(tmp_path: Path) -> None:
+    """They are plain Connect clients of the server: they set our defaults over the
+    operator's [spark.conf] (the desk then planned with 4 buckets where every other
+    client used 3), and kept the client's ten minutes of retries on a server that died."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "ebb.toml").write_text('[spark.conf]\n"spark.sql.shuffle.partitions" = "3"\n')
+    started = run_ebb(data, "spark", "start")
+    state = spark_service.ServiceDir(data).read_state()
+    try:
+        assert started.code == 0 and state is not None, started.err
+        found = service_planner(data / "spark", tmp_path / "logs")
+        assert found is not None
+        engine = found[2].engine
+        try:
+            spark = engine.session(timeout=STOP_WAIT_S)
+            assert spark.conf.get("spark.sql.shuffle.partitions") == "3"
+            assert len(spark.client.get_retry_policies()) == 1  # ours, not the client's default ones
+            assert spark.client.get_retry_policies()[0].max_retries == 2
+        finally:
+            engine.stop()
+    finally:
+        spark_service.stop(data)
 
 
 def test_the_test_suite_and_flags_choose_an_in_process_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
