@@ -146,27 +146,14 @@ class DeskClient:
         desk, state, token = found
         # Attached while it plans, as a client of the server: it does not stop for idleness meanwhile.
         with contextlib.closing(self.service.attach_lock()):
-            return ask(desk.port, token, snapshot, every_segment=every_segment, server=ServerWatch(state))
-
-
-class ServerWatch:
-    """The service's server as :func:`ask` watches it while the desk plans."""
-
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
-    def answers(self) -> bool:
-        return answers(self.state)
-
-    def silent(self) -> SparkUnavailable:
-        return SparkUnavailable(silence(self.state))
+            return ask(desk.port, token, snapshot, every_segment=every_segment, server=state)
 
 
 def ask(
-    port: int, token: str, snapshot: Snapshot, *, every_segment: bool = True, server: ServerWatch | None = None
+    port: int, token: str, snapshot: Snapshot, *, every_segment: bool = True, server: ServerState | None = None
 ) -> Plan | None:
     """The plan of ``snapshot`` from the desk on 127.0.0.1:``port``; None if it made none.
-    While the desk plans, ``server`` is asked whether it still answers: raises
+    While the desk plans, the ``server`` it plans on is asked whether it still answers: raises
     SparkUnavailable once it has not for :data:`SILENT_SECONDS` (the desk's plan on it
     would never end, nor would this process's own)."""
     tables = [snapshot.tables[name] for name in SNAPSHOT_TABLES]
@@ -186,20 +173,19 @@ def ask(
     return Plan(snapshot.now, dict(zip(PLAN_TABLES, planned)), snapshot.rejected, every_segment)
 
 
-def _await_answer(sock: socket.socket, server: ServerWatch) -> None:
+def _await_answer(sock: socket.socket, server: ServerState) -> None:
     """Return once the desk begins to answer on ``sock`` (it answers when its plan is
-    made); raise ``server.silent()`` once the server has left every handshake
-    unanswered for :data:`SILENT_SECONDS`. A plan, however long, keeps a live server
-    answering."""
+    made); raise SparkUnavailable once ``server`` has left every handshake unanswered
+    for :data:`SILENT_SECONDS`. A plan, however long, keeps a live server answering."""
     silent_since: float | None = None
     while not select.select([sock], [], [], _WATCH_SECONDS)[0]:
-        if server.answers():
+        if answers(server):
             silent_since = None
             continue
         now = time.monotonic()
         silent_since = now if silent_since is None else silent_since
         if now - silent_since >= SILENT_SECONDS:
-            raise server.silent()
+            raise SparkUnavailable(silence(server))
 
 
 def read_desk(service: ServiceDir) -> DeskState | None:

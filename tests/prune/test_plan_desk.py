@@ -21,7 +21,7 @@ import pytest
 from engine.broker import Broker
 from engine.errors import SparkUnavailable
 from engine.prune import plan_desk
-from engine.prune.plan_desk import Desk, ServerWatch, ask
+from engine.prune.plan_desk import Desk, ask
 from engine.prune.planner import Plan, Planner
 from engine.prune.record_times import StoreRecordTimes
 from engine.prune.session import SparkEngine
@@ -138,16 +138,16 @@ def slow_desk(planner: Planner) -> Iterator[tuple[Desk, threading.Event]]:
 
 
 @pytest.fixture
-def watch(monkeypatch: pytest.MonkeyPatch) -> ServerWatch:
-    """A watch on a recorded server (its handshake answered as each test says), with
+def watch(monkeypatch: pytest.MonkeyPatch) -> ServerState:
+    """A recorded server to watch (its handshake answered as each test says), with
     short waits."""
     monkeypatch.setattr(plan_desk, "_WATCH_SECONDS", 0.05)
     monkeypatch.setattr(plan_desk, "SILENT_SECONDS", 0.5)
-    return ServerWatch(ServerState(1, 4242, 1, 0, "local[*]", "token", 0))
+    return ServerState(1, 4242, 1, 0, "local[*]", "token", 0)
 
 
 def test_a_client_stops_waiting_once_the_server_has_not_answered_for_a_while(
-    slow_desk: tuple[Desk, threading.Event], snapshot: Snapshot, watch: ServerWatch, monkeypatch: pytest.MonkeyPatch
+    slow_desk: tuple[Desk, threading.Event], snapshot: Snapshot, watch: ServerState, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A stopped or hung server accepts connections and never plans: the desk's plan
     on it, and the client's wait, would never end."""
@@ -160,7 +160,7 @@ def test_a_client_stops_waiting_once_the_server_has_not_answered_for_a_while(
 
 
 def test_a_plan_slower_than_the_silence_allowed_waits_while_the_server_answers(
-    slow_desk: tuple[Desk, threading.Event], snapshot: Snapshot, watch: ServerWatch, monkeypatch: pytest.MonkeyPatch
+    slow_desk: tuple[Desk, threading.Event], snapshot: Snapshot, watch: ServerState, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     desk, go_on = slow_desk
     asked: list[ServerState] = []
