@@ -734,6 +734,18 @@ def _topic_findings(
     return findings
 
 
+def _file_against(path: Path, wanted: bytes) -> str | None:
+    """What is wrong with the metadata file at ``path`` that should hold ``wanted``
+    (``missing``, unreadable, other bytes), or None."""
+    try:
+        held = path.read_bytes()
+    except FileNotFoundError:
+        return "missing"
+    except OSError as error:  # a directory in its place: --repair moves it aside
+        return f"cannot be read: {describe(error)}"
+    return None if held == wanted else "not what the catalog holds"
+
+
 def _metadata_problems(data: DataDir, catalog: Catalog, topic: str) -> list[tuple[str, str]]:
     """(file, what is wrong) for each of the topic's metadata files that the catalog
     contradicts."""
@@ -744,14 +756,7 @@ def _metadata_problems(data: DataDir, catalog: Catalog, topic: str) -> list[tupl
     meta, groups = snapshot
     topic_dir = data.topic_dir(topic)
     problems = []
-    try:
-        held = (topic_dir / metadata_files.TOPIC_FILE).read_bytes()
-        wrong = None if held == metadata_files.topic_bytes(meta) else "not what the catalog holds"
-    except FileNotFoundError:
-        wrong = "missing"
-    except OSError as error:  # a directory in its place: --repair moves it aside
-        wrong = f"cannot be read: {describe(error)}"
-    if wrong is not None:
+    if (wrong := _file_against(topic_dir / metadata_files.TOPIC_FILE, metadata_files.topic_bytes(meta))) is not None:
         problems.append((metadata_files.TOPIC_FILE, wrong))
     try:
         if not (topic_dir / metadata_files.GROUPS_FILE).exists():
@@ -801,13 +806,8 @@ def _engine_file_problem(data: DataDir, catalog: Catalog) -> str | None:
     is right while deletion is not paused (none is written until the first pause)."""
     with catalog.read():
         paused = EngineState(catalog).is_paused()
-    try:
-        held = (data.root / metadata_files.ENGINE_FILE).read_bytes()
-    except FileNotFoundError:
-        return "missing" if paused else None
-    except OSError as error:  # a directory in its place: --repair moves it aside
-        return f"cannot be read: {describe(error)}"
-    return None if held == metadata_files.engine_bytes(paused) else "not what the catalog holds"
+    wrong = _file_against(data.root / metadata_files.ENGINE_FILE, metadata_files.engine_bytes(paused))
+    return None if wrong == "missing" and not paused else wrong
 
 
 def engine_file_findings(data: DataDir, catalog: Catalog) -> list[Finding]:
