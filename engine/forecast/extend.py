@@ -76,7 +76,7 @@ def virtual_name(instant_index: int, topic: str, label: str = "") -> str:
 
 
 @dataclass(frozen=True)
-class _Partitions:
+class Partitions:
     """Per row of the snapshot's partitions: what the extension needs, as arrays."""
 
     next_offset: np.ndarray
@@ -168,13 +168,13 @@ class _Partitions:
         return np.maximum(1, np.where(roll < 0, by_size, np.minimum(by_size, by_time)))
 
 
-def _partitions(
+def partitions_of(
     snapshot: Snapshot,
     segment_rows: np.ndarray,
     rates: Sequence[Rate],
     segment_sizes: Mapping[str, int],
     prune_interval_ms: int,
-) -> _Partitions:
+) -> Partitions:
     partitions, segments = snapshot.tables["partitions"], snapshot.tables["segments"]
     count = partitions.num_rows
     record_bytes = np.array([r.record_bytes for r in rates], dtype=np.int64)
@@ -192,7 +192,7 @@ def _partitions(
     first = np.append(segments["first_timestamp"].fill_null(snapshot.now).to_numpy(), 0)[active]
     newest = np.full(count, np.iinfo(np.int64).min)
     np.maximum.at(newest, segment_rows, segments["max_timestamp"].fill_null(np.iinfo(np.int64).min).to_numpy())
-    parts = _Partitions(
+    parts = Partitions(
         next_offset=partitions["next_offset"].to_numpy(),
         records=np.array([r.records for r in rates], dtype=np.int64),
         per_ms=np.array([r.per_ms for r in rates], dtype=np.int64),
@@ -243,11 +243,11 @@ def extend(
     topic_names = snapshot.tables["topics"]["topic"].to_pylist()
     segments = snapshot.tables["segments"]
     segment_rows = partition_rows(segments, snapshot.tables["partitions"])
-    parts = _partitions(snapshot, segment_rows, rates, segment_sizes, prune_interval_ms)
+    parts = partitions_of(snapshot, segment_rows, rates, segment_sizes, prune_interval_ms)
     names = [virtual_name(i, topic, label) for i in range(len(instants)) for topic in topic_names]
     pieces: dict[str, list[pa.Table]] = {name: [] for name in tables.SNAPSHOT_TABLES}
     on_disk: list[tuple[np.ndarray, np.ndarray]] = []
-    starts = _starts(parts, parts.arrived(slice(None), max(instants) - now), now)
+    starts = synthetic_starts(parts, parts.arrived(slice(None), max(instants) - now), now)
     for i, at in enumerate(instants):
         elapsed = at - now
         arrived = parts.arrived(slice(None), elapsed)
@@ -260,7 +260,7 @@ def extend(
         segments_at = _segments_at(snapshot, segment_rows, parts, starts, arrived, now, elapsed, prune_interval_ms)
         pieces["segments"].append(renamed(segments_at))
         on_disk.append(_totals(segments_at, snapshot.tables["partitions"]))
-        pieces["positions"].append(renamed(_positions_at(snapshot, arrived, at, now, readings)))
+        pieces["positions"].append(renamed(positions_at(snapshot, arrived, at, now, readings)))
         pieces["time_cuts"].append(renamed(_time_cuts_at(snapshot, parts, arrived, at, now, real_time_cut)))
     virtual = {name: pa.concat_tables(parts_).cast(tables.SNAPSHOT_TABLES[name]) for name, parts_ in pieces.items()}
     return Extension(Snapshot(now, virtual, snapshot.rejected), list(instants), topic_names, names, on_disk)
@@ -300,7 +300,7 @@ def _renamer(snapshot: Snapshot, names: list[str]) -> Callable[[pa.Table], pa.Ta
 
 
 @dataclass(frozen=True)
-class _Starts:
+class Starts:
     """The synthetic segments up to the horizon, in (partition, offset) order: of
     partition row ``of``, synthetic records ``[start, end)`` once that many arrived."""
 
@@ -309,7 +309,7 @@ class _Starts:
     end: np.ndarray
 
 
-def _starts(parts: _Partitions, arrived: np.ndarray, now: int) -> _Starts:
+def synthetic_starts(parts: Partitions, arrived: np.ndarray, now: int) -> Starts:
     """The synthetic segments once ``arrived`` records have been appended after the
     active segment's ``room``. Without a roll or batch headers every one takes as
     many records as fit in ``segment_size``; with a roll a segment's records depend on
@@ -334,14 +334,14 @@ def _starts(parts: _Partitions, arrived: np.ndarray, now: int) -> _Starts:
         at = after
     of_, start_, end_ = np.concatenate(of), np.concatenate(start), np.concatenate(end)
     order = np.lexsort((start_, of_))
-    return _Starts(of_[order], start_[order], end_[order])
+    return Starts(of_[order], start_[order], end_[order])
 
 
 def _segments_at(
     snapshot: Snapshot,
     segment_rows: np.ndarray,
-    parts: _Partitions,
-    starts: _Starts,
+    parts: Partitions,
+    starts: Starts,
     arrived: np.ndarray,
     now: int,
     elapsed: int,
@@ -350,6 +350,33 @@ def _segments_at(
     """The segments of every partition once ``arrived`` records have been appended
     and the cycles run until then (every ``prune_interval_ms``) have rolled what
     they roll, timestamps shifted back by ``elapsed``; in (partition, offset) order."""
+    columns = grown(snapshot, segment_rows, parts, starts, arrived, now)
+    del columns["sealed_after"]
+    columns = _rolled_by_cycles(columns, parts.roll, last_cycle(elapsed, prune_interval_ms, now))
+    partitions = snapshot.tables["partitions"]
+    return pa.table(
+        {
+            "topic": partitions["topic"].take(columns["row"]),
+            "partition": partitions["partition"].take(columns["row"]),
+            "base_offset": columns["base_offset"],
+            "next_offset": columns["next_offset"],
+            "size_bytes": columns["size_bytes"],
+            "first_timestamp": pa.array(columns["first"] - elapsed, mask=~columns["first_valid"]),
+            "max_timestamp": pa.array(columns["newest"] - elapsed, mask=~columns["newest_valid"]),
+            "sealed": columns["sealed"],
+        },
+        schema=tables.SEGMENTS,
+    )
+
+
+def grown(
+    snapshot: Snapshot, segment_rows: np.ndarray, parts: Partitions, starts: Starts, arrived: np.ndarray, now: int
+) -> dict[str, np.ndarray]:
+    """The segments of every partition once ``arrived`` records have been appended,
+    before any cycle rolls one, timestamps not shifted; in (partition, offset) order,
+    as columns: ``row`` (the partition's), offsets, size, first and newest timestamps
+    (each with a ``_valid`` mask), ``sealed``, and ``sealed_after``: how many
+    synthetic records of the partition seal it once arrived (-1: sealed already)."""
     real = snapshot.tables["segments"]
     base = real["base_offset"].to_numpy()
     next_ = real["next_offset"].to_numpy().copy()
@@ -374,6 +401,8 @@ def _segments_at(
     first_valid[rows] = True
     rolled = np.flatnonzero(parts.active >= 0)
     sealed[parts.active[rolled]] = rest[rolled] > 0
+    sealed_after = np.where(real["sealed"].to_numpy(zero_copy_only=False), -1, 0)
+    sealed_after[parts.active[rolled]] = parts.room[rolled]
 
     # The new segments that have a record by now, the last one active.
     here = starts.start < arrived[starts.of]
@@ -391,7 +420,7 @@ def _segments_at(
     row = np.concatenate([segment_rows, of])
     order = np.lexsort((np.concatenate([base, new["base_offset"]]), row))
     every = np.ones(len(of), bool)
-    columns = {
+    return {
         name: np.concatenate([old, added])[order]
         for name, old, added in (
             ("row", segment_rows, of),
@@ -403,23 +432,9 @@ def _segments_at(
             ("newest", newest, new["max_timestamp"]),
             ("newest_valid", newest_valid, every),
             ("sealed", sealed, new["sealed"]),
+            ("sealed_after", sealed_after, starts.end[here]),
         )
     }
-    columns = _rolled_by_cycles(columns, parts.roll, last_cycle(elapsed, prune_interval_ms, now))
-    partitions = snapshot.tables["partitions"]
-    return pa.table(
-        {
-            "topic": partitions["topic"].take(columns["row"]),
-            "partition": partitions["partition"].take(columns["row"]),
-            "base_offset": columns["base_offset"],
-            "next_offset": columns["next_offset"],
-            "size_bytes": columns["size_bytes"],
-            "first_timestamp": pa.array(columns["first"] - elapsed, mask=~columns["first_valid"]),
-            "max_timestamp": pa.array(columns["newest"] - elapsed, mask=~columns["newest_valid"]),
-            "sealed": columns["sealed"],
-        },
-        schema=tables.SEGMENTS,
-    )
 
 
 def last_cycle(elapsed: int, prune_interval_ms: int, now: int) -> int | None:
@@ -455,7 +470,7 @@ def _rolled_by_cycles(columns: dict[str, np.ndarray], roll: np.ndarray, cycle: i
     return {name: np.insert(column, due + 1, empty[name]) for name, column in {**columns, "sealed": sealed}.items()}
 
 
-def _positions_at(snapshot: Snapshot, arrived: np.ndarray, at: int, now: int, readings: Sequence[Reading]) -> pa.Table:
+def positions_at(snapshot: Snapshot, arrived: np.ndarray, at: int, now: int, readings: Sequence[Reading]) -> pa.Table:
     """Positions at ``at``: a group that reads (``readings``, one per row) has read
     what arrived by then, or at its observed pace up to the end of the log, and
     committed at ``at``; timestamps shifted."""
@@ -484,7 +499,7 @@ def _positions_at(snapshot: Snapshot, arrived: np.ndarray, at: int, now: int, re
 
 
 def _time_cuts_at(
-    snapshot: Snapshot, parts: _Partitions, arrived: np.ndarray, at: int, now: int, real_time_cut: RealTimeCut
+    snapshot: Snapshot, parts: Partitions, arrived: np.ndarray, at: int, now: int, real_time_cut: RealTimeCut
 ) -> pa.Table:
     """The snapshot's kinds of time cut, each at ``at``: in the snapshot's records
     if one is recent enough, else in the synthetic ones (else the end of the log)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from engine.forecast.extend import _Partitions, _partitions
+from engine.forecast.extend import Partitions, partitions_of
 from engine.forecast.rates import Rate, partition_rows
 from engine.prune import tables
 from engine.prune.snapshot import Snapshot
@@ -35,7 +35,7 @@ ONE_BY_ONE = Rate(1, 2 * MINUTE, RECORD, "observed", header=HEADER_SIZE)
 
 def _partitions_of(
     rate: Rate, active: tuple[int, int] | None = None, roll: int = ROLL, prune_interval: int = DAY
-) -> _Partitions:
+) -> Partitions:
     """One partition of a topic rolled every ``roll``, written at ``rate``, with
     ``active`` (records, first timestamp) in its active segment, or no segment, and
     cycles every ``prune_interval``."""
@@ -52,10 +52,10 @@ def _partitions_of(
         segments = pa.Table.from_pylist([segment], schema=tables.SEGMENTS)
     empty = {name: schema.empty_table() for name, schema in tables.SNAPSHOT_TABLES.items()}
     snapshot = Snapshot(NOW, {**empty, "topics": topics, "partitions": partitions, "segments": segments}, {})
-    return _partitions(snapshot, partition_rows(segments, partitions), [rate], {"kd": SEGMENT}, prune_interval)
+    return partitions_of(snapshot, partition_rows(segments, partitions), [rate], {"kd": SEGMENT}, prune_interval)
 
 
-def _segment_records(parts: _Partitions, start: int) -> int:
+def _segment_records(parts: Partitions, start: int) -> int:
     return int(parts.segment_records(np.array([0]), np.array([start]), NOW)[0])
 
 
