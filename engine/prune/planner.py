@@ -19,10 +19,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.prune import bucketed
 from engine.prune.plan import query
 from engine.prune.plan.inputs import SparkInputs, buckets_of, read_files, sent_as_arrow, spark_inputs, write_inputs
 from engine.prune.plan.output import split
-from engine.prune.plan.round_trips import to_arrow
+from engine.prune.plan.round_trips import sql_frame, to_arrow
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import Snapshot
 from engine.prune.transport import TRANSPORTS, Scratch, private_directory, unreadable_by
@@ -75,6 +76,26 @@ class Planner:
             lambda spark: self._plan(spark, inputs, every_segment), tag or f"plan-{uuid.uuid4().hex}"
         )
         return Plan(snapshot.now, split(frame, snapshot.tables, inputs), snapshot.rejected, every_segment)
+
+    def query_partitions(self, text: str, rows: pa.Table, *, tag: str | None = None) -> pa.Table:
+        """The Arrow result of the SQL query ``text`` over ``rows``, named ``{rows}``
+        in it: rows with ``pid`` and ``base_offset``, each partition's rows in offset
+        order, sent as the plan's rows are (bucketed by ``pid`` and sorted, so that a
+        window over a partition in offset order neither shuffles nor sorts them)."""
+
+        def run(spark: Any) -> pa.Table:
+            if self._transport_for(spark) == "arrow":
+                return to_arrow(sql_frame(spark, text, rows=spark.createDataFrame(rows)))
+            buckets = buckets_of(spark)
+            of_bucket = bucketed.rows_by_bucket(rows["pid"].to_numpy(), buckets)
+            with private_directory(self.scratch) as directory:
+                files = directory.child("rows")
+                bucketed.write(files.filesystem, files.path, buckets, lambda bucket: rows.take(of_bucket[bucket]))
+                order = ["pid", "base_offset"]
+                with bucketed.registered(spark, files.location, rows.schema, "pid", order, buckets) as frame:
+                    return to_arrow(sql_frame(spark, text, rows=frame))
+
+        return self.engine.run(run, tag or f"query-{uuid.uuid4().hex}")
 
     def cancel(self, tag: str) -> None:
         self.engine.cancel(tag)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from engine.broker import Broker
@@ -120,3 +121,19 @@ def test_a_bad_transport_or_scratch_location_is_refused(tmp_path: Path, line: st
 def test_a_scratch_uri_pyarrow_cannot_open_is_one_error_line() -> None:
     with pytest.raises(InvalidInput, match=r"^\[spark\] scratch 'nope://x': .*nope"):
         Scratch.of_uri("nope://x")
+
+
+@pytest.mark.parametrize("transport", ["files", "arrow"])
+def test_a_query_over_a_partitions_rows_reads_them_in_offset_order(
+    spark_engine: SparkEngine, tmp_path: Path, transport: str
+) -> None:
+    """Planner.query_partitions (the forecast's timeline): a running maximum per
+    partition in offset order, the rows sent either way."""
+    rows = pa.table({"pid": [0, 0, 0, 1, 1, 2], "base_offset": [0, 5, 9, 0, 3, 0], "value": [3, 1, 4, 1, 5, 9]})
+    text = """SELECT pid, base_offset, max(value) OVER (PARTITION BY pid ORDER BY base_offset
+      ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS running FROM {rows}"""
+    got = Planner(spark_engine, tmp_path / "scratch", transport).query_partitions(text, rows).to_pylist()
+    assert sorted((r["pid"], r["base_offset"], r["running"]) for r in got) == [
+        (0, 0, 3), (0, 5, 3), (0, 9, 4), (1, 0, 1), (1, 3, 5), (2, 0, 9),
+    ]  # fmt: skip
+    assert list((tmp_path / "scratch").glob("*")) == [], "no files outlive the query"
