@@ -46,6 +46,7 @@ from engine.forecast.extend import extend
 from engine.forecast.reading import observed_reads, readings
 from engine.forecast.result import Forecast
 from engine.forecast.summary import summarize
+from engine.forecast.timeline import covers
 from engine.prune.planner import Planner
 from engine.prune.record_times import time_cut
 from engine.prune.session import SparkEngine
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace, workdir: Path, engine: SparkEngine | None = No
         f"{args.instants} instants every {args.step} h; master {engine.description}; load {load()}",
         flush=True,
     )
-    data = generate(P, S, K, seed=args.seed)
+    data = generate(P, S, K, seed=args.seed, plain=args.plain)
     catalog = Catalog.open(workdir / "catalog.db")
     data.write(catalog)
     records = LinearRecordTimes(data)
@@ -111,8 +112,9 @@ def run(args: argparse.Namespace, workdir: Path, engine: SparkEngine | None = No
         instants = forecasting.instants(data.now, (args.instants - 1) * args.step * HOUR, args.step * HOUR)
         request = forecasting.Request(instants, args.window * HOUR)
         total_s, result = timed(forecasting.forecast, planner, catalog, records, request, defaults={})
+        timelines = sum(covers(row) for row in snapshot.tables["topics"].to_pylist())
         print(f"forecast:     {total_s:7.2f} s for {len(instants)} instants "
-              f"({len(result.topics)} topics)", flush=True)  # fmt: skip
+              f"({len(result.topics)} topics, {timelines} planned as a timeline)", flush=True)  # fmt: skip
         print(churn(result, snapshot.tables["segments"].num_rows), flush=True)
         after = [timed(planner.plan, snapshot)[0] for _ in range(args.repeat)]
         plan_s = statistics.median(before + after)
@@ -162,6 +164,10 @@ def main(argv: list[str] | None = None, engine: SparkEngine | None = None) -> No
     parser.add_argument("--repeat", type=int, default=3, help="single plans timed; the median is the baseline")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--plain", action="store_true",
+        help="policies of time, size and caps only, at segment granularity: every topic planned as a timeline",
+    )  # fmt: skip
     parser.add_argument("--dir", type=Path, default=None, help="parent of the temporary directory")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="ebb-bench-forecast-", dir=args.dir) as tmp:

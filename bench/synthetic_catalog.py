@@ -314,9 +314,19 @@ def _policy(rng: np.random.Generator, span: int, partition_bytes: int, segment_b
     }
 
 
-def generate(partitions: int, segments: int, topics: int, seed: int = 0, now: int = NOW) -> SyntheticCatalog:
+#: what a plain policy leaves at its SPEC default (:func:`generate`)
+_NOT_PLAIN = ("segment_roll", "granularity", "subscription_expiry", "message_ttl", "backlog_size", "backlog_age",
+              "max_deletes_per_cycle", "hold")  # fmt: skip
+
+
+def generate(
+    partitions: int, segments: int, topics: int, seed: int = 0, now: int = NOW, *, plain: bool = False
+) -> SyntheticCatalog:
     """``partitions`` partitions of ``segments`` segments each (the last one active),
-    spread as evenly as possible over ``topics`` topics."""
+    spread as evenly as possible over ``topics`` topics; ``plain``: every policy
+    only time, size and caps at segment granularity (the forecast plans those
+    topics as a timeline, engine/forecast/timeline.py), its other fields at their
+    defaults."""
     if partitions < 1 or segments < 1 or not 1 <= topics <= partitions:
         raise ValueError("need partitions >= 1, segments >= 1 and 1 <= topics <= partitions")
     rng = np.random.default_rng(seed)
@@ -332,6 +342,8 @@ def generate(partitions: int, segments: int, topics: int, seed: int = 0, now: in
         segment_bytes = math.ceil(nominal_records[i] * record_bytes[i] * 1.25)
         partition_bytes = int(S * nominal_records[i] * record_bytes[i])
         policy = _policy(rng, int(span[i]), partition_bytes, segment_bytes)
+        if plain:
+            policy.update({field: _DEFAULTS[field] for field in _NOT_PLAIN})  # type: ignore[typeddict-item]
         # A TypedDict's items() are typed object; every value of a PolicyValues is a Value.
         values = cast(dict[str, Value], policy)
         overrides = {f: exact_text(f, v) for f, v in values.items() if v != _DEFAULTS[f]}

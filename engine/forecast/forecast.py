@@ -26,8 +26,9 @@ from engine.forecast import quotas
 from engine.forecast.extend import Extension, extend
 from engine.forecast.rates import Rate, given_rate, observed_rates, unobserved_record_bytes
 from engine.forecast.reading import Reading, observed_reads, readings
-from engine.forecast.result import Breach, Forecast, TopicForecast
+from engine.forecast.result import Breach, Forecast, TopicForecast, many_points
 from engine.forecast.summary import summarize
+from engine.forecast.timeline import covers, timeline
 from engine.policy.effective import EffectivePolicy, resolve
 from engine.prune.planner import Planner
 from engine.prune.record_times import FirstRecord, RecordTimes, first_record, time_cut
@@ -105,6 +106,14 @@ def forecast(
         variants.append(Variant.of(catalog, records, request, defaults, changed, "saved:", None))
     observed = observed_reads(catalog, forecast_names)
     never_committed = catalog.never_committed(forecast_names)
+    # The topics the timeline plans (each variant's in one job), and the others,
+    # whose virtual topics are planned in batches. A what-if's topic is in the
+    # timeline under both its policies or neither: a batch plans both.
+    covered = set(forecast_names)
+    for variant in variants:
+        covered -= variant.uncovered()
+    timelines = [variant.of_topics([t for t in variant.segment_sizes if t in covered]) for variant in variants]
+    variants = [variant.of_topics([t for t in variant.segment_sizes if t not in covered]) for variant in variants]
     Part = tuple[Extension, Snapshot, list[Rate], list[Reading]]
     Parts = list[Part | None]
 
@@ -133,13 +142,28 @@ def forecast(
 
     def summarize_part(part: Part, plan: Mapping[str, pa.Table], batch: Batch) -> Forecast:
         extension, snapshot, rates, reads = part
-        return summarize(extension, plan, snapshot, rates, reads, request.window_ms, carried=batch.first < batch.start)
+        with many_points():
+            return summarize(
+                extension, plan, snapshot, rates, reads, request.window_ms, carried=batch.first < batch.start
+            )
 
     results: list[list[Forecast | None]] = []
-    topic_batches = batches(variants[0], request.instants, variants[1:])
+    topic_batches = batches(variants[0], request.instants, variants[1:]) if variants[0].segment_sizes else []
+    jobs = len(topic_batches) + sum(bool(share.segment_sizes) for share in timelines)
+    for v, share in enumerate(timelines):
+        if share.segment_sizes:
+            tables_ = share.snapshot.tables
+            reads = readings(tables_, observed, now, request.window_ms, request.stalled, never_committed)
+            part = timeline(
+                planner, share.snapshot, share.rates, reads, share.segment_sizes, request.instants,
+                request.window_ms, prune_interval_ms=request.prune_interval_ms, tag=tag,
+            )  # fmt: skip
+            results.append([part if i == v else None for i in range(len(timelines))])
+            if progress is not None:
+                progress(len(results), jobs)
     # The next batch's virtual snapshot is built (numpy, in this process) while Spark
     # plans this one (in the JVM); the plans stay on the calling thread (Ctrl-C).
-    for done, (batch, parts) in enumerate(zip(topic_batches, _one_ahead(virtual, topic_batches)), 1):
+    for batch, parts in zip(topic_batches, _one_ahead(virtual, topic_batches)):
         present = [part for part in parts if part is not None]
         joined = {
             name: pa.concat_tables([extension.snapshot.tables[name] for extension, *_ in present])
@@ -155,9 +179,11 @@ def forecast(
         )  # fmt: skip
         results.append([None if part is None else summarize_part(part, plan, batch) for part in parts])
         if progress is not None:
-            progress(done, len(topic_batches))
+            progress(len(results), jobs)
+    orders = [forecast_names, *([changed] if overrides is not None else [])]
     result, *saved = (
-        _merged([part for r in results if (part := r[v]) is not None], request) for v in range(len(variants))
+        _merged([piece for r in results if (piece := r[v]) is not None], request, order)
+        for v, order in enumerate(orders)
     )
     return replace(result, saved=saved[0].topics if saved else None, rejected=variants[0].snapshot.rejected)
 
@@ -234,6 +260,15 @@ class Variant:
             for name in names
         }
         return cls(label, snapshot, rates_for(snapshot, request, catalog, records, sizes), sizes)
+
+    def uncovered(self) -> set[str]:
+        """The topics the timeline does not plan (engine/forecast/timeline.py)."""
+        return {row["topic"] for row in self.snapshot.tables["topics"].to_pylist() if not covers(row)}
+
+    def of_topics(self, topics: list[str]) -> Variant:
+        """This variant with only ``topics``."""
+        snapshot, rates = self.only(topics)
+        return replace(self, snapshot=snapshot, rates=rates, segment_sizes={t: self.segment_sizes[t] for t in topics})
 
     def topics_of(self, batch: Batch) -> list[str]:
         """The topics of ``batch`` this variant plans (a what-if's saved policy: the changed ones)."""
@@ -318,11 +353,13 @@ def batches(variant: Variant, instants: Sequence[int], others: Sequence[Variant]
     return result
 
 
-def _merged(parts: Sequence[Forecast], request: Request) -> Forecast:
-    """One forecast of the topics of ``parts`` (batches of one request), with the
-    disk budget's breach over all of them."""
+def _merged(parts: Sequence[Forecast], request: Request, order: Sequence[str]) -> Forecast:
+    """One forecast of the topics of ``parts`` (batches of one request), in
+    ``order``, with the disk budget's breach over all of them."""
     instants = list(request.instants)
-    merged = Forecast(instants[0], instants, request.window_ms, _joined(parts), None, None)
+    place = {name: i for i, name in enumerate(order)}
+    topics = sorted(_joined(parts), key=lambda topic: place[topic.topic])
+    merged = Forecast(instants[0], instants, request.window_ms, topics, None, None)
     if request.disk_budget is None:
         return merged
     over = (at for at, held in zip(instants, merged.bytes_on_disk()) if held > request.disk_budget)

@@ -345,7 +345,8 @@ def test_at_a_terminal_progress_is_one_line_rewritten_then_cleared(
     with redirect_stdout(out), redirect_stderr(err):
         code = main(["--data-dir", str(data_dir), "forecast", "--now", str(NOW), "--horizon", "1h"])
     assert code == 0
-    assert err.getvalue() == "\rforecast: 1 of 1 Spark jobs done\r\033[K"
+    # capped is planned as a timeline, timed (a backlog quota) as virtual topics: two jobs
+    assert err.getvalue() == "\rforecast: 1 of 2 Spark jobs done\rforecast: 2 of 2 Spark jobs done\r\033[K"
     assert out.getvalue().startswith("forecast from ") and "\r" not in out.getvalue()
 
 

@@ -5,6 +5,7 @@ instant and planned there by :func:`reference.model.plan`."""
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from unittest import mock
@@ -27,7 +28,7 @@ from engine.prune.session import SparkEngine
 from engine.prune.snapshot import Snapshot, build_snapshot
 from tests.reference import forecast as reference
 from tests.reference import model
-from tests.reference.catalog import FakeRecordTimes, RefCatalog, load_into_catalog
+from tests.reference.catalog import FakeRecordTimes, Policy, RefCatalog, load_into_catalog
 from tests.reference.strategies import catalogs
 
 #: synthetic records over all partitions at the last instant: the model appends and
@@ -49,9 +50,38 @@ def _as_model(point: Point) -> dict:
     }
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(
-    generated=catalogs(),
+def _timeline_plans(policy: Policy) -> bool:
+    """Whether the forecast plans a topic of ``policy`` as a timeline
+    (engine/forecast/timeline.py) rather than as virtual topics."""
+    unset = (
+        "segment_roll",
+        "subscription_expiry",
+        "message_ttl",
+        "backlog_size",
+        "backlog_age",
+        "max_deletes_per_cycle",
+    )
+    return policy.granularity == "segment" and not policy.hold and all(getattr(policy, f) is None for f in unset)
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What a forecast of the tests asks: ``batched``, each topic planned at each
+    instant in a Spark job of its own, as a topic too large for one job is planned
+    (forecast.batches), its instants' points and breaches joined."""
+
+    window: int
+    step: int
+    count: int
+    rate: int | None
+    stall: bool
+    batched: bool
+    budget: int | None
+    interval: int
+
+
+_asks = st.builds(
+    _Asked,
     window=st.one_of(st.integers(0, 400), st.just(10_000)),
     step=st.integers(1, 80),
     count=st.integers(1, 4),
@@ -61,21 +91,15 @@ def _as_model(point: Point) -> dict:
     budget=st.one_of(st.none(), st.integers(0, 50_000)),
     interval=st.integers(1, 200),
 )
-def test_forecast_agrees_with_the_reference_model(
-    spark_engine: SparkEngine,
-    generated: RefCatalog,
-    window: int,
-    step: int,
-    count: int,
-    rate: int | None,
-    stall: bool,
-    batched: bool,
-    budget: int | None,
-    interval: int,
+
+
+def _agrees_with_the_reference_model(
+    spark_engine: SparkEngine, generated: RefCatalog, asked: _Asked, *, as_virtual_topics: bool = False
 ) -> None:
-    """``batched``: each topic planned at each instant in a Spark job of its own, as a
-    topic too large for one job is planned (forecast.batches), its instants' points
-    and breaches joined."""
+    """``as_virtual_topics``: the forecast is the same, breaches too (which the model
+    does not give), with every topic planned as virtual topics."""
+    window, step, count, rate = asked.window, asked.step, asked.count, asked.rate
+    stall, batched, budget, interval = asked.stall, asked.batched, asked.budget, asked.interval
     now = generated.now
     instants = [now + i * step for i in range(count)]
     rates = reference.rates(generated, window, rate)
@@ -87,19 +111,27 @@ def test_forecast_agrees_with_the_reference_model(
         try:
             loaded = load_into_catalog(generated, catalog)
             progress: list[tuple[int, int]] = []
+            planner, records = Planner(spark_engine, Path(tmp) / "scratch"), FakeRecordTimes(generated)
+            request = Request(instants, window, rate, stalled, budget, interval)
             with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", 1 if batched else forecasting.MAX_VIRTUAL_ROWS):
                 got = forecast(
-                    Planner(spark_engine, Path(tmp) / "scratch"), catalog, FakeRecordTimes(generated),
-                    Request(instants, window, rate, stalled, budget, interval), defaults=generated.defaults,
+                    planner, catalog, records, request, defaults=generated.defaults,
                     progress=lambda done, of: progress.append((done, of)),
                 )  # fmt: skip
+            if as_virtual_topics:
+                with mock.patch.object(forecasting, "covers", lambda topic: False):
+                    assert forecast(planner, catalog, records, request, defaults=generated.defaults) == got
         finally:
             catalog.close()
     expected = reference.forecast(loaded, instants, window, prune_interval=interval, given=rate, stalled=stalled)
 
     assert got.instants == instants
     assert [t.topic for t in got.topics] == sorted(expected)
-    jobs = len(expected) * count if batched else 1  # a batch per topic and instant: MAX_VIRTUAL_ROWS of 1
+    # One job for the timeline's topics; the others' virtual topics in one batch, or
+    # (MAX_VIRTUAL_ROWS of 1) a batch per topic and instant.
+    timeline = sum(_timeline_plans(t.policy) for t in generated.topics)
+    virtual = len(generated.topics) - timeline
+    jobs = (timeline > 0) + (virtual * count if batched else virtual > 0)
     assert progress == [(done, jobs) for done in range(1, jobs + 1)]
     assert {
         (topic.topic, r.group, r.partition): (
@@ -124,6 +156,26 @@ def test_forecast_agrees_with_the_reference_model(
     totals = [sum(points[i]["bytes"] for points in expected.values()) for i in range(count)]
     over = [at for at, total in zip(instants, totals) if budget is not None and total > budget]
     assert (got.disk_breach and got.disk_breach.at) == (over[0] if over else None)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(generated=catalogs(plain=st.booleans()), asked=_asks)
+def test_forecast_agrees_with_the_reference_model(
+    spark_engine: SparkEngine, generated: RefCatalog, asked: _Asked
+) -> None:
+    """Topics of every policy, some planned as a timeline and some as virtual topics."""
+    _agrees_with_the_reference_model(spark_engine, generated, asked)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(generated=catalogs(plain=st.just(True)), asked=_asks)
+def test_the_timeline_agrees_with_the_reference_model(
+    spark_engine: SparkEngine, generated: RefCatalog, asked: _Asked
+) -> None:
+    """Only topics the timeline plans (engine/forecast/timeline.py): random policies
+    are almost never one, and their edges (a record exactly as old as a limit) need
+    examples of their own."""
+    _agrees_with_the_reference_model(spark_engine, generated, asked, as_virtual_topics=True)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

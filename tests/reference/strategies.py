@@ -7,6 +7,8 @@ tools (bench/plan.py runs it from a plain install).
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import strategies as st
 
 from engine.catalog.catalog import GroupKind
@@ -33,9 +35,15 @@ limit_sizes = weighted(
 
 @st.composite
 def policies(
-    draw: st.DrawFn, ages: tuple[int, ...] = (), commit_ages: tuple[int, ...] = (), sizes: tuple[int, ...] = ()
+    draw: st.DrawFn,
+    ages: tuple[int, ...] = (),
+    commit_ages: tuple[int, ...] = (),
+    sizes: tuple[int, ...] = (),
+    plain: bool = False,
 ) -> Policy:
-    """A random policy that passes validation (SPEC §3 rules).
+    """A random policy that passes validation (SPEC §3 rules); ``plain``: one of
+    time, size and caps alone, at segment granularity (no roll, quota, TTL, expiry,
+    hold or cycle limit), which random draws almost never give.
 
     The ages of the records and of the latest commits, and the suffix sizes of the
     topic it is for (:func:`ages_and_sizes`) are drawn often, so that the strict
@@ -66,7 +74,7 @@ def policies(
     elif retention_size == 0 and retention_time:
         retention_time = draw(st.sampled_from([0, None]))
     segment_size = draw(st.integers(1, max_partition_size or 1000))
-    return Policy(
+    policy = Policy(
         segment_size=segment_size,
         segment_roll=draw(duration),
         retention_time=retention_time,
@@ -87,6 +95,12 @@ def policies(
         max_deletes_per_cycle=draw(weighted((4, st.none()), (1, st.just(0)), (2, st.integers(1, 5)))),
         hold=draw(weighted((7, st.just(False)), (1, st.just(True)))),
     )
+    if not plain:
+        return policy
+    return dataclasses.replace(
+        policy, segment_roll=None, granularity="segment", subscription_expiry=None, message_ttl=None,
+        backlog_size=None, backlog_age=None, max_deletes_per_cycle=None, hold=False,
+    )  # fmt: skip
 
 
 @st.composite
@@ -193,16 +207,23 @@ def ages_and_sizes(
 
 
 @st.composite
-def catalogs(draw: st.DrawFn) -> RefCatalog:
+def catalogs(draw: st.DrawFn, plain: st.SearchStrategy[bool] | None = None) -> RefCatalog:
     """A random catalog: 1–3 topics of 1–3 partitions, random valid policies given as
-    overrides on top of random engine defaults, 0–3 groups per topic."""
+    overrides on top of random engine defaults, 0–3 groups per topic; a topic's
+    policy is :func:`policies`' ``plain`` one where ``plain`` draws true."""
     now = NOW + draw(st.integers(0, 10_000))
     names = draw(st.lists(st.sampled_from(TOPIC_NAMES), unique=True, min_size=1, max_size=3))
     contents = []
     for _ in names:
         parts = tuple(draw(partitions(i, now)) for i in range(draw(st.integers(1, 3))))
         groups_ = draw(groups(parts, now))
-        contents.append((parts, groups_, draw(policies(*ages_and_sizes(parts, groups_, now)))))
+        contents.append(
+            (
+                parts,
+                groups_,
+                draw(policies(*ages_and_sizes(parts, groups_, now), plain=plain is not None and draw(plain))),
+            )
+        )
     # engine defaults: some fields of a valid policy, often the first topic's
     base = contents[0][2] if draw(st.booleans()) else draw(policies())
     defaults = {k: v for k, v in base.texts().items() if draw(st.integers(0, 9)) < 7}

@@ -1,0 +1,337 @@
+"""The forecast as a timeline: per segment, the first instant each rule holds, and
+from those the first instant it goes; every instant in one Spark job over the
+segments once, not once per instant.
+
+Every rule a segment-granularity plan applies holds from some instant on: time
+passes, data arrives, a subscriber reads on, and nothing comes back
+(engine/forecast/extend.py argues it). So each rule is one number per segment, the
+index of the first instant of the forecast at which it holds, and the plan of the
+virtual topic at an instant (extend.py) deletes exactly the segments whose instant
+of going has come. Per segment ``s`` of a partition, in offset order:
+
+- ``sealed_k``: the next segment has a record (it is sealed at the snapshot: 0);
+- ``k_time``, ``k_max_time``: the instant is past its newest record plus the limit;
+- ``k_size``, ``k_max_size``: the partition's bytes before that instant's cycle
+  exceed the bytes through ``s`` (before ``s``) plus the limit;
+- ``k_barrier``: every protecting subscriber's position has passed it;
+- the cut's target holds below ``s`` from ``m_target``, the running maximum of
+  ``min(k_time, k_size)`` over the partition's live segments up to ``s`` (Iggy's
+  ``leading_expired_end`` as a function of time); the hard cut from ``m_hard``, the
+  same over ``min(k_max_time, k_max_size)``;
+- ``s`` goes at ``max(sealed_k, min(m_hard, max(m_target, k_barrier)))`` (the cut of
+  docs/RETENTION.md: ``max(H, hard, min(target, barrier))``), or at ``sealed_k``
+  below the log start; its reason is the plan's at that instant.
+
+What Spark computes is the running maxima, the instants and reasons, and the bytes
+and segments that go per partition, instant and reason; the rest is read here by
+running sums over the instants. :func:`covers` says which topics this form plans:
+for the others (message granularity, a roll, backlog quotas, TTL, expiry, a hold, a
+cycle's deletion limit) engine/forecast/forecast.py plans the virtual topics
+themselves. tests/prune/test_forecast.py holds both to the reference model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.forecast.extend import Partitions, Starts, grown, partitions_of, positions_at, synthetic_starts
+from engine.forecast.rates import Rate, partition_rows
+from engine.forecast.reading import Reading, by_topic
+from engine.forecast.result import Breach, Forecast, PartitionPoint, Point, TopicForecast, many_points
+from engine.prune.planner import Planner
+from engine.prune.snapshot import Snapshot
+
+#: policy fields any of which, set, puts a topic outside this form (:func:`covers`)
+_NOT_COVERED = ("segment_roll", "max_deletes_per_cycle", "backlog_size", "backlog_age", "message_ttl",
+                "subscription_expiry")  # fmt: skip
+
+#: the per-segment instants Spark reads, beside ``pid``, the offsets, size and ``live``
+_INSTANTS = ("sealed_k", "k_time", "k_size", "k_max_time", "k_max_size", "k_barrier")
+
+TIMELINE_QUERY = """WITH
+ruled AS (SELECT pid, next_offset, size_bytes, live, sealed_k, k_time, k_max_time, k_barrier,
+    max(CASE WHEN live THEN least(k_time, k_size) ELSE 0 END) OVER upto AS m_target,
+    max(CASE WHEN live THEN least(k_max_time, k_max_size) ELSE 0 END) OVER upto AS m_hard
+  FROM {rows}
+  WINDOW upto AS (PARTITION BY pid ORDER BY base_offset ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)),
+gone AS (SELECT *, greatest(m_target, k_barrier) AS k_by_target,
+    CASE WHEN live THEN greatest(sealed_k, least(m_hard, greatest(m_target, k_barrier))) ELSE sealed_k END AS gone
+  FROM ruled),
+reasoned AS (SELECT pid, gone, next_offset, size_bytes,
+    CASE WHEN NOT live THEN 'DELETE_BELOW_LOG_START'
+      WHEN k_by_target <= gone AND k_time <= gone THEN 'DELETE_TIME'
+      WHEN k_by_target <= gone THEN 'DELETE_SIZE'
+      WHEN k_max_time <= gone THEN 'DELETE_MAX_TIME'
+      ELSE 'DELETE_MAX_SIZE' END AS reason,
+    CASE WHEN live AND greatest(gone, k_max_time) < k_by_target THEN greatest(gone, k_max_time) END AS max_time_from,
+    CASE WHEN live AND gone < least(k_by_target, k_max_time) THEN gone END AS max_size_from
+  FROM gone)
+SELECT pid, gone, reason, sum(size_bytes) AS bytes, count(*) AS segments, max(next_offset) AS last_next,
+    min(max_time_from) AS max_time_from, min(max_size_from) AS max_size_from
+  FROM reasoned GROUP BY pid, gone, reason"""
+"""Per partition, instant and reason: what goes first at that instant; and per
+partition the first instant a cap is a deleted segment's reason (``max_time_from``,
+``max_size_from``: the plan's reason at an instant after a segment went can be a
+cap until the target's rules reach it). An instant past the horizon is never."""
+
+
+def covers(topic: Mapping[str, Any]) -> bool:
+    """Whether this form plans ``topic`` (a row of the snapshot's topics)."""
+    return topic["granularity"] == "segment" and not topic["hold"] and all(topic[f] is None for f in _NOT_COVERED)
+
+
+def _first_above(series: np.ndarray, rows: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """For each of ``rows`` (columns of ``series``, each nondecreasing down its
+    instants), the first instant at which ``series`` is above ``x``; the number of
+    instants if none. One search over every column laid end to end, each shifted
+    above the one before."""
+    count = series.shape[0]
+    if len(rows) == 0 or count == 0:
+        return np.full(len(rows), count, np.int64)
+    low, high = series[0], series[-1]
+    base = np.concatenate([[0], np.cumsum(high - low + 2)[:-1]])
+    flat = (series - low + base).T.ravel()
+    query = np.clip(x, low[rows] - 1, high[rows]) - low[rows] + base[rows]
+    return np.searchsorted(flat, query, side="right") - rows.astype(np.int64) * count
+
+
+def _on_disk(
+    snapshot: Snapshot, segment_rows: np.ndarray, parts: Partitions, starts: Starts, arrived: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes and segments of each partition (columns) at each instant (rows), before
+    that instant's cycle: the snapshot's, the records its active segment took, and
+    the synthetic segments begun by then (what extend.py's segments hold, summed)."""
+    instants, count = arrived.shape
+    sizes = snapshot.tables["segments"]["size_bytes"].to_numpy()
+    every = np.broadcast_to(np.arange(count), arrived.shape).ravel()
+    flat = arrived.ravel()
+    none = np.zeros_like(flat)
+    filled = parts.bytes_of(every, none, np.minimum(flat, parts.room[every]))
+    total = np.bincount(segment_rows, weights=sizes, minlength=count)[every] + np.where(
+        parts.active[every] >= 0, filled, 0
+    )
+    segments = np.bincount(segment_rows, minlength=count)[every]
+    if len(starts.of):
+        # a partition's synthetic segments begun by an instant: a run from its first
+        width = int(flat.max()) + 1
+        first = np.searchsorted(starts.of, every, side="left")
+        begun = np.searchsorted(starts.of * width + starts.start, every * width + flat, side="left") - first
+        before = np.concatenate([[0], np.cumsum(parts.bytes_of(starts.of, starts.start, starts.end))])
+        last = np.maximum(first + begun - 1, 0)  # the last begun, if any: only it may be partly filled
+        partly = parts.bytes_of(every, starts.start[last], np.minimum(starts.end[last], flat))
+        total = total + np.where(begun > 0, before[last] - before[first] + partly, 0)
+        segments = segments + begun
+    return total.reshape(instants, count).astype(np.int64), segments.reshape(instants, count)
+
+
+def _barriers(
+    snapshot: Snapshot, arrived: np.ndarray, instants: Sequence[int], reads: Sequence[Reading], log_start: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per instant (rows) and partition (columns), the lowest position of a
+    protecting subscriber, at least the log start (0 where none protects); and which
+    partitions have one."""
+    positions, partitions = snapshot.tables["positions"], snapshot.tables["partitions"]
+    topics = snapshot.tables["topics"]
+    row = partition_rows(positions, partitions)
+    protect = pc.equal(topics["consumption"], "protect").take(
+        pc.index_in(positions["topic"], value_set=topics["topic"])
+    )
+    subscriber = pc.equal(positions["kind"], "subscriber")
+    holding = np.flatnonzero(pc.and_(subscriber, protect).fill_null(False).to_numpy(zero_copy_only=False) & (row >= 0))
+    rows = row[holding]
+    barrier = np.full(arrived.shape, np.iinfo(np.int64).max)
+    for k, at in enumerate(instants):
+        moved = positions_at(snapshot, arrived[k], at, snapshot.now, reads)["position"].to_numpy()
+        np.minimum.at(barrier[k], rows, np.maximum(moved[holding], log_start[rows]))
+    has = np.zeros(arrived.shape[1], bool)
+    has[rows] = True
+    return np.where(has, barrier, 0), has
+
+
+def _segment_instants(
+    snapshot: Snapshot, rates: Sequence[Rate], reads: Sequence[Reading], segment_sizes: Mapping[str, int],
+    instants: Sequence[int], prune_interval_ms: int,
+) -> tuple[pa.Table, np.ndarray, np.ndarray]:  # fmt: skip
+    """The rows Spark reads, one per segment there by the horizon (:data:`_INSTANTS`);
+    and the bytes and segments of each partition at each instant before its cycle."""
+    now, count = snapshot.now, len(instants)
+    partitions, topics = snapshot.tables["partitions"], snapshot.tables["topics"]
+    segment_rows = partition_rows(snapshot.tables["segments"], partitions)
+    parts = partitions_of(snapshot, segment_rows, rates, segment_sizes, prune_interval_ms)
+    arrived = np.stack([parts.arrived(slice(None), at - now) for at in instants])
+    starts = synthetic_starts(parts, arrived[-1], now)
+    bytes_at, segments_at = _on_disk(snapshot, segment_rows, parts, starts, arrived)
+    columns = grown(snapshot, segment_rows, parts, starts, arrived[-1], now)
+    row = columns["row"]
+    log_start = partitions["log_start_offset"].to_numpy()
+    policy = topics.take(pc.index_in(partitions["topic"], value_set=topics["topic"]))
+
+    def limit(name: str) -> tuple[np.ndarray, np.ndarray]:
+        """The policy's ``name`` per segment, and where it is set."""
+        column = policy[name]
+        return column.fill_null(0).to_numpy()[row], column.is_valid().to_numpy(zero_copy_only=False)[row]
+
+    sealed_k = _first_above(arrived, row, columns["sealed_after"])
+
+    def by_time(name: str) -> np.ndarray:
+        value, valid = limit(name)
+        due = np.searchsorted(np.asarray(instants), columns["newest"] + value + 1, side="left")
+        return np.where(valid & columns["newest_valid"], np.maximum(due, sealed_k), count)
+
+    size = columns["size_bytes"]
+    starts_of_partition = np.flatnonzero(np.concatenate([[True], row[1:] != row[:-1]])) if len(row) else row
+    through = np.cumsum(size)
+    through -= np.repeat(
+        through[starts_of_partition] - size[starts_of_partition], np.diff(np.append(starts_of_partition, len(row)))
+    )
+
+    def by_size(name: str, above: np.ndarray) -> np.ndarray:
+        value, valid = limit(name)
+        return np.where(valid, np.maximum(_first_above(bytes_at, row, above + value), sealed_k), count)
+
+    barrier, protected = _barriers(snapshot, arrived, instants, reads, log_start)
+    next_offset = columns["next_offset"]
+    k_barrier = np.where(protected[row], _first_above(barrier, row, next_offset - 1), 0)
+    rows = pa.table(
+        {
+            "pid": row.astype(np.int32),
+            "base_offset": columns["base_offset"],
+            "next_offset": next_offset,
+            "size_bytes": size,
+            "live": next_offset > log_start[row],
+            "sealed_k": sealed_k,
+            "k_time": by_time("retention_time"),
+            "k_size": by_size("retention_size", through - 1),
+            "k_max_time": by_time("max_time"),
+            "k_max_size": by_size("max_partition_size", through - size),
+            "k_barrier": k_barrier,
+        }
+    )
+    return rows, bytes_at, segments_at
+
+
+def timeline(
+    planner: Planner,
+    snapshot: Snapshot,
+    rates: Sequence[Rate],
+    reads: Sequence[Reading],
+    segment_sizes: Mapping[str, int],
+    instants: Sequence[int],
+    window_ms: int,
+    *,
+    prune_interval_ms: int,
+    tag: str | None = None,
+) -> Forecast:
+    """The forecast of every topic of ``snapshot`` (each one :func:`covers`) at
+    ``instants`` (the first its ``now``), without a disk budget; ``rates`` per row
+    of its partitions, ``reads`` per row of its positions."""
+    rows, bytes_at, segments_at = _segment_instants(snapshot, rates, reads, segment_sizes, instants, prune_interval_ms)
+    gone = planner.query_partitions(TIMELINE_QUERY, rows, tag=tag)
+    count, width = bytes_at.shape
+    within = gone.filter(pc.less(gone["gone"], count))
+    at, pid = within["gone"].to_numpy(), within["pid"].to_numpy()
+    freed = np.zeros((count, width), np.int64)
+    np.add.at(freed, (at, pid), within["bytes"].to_numpy())
+    taken = np.zeros((count, width), np.int64)
+    np.add.at(taken, (at, pid), within["segments"].to_numpy())
+    last = np.full((count, width), -1, np.int64)
+    np.maximum.at(last, (at, pid), within["last_next"].to_numpy())
+    freed, taken = np.cumsum(freed, axis=0), np.cumsum(taken, axis=0)
+    partitions = snapshot.tables["partitions"]
+    log_start = np.maximum(partitions["log_start_offset"].to_numpy(), np.maximum.accumulate(last, axis=0))
+    held, kept = bytes_at - freed, segments_at - taken
+    cap_from = {
+        kind: _first_per_partition(gone, column, width, count)
+        for kind, column in (("max_time", "max_time_from"), ("max_partition_size", "max_size_from"))
+    }
+    with many_points():
+        return _forecast(
+            snapshot, rates, reads, instants, window_ms, within, held, kept, freed, taken, log_start, cap_from
+        )
+
+
+def _first_per_partition(gone: pa.Table, column: str, width: int, never: int) -> np.ndarray:
+    first = np.full(width, never, np.int64)
+    valid = gone.filter(pc.is_valid(gone[column]))
+    np.minimum.at(first, valid["pid"].to_numpy(), valid[column].to_numpy())
+    return first
+
+
+def _forecast(
+    snapshot: Snapshot, rates: Sequence[Rate], reads: Sequence[Reading], instants: Sequence[int], window_ms: int,
+    within: pa.Table, held: np.ndarray, kept: np.ndarray, freed: np.ndarray, taken: np.ndarray,
+    log_start: np.ndarray, cap_from: Mapping[str, np.ndarray],
+) -> Forecast:  # fmt: skip
+    """The forecast's points and breaches per topic, from the timeline's sums per
+    partition (columns) and instant (rows)."""
+    partitions, topics = snapshot.tables["partitions"], snapshot.tables["topics"]
+    topic_of = partitions["topic"].to_pylist()
+    number = partitions["partition"].to_numpy()
+    by_reason = (
+        within.append_column("topic", partitions["topic"].take(within["pid"]))
+        .group_by(["topic", "gone", "reason"])
+        .aggregate([("bytes", "sum")])
+    )
+    reason_bytes: dict[tuple[str, int], dict[str, int]] = {}
+    for topic, k, reason, size in zip(*(by_reason[c].to_pylist() for c in ("topic", "gone", "reason", "bytes_sum"))):
+        reason_bytes.setdefault((topic, k), {})[reason] = size
+    reads_of = by_topic(snapshot.tables["positions"], reads)
+    rows_of: dict[str, list[int]] = {}
+    for p in np.argsort(number, kind="stable").tolist():
+        rows_of.setdefault(topic_of[p], []).append(p)
+    numbers = number.tolist()
+    result = []
+    for policy in topics.to_pylist():
+        topic = policy["topic"]
+        mine = rows_of.get(topic, [])
+        breaches = _breaches(policy, instants, np.array(mine, np.int64), number, held, cap_from)
+        # Python ints per topic, each list once: a million partition points are built of them.
+        on_disk, segments, bytes_deleted, segments_deleted = (
+            a[:, mine].sum(axis=1).tolist() for a in (held, kept, freed, taken)
+        )
+        of_mine = [numbers[p] for p in mine]
+        held_, kept_, starts_ = (a[:, mine].tolist() for a in (held, kept, log_start))
+        since_now: dict[str, int] = {}
+        points = []
+        for k, at in enumerate(instants):
+            for reason, size in reason_bytes.get((topic, k), {}).items():
+                since_now[reason] = since_now.get(reason, 0) + size
+            parts = list(map(PartitionPoint, of_mine, held_[k], kept_[k], starts_[k]))
+            deleted = (bytes_deleted[k], segments_deleted[k], dict(sorted(since_now.items())))
+            points.append(Point(at, on_disk[k], segments[k], parts, *deleted, False, []))
+        rates_of = {numbers[p]: rates[p] for p in mine}
+        result.append(TopicForecast(topic, rates_of, points, breaches, reads_of.get(topic, [])))
+    return Forecast(instants[0], list(instants), window_ms, result, None, None)
+
+
+def _breaches(
+    policy: Mapping[str, Any], instants: Sequence[int], mine: np.ndarray, number: np.ndarray, held: np.ndarray,
+    cap_from: Mapping[str, np.ndarray],
+) -> list[Breach]:  # fmt: skip
+    """The topic's first breach of each cap (engine/forecast/summary.py): the first
+    instant a cap is a deleted segment's reason, or (``max_partition_size``) a
+    partition keeps more than it after the cycle; in the order summary.py finds them."""
+    count = len(instants)
+    found: list[tuple[int, int, int, int, Breach]] = []
+    for order, kind in enumerate(("max_partition_size", "max_time")):
+        first = cap_from[kind][mine] if len(mine) else np.zeros(0, np.int64)
+        if len(first) and first.min() < count:
+            k = int(first.min())
+            partition = int(number[mine[first == k]].min())
+            found.append((k, 0, partition, order, Breach(kind, instants[k], policy[kind], partition=partition)))
+    cap = policy["max_partition_size"]
+    if cap is not None and len(mine):
+        over = held[:, mine] > cap
+        if over.any():
+            k = int(np.flatnonzero(over.any(axis=1))[0])
+            partition = int(number[mine[over[k]]].min())
+            found.append((k, 1, partition, 0, Breach("max_partition_size", instants[k], cap, partition=partition)))
+    first_of: dict[str, Breach] = {}
+    for *_, breach in sorted(found, key=lambda f: f[:4]):
+        first_of.setdefault(breach.kind, breach)
+    return sorted(first_of.values(), key=lambda b: b.at)
