@@ -261,7 +261,7 @@ def extend(
         pieces["segments"].append(renamed(segments_at))
         on_disk.append(_totals(segments_at, snapshot.tables["partitions"]))
         pieces["positions"].append(renamed(positions_at(snapshot, arrived, at, now, readings)))
-        pieces["time_cuts"].append(renamed(_time_cuts_at(snapshot, parts, arrived, at, now, real_time_cut)))
+        pieces["time_cuts"].append(renamed(time_cuts_at(snapshot, parts, arrived, at, now, real_time_cut)))
     virtual = {name: pa.concat_tables(parts_).cast(tables.SNAPSHOT_TABLES[name]) for name, parts_ in pieces.items()}
     return Extension(Snapshot(now, virtual, snapshot.rejected), list(instants), topic_names, names, on_disk)
 
@@ -498,7 +498,7 @@ def positions_at(snapshot: Snapshot, arrived: np.ndarray, at: int, now: int, rea
     )
 
 
-def _time_cuts_at(
+def time_cuts_at(
     snapshot: Snapshot, parts: Partitions, arrived: np.ndarray, at: int, now: int, real_time_cut: RealTimeCut
 ) -> pa.Table:
     """The snapshot's kinds of time cut, each at ``at``: in the snapshot's records

@@ -156,7 +156,7 @@ def forecast(
             reads = readings(tables_, observed, now, request.window_ms, request.stalled, never_committed)
             part = timeline(
                 planner, share.snapshot, share.rates, reads, share.segment_sizes, request.instants,
-                request.window_ms, prune_interval_ms=request.prune_interval_ms, tag=tag,
+                request.window_ms, prune_interval_ms=request.prune_interval_ms, real_time_cut=real_time_cut, tag=tag,
             )  # fmt: skip
             results.append([part if i == v else None for i in range(len(timelines))])
             if progress is not None:

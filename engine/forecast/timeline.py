@@ -13,21 +13,25 @@ of going has come. Per segment ``s`` of a partition, in offset order:
 - ``k_time``, ``k_max_time``: the instant is past its newest record plus the limit;
 - ``k_size``, ``k_max_size``: the partition's bytes before that instant's cycle
   exceed the bytes through ``s`` (before ``s``) plus the limit;
-- ``k_barrier``: every protecting subscriber's position has passed it;
+- ``k_barrier``: the barrier has passed it: every protecting subscriber's position
+  after ``message_ttl``, or the subscriber expired (``subscription_expiry``);
+- ``k_allowed``: the cycles may delete it: never under a hold; with
+  ``max_deletes_per_cycle``, once the cycles run by then reach its rank;
 - the cut's target holds below ``s`` from ``m_target``, the running maximum of
   ``min(k_time, k_size)`` over the partition's live segments up to ``s`` (Iggy's
   ``leading_expired_end`` as a function of time); the hard cut from ``m_hard``, the
   same over ``min(k_max_time, k_max_size)``;
-- ``s`` goes at ``max(sealed_k, min(m_hard, max(m_target, k_barrier)))`` (the cut of
-  docs/RETENTION.md: ``max(H, hard, min(target, barrier))``), or at ``sealed_k``
-  below the log start; its reason is the plan's at that instant.
+- ``s`` goes at ``max(sealed_k, k_allowed, min(m_hard, max(m_target, k_barrier)))``
+  (the cut of docs/RETENTION.md: ``max(H, hard, min(target, barrier))``), or at
+  ``max(sealed_k, k_allowed)`` below the log start; its reason is the plan's at
+  that instant.
 
 What Spark computes is the running maxima, the instants and reasons, and the bytes
 and segments that go per partition, instant and reason; the rest is read here by
 running sums over the instants. :func:`covers` says which topics this form plans:
-for the others (message granularity, a roll, backlog quotas, TTL, expiry, a hold, a
-cycle's deletion limit) engine/forecast/forecast.py plans the virtual topics
-themselves. tests/prune/test_forecast.py holds both to the reference model.
+for the others (message granularity, a roll, backlog quotas) engine/forecast/forecast.py
+plans the virtual topics themselves. tests/prune/test_forecast.py holds both to the
+reference model.
 """
 
 from __future__ import annotations
@@ -39,7 +43,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.forecast.extend import Partitions, Starts, grown, partitions_of, positions_at, synthetic_starts
+from engine.forecast.extend import (
+    Partitions,
+    RealTimeCut,
+    Starts,
+    grown,
+    partitions_of,
+    positions_at,
+    synthetic_starts,
+    time_cuts_at,
+)
 from engine.forecast.rates import Rate, partition_rows
 from engine.forecast.reading import Reading, by_topic
 from engine.forecast.result import Breach, Forecast, PartitionPoint, Point, TopicForecast, many_points
@@ -47,20 +60,17 @@ from engine.prune.planner import Planner
 from engine.prune.snapshot import Snapshot
 
 #: policy fields any of which, set, puts a topic outside this form (:func:`covers`)
-_NOT_COVERED = ("segment_roll", "max_deletes_per_cycle", "backlog_size", "backlog_age", "message_ttl",
-                "subscription_expiry")  # fmt: skip
-
-#: the per-segment instants Spark reads, beside ``pid``, the offsets, size and ``live``
-_INSTANTS = ("sealed_k", "k_time", "k_size", "k_max_time", "k_max_size", "k_barrier")
+_NOT_COVERED = ("segment_roll", "backlog_size", "backlog_age")
 
 TIMELINE_QUERY = """WITH
-ruled AS (SELECT pid, next_offset, size_bytes, live, sealed_k, k_time, k_max_time, k_barrier,
+ruled AS (SELECT pid, next_offset, size_bytes, live, stopped, sealed_k, k_time, k_max_time, k_barrier, k_allowed,
     max(CASE WHEN live THEN least(k_time, k_size) ELSE 0 END) OVER upto AS m_target,
     max(CASE WHEN live THEN least(k_max_time, k_max_size) ELSE 0 END) OVER upto AS m_hard
   FROM {rows}
   WINDOW upto AS (PARTITION BY pid ORDER BY base_offset ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)),
 gone AS (SELECT *, greatest(m_target, k_barrier) AS k_by_target,
-    CASE WHEN live THEN greatest(sealed_k, least(m_hard, greatest(m_target, k_barrier))) ELSE sealed_k END AS gone
+    greatest(sealed_k, k_allowed,
+      CASE WHEN live THEN least(m_hard, greatest(m_target, k_barrier)) ELSE 0 END) AS gone
   FROM ruled),
 reasoned AS (SELECT pid, gone, next_offset, size_bytes,
     CASE WHEN NOT live THEN 'DELETE_BELOW_LOG_START'
@@ -69,10 +79,12 @@ reasoned AS (SELECT pid, gone, next_offset, size_bytes,
       WHEN k_max_time <= gone THEN 'DELETE_MAX_TIME'
       ELSE 'DELETE_MAX_SIZE' END AS reason,
     CASE WHEN live AND greatest(gone, k_max_time) < k_by_target THEN greatest(gone, k_max_time) END AS max_time_from,
-    CASE WHEN live AND gone < least(k_by_target, k_max_time) THEN gone END AS max_size_from
+    CASE WHEN live AND gone < least(k_by_target, k_max_time) THEN gone END AS max_size_from,
+    CASE WHEN stopped AND live AND k_max_time < gone THEN k_max_time END AS kept_past_max_time_from
   FROM gone)
 SELECT pid, gone, reason, sum(size_bytes) AS bytes, count(*) AS segments, max(next_offset) AS last_next,
-    min(max_time_from) AS max_time_from, min(max_size_from) AS max_size_from
+    min(max_time_from) AS max_time_from, min(max_size_from) AS max_size_from,
+    min(kept_past_max_time_from) AS kept_past_max_time_from
   FROM reasoned GROUP BY pid, gone, reason"""
 """Per partition, instant and reason: what goes first at that instant; and per
 partition the first instant a cap is a deleted segment's reason (``max_time_from``,
@@ -82,7 +94,7 @@ cap until the target's rules reach it). An instant past the horizon is never."""
 
 def covers(topic: Mapping[str, Any]) -> bool:
     """Whether this form plans ``topic`` (a row of the snapshot's topics)."""
-    return topic["granularity"] == "segment" and not topic["hold"] and all(topic[f] is None for f in _NOT_COVERED)
+    return topic["granularity"] == "segment" and all(topic[f] is None for f in _NOT_COVERED)
 
 
 def _first_above(series: np.ndarray, rows: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -130,35 +142,72 @@ def _on_disk(
 
 
 def _barriers(
-    snapshot: Snapshot, arrived: np.ndarray, instants: Sequence[int], reads: Sequence[Reading], log_start: np.ndarray
+    snapshot: Snapshot,
+    parts: Partitions,
+    arrived: np.ndarray,
+    instants: Sequence[int],
+    reads: Sequence[Reading],
+    real_time_cut: RealTimeCut,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per instant (rows) and partition (columns), the lowest position of a
-    protecting subscriber, at least the log start (0 where none protects); and which
-    partitions have one."""
+    """Per instant (rows) and partition (columns), the barrier of the virtual topic
+    at that instant (extend.py): the lowest position, after ``message_ttl`` and at
+    least the log start, of a protecting subscriber not expired by then; and where
+    there is none. A position only moves up and an expired group never holds again,
+    so the barrier only moves up."""
+    now = snapshot.now
     positions, partitions = snapshot.tables["positions"], snapshot.tables["partitions"]
     topics = snapshot.tables["topics"]
     row = partition_rows(positions, partitions)
-    protect = pc.equal(topics["consumption"], "protect").take(
-        pc.index_in(positions["topic"], value_set=topics["topic"])
-    )
-    subscriber = pc.equal(positions["kind"], "subscriber")
-    holding = np.flatnonzero(pc.and_(subscriber, protect).fill_null(False).to_numpy(zero_copy_only=False) & (row >= 0))
+    policy = topics.take(pc.index_in(positions["topic"], value_set=topics["topic"]))
+    protect = pc.and_(pc.equal(positions["kind"], "subscriber"), pc.equal(policy["consumption"], "protect"))
+    holding = np.flatnonzero(protect.fill_null(False).to_numpy(zero_copy_only=False) & (row >= 0))
     rows = row[holding]
-    barrier = np.full(arrived.shape, np.iinfo(np.int64).max)
+    expiry = policy["subscription_expiry"].take(pa.array(holding))
+    log_start = partitions["log_start_offset"].to_numpy()
+    cuts = snapshot.tables["time_cuts"]
+    ttl_only = Snapshot(now, {**snapshot.tables, "time_cuts": cuts.filter(pc.equal(cuts["kind"], "ttl"))}, {})
+    lowest = np.full(arrived.shape, np.iinfo(np.int64).max)
     for k, at in enumerate(instants):
-        moved = positions_at(snapshot, arrived[k], at, snapshot.now, reads)["position"].to_numpy()
-        np.minimum.at(barrier[k], rows, np.maximum(moved[holding], log_start[rows]))
-    has = np.zeros(arrived.shape[1], bool)
-    has[rows] = True
-    return np.where(has, barrier, 0), has
+        moved = positions_at(snapshot, arrived[k], at, now, reads)
+        # as the plan of the virtual topic reads it: its commits shifted back to now
+        expired = pc.greater(pc.subtract(now, moved["group_last_commit"].take(pa.array(holding))), expiry)
+        held = ~expired.fill_null(False).to_numpy(zero_copy_only=False)
+        position = np.maximum(moved["position"].to_numpy()[holding], log_start[rows])
+        ttl = time_cuts_at(ttl_only, parts, arrived[k], at, now, real_time_cut)
+        if ttl.num_rows:  # the plan takes a partition's lowest cut of a kind (there is one)
+            cut = np.full(partitions.num_rows, np.iinfo(np.int64).max)
+            np.minimum.at(cut, partition_rows(ttl, partitions), ttl["offset"].to_numpy())
+            position = np.where(cut[rows] < np.iinfo(np.int64).max, np.maximum(position, cut[rows]), position)
+        np.minimum.at(lowest[k], rows[held], position[held])
+    none = lowest == np.iinfo(np.int64).max
+    return np.where(none, 0, lowest), none
+
+
+def _allowed(
+    snapshot: Snapshot, row: np.ndarray, rank: np.ndarray, instants: Sequence[int], prune_interval_ms: int
+) -> np.ndarray:
+    """Per segment, the first instant from which the cycles may delete it: never
+    under a hold; with ``max_deletes_per_cycle`` N, once the cycles run by then (one
+    now, one every prune interval) may delete its ``rank`` (extend.py's
+    ``_topics_at``: N once per cycle)."""
+    partitions, topics = snapshot.tables["partitions"], snapshot.tables["topics"]
+    policy = topics.take(pc.index_in(partitions["topic"], value_set=topics["topic"]))
+    hold = policy["hold"].to_numpy(zero_copy_only=False)[row]
+    per_cycle = policy["max_deletes_per_cycle"]
+    limited = per_cycle.is_valid().to_numpy(zero_copy_only=False)[row]
+    n = per_cycle.fill_null(0).to_numpy()[row]
+    cycles = 1 + (np.asarray(instants) - snapshot.now) // prune_interval_ms
+    by_budget = np.where(n > 0, np.searchsorted(cycles, -(-rank // np.maximum(n, 1)), side="left"), len(instants))
+    return np.where(hold, len(instants), np.where(limited, by_budget, 0))
 
 
 def _segment_instants(
     snapshot: Snapshot, rates: Sequence[Rate], reads: Sequence[Reading], segment_sizes: Mapping[str, int],
-    instants: Sequence[int], prune_interval_ms: int,
+    instants: Sequence[int], prune_interval_ms: int, real_time_cut: RealTimeCut,
 ) -> tuple[pa.Table, np.ndarray, np.ndarray]:  # fmt: skip
-    """The rows Spark reads, one per segment there by the horizon (:data:`_INSTANTS`);
-    and the bytes and segments of each partition at each instant before its cycle."""
+    """The rows Spark reads, one per segment there by the horizon, with the instants
+    of the module's docstring; and the bytes and segments of each partition at each
+    instant before its cycle."""
     now, count = snapshot.now, len(instants)
     partitions, topics = snapshot.tables["partitions"], snapshot.tables["topics"]
     segment_rows = partition_rows(snapshot.tables["segments"], partitions)
@@ -185,18 +234,23 @@ def _segment_instants(
 
     size = columns["size_bytes"]
     starts_of_partition = np.flatnonzero(np.concatenate([[True], row[1:] != row[:-1]])) if len(row) else row
-    through = np.cumsum(size)
-    through -= np.repeat(
-        through[starts_of_partition] - size[starts_of_partition], np.diff(np.append(starts_of_partition, len(row)))
-    )
+    first = np.repeat(starts_of_partition, np.diff(np.append(starts_of_partition, len(row))))  # of its partition
+    cumulative = np.cumsum(size)
+    through = cumulative - (cumulative[first] - size[first])  # bytes of the partition up to it, its own too
+    rank = np.arange(1, len(row) + 1) - first  # in the partition, from 1
 
     def by_size(name: str, above: np.ndarray) -> np.ndarray:
         value, valid = limit(name)
         return np.where(valid, np.maximum(_first_above(bytes_at, row, above + value), sealed_k), count)
 
-    barrier, protected = _barriers(snapshot, arrived, instants, reads, log_start)
+    barrier, free = _barriers(snapshot, parts, arrived, instants, reads, real_time_cut)
     next_offset = columns["next_offset"]
-    k_barrier = np.where(protected[row], _first_above(barrier, row, next_offset - 1), 0)
+    # no barrier at an instant (and none after: an expired group never holds again):
+    # past any offset, as least(target, null) is the target
+    barrier = np.where(free, parts.next_offset + arrived[-1] + 1, barrier)
+    k_barrier = _first_above(barrier, row, next_offset - 1)
+    policy_of_row = policy.take(pa.array(row))
+    stopped = pc.or_(policy_of_row["hold"], policy_of_row["max_deletes_per_cycle"].is_valid())
     rows = pa.table(
         {
             "pid": row.astype(np.int32),
@@ -210,6 +264,8 @@ def _segment_instants(
             "k_max_time": by_time("max_time"),
             "k_max_size": by_size("max_partition_size", through - size),
             "k_barrier": k_barrier,
+            "k_allowed": _allowed(snapshot, row, rank, instants, prune_interval_ms),
+            "stopped": stopped,
         }
     )
     return rows, bytes_at, segments_at
@@ -225,12 +281,15 @@ def timeline(
     window_ms: int,
     *,
     prune_interval_ms: int,
+    real_time_cut: RealTimeCut,
     tag: str | None = None,
 ) -> Forecast:
     """The forecast of every topic of ``snapshot`` (each one :func:`covers`) at
     ``instants`` (the first its ``now``), without a disk budget; ``rates`` per row
     of its partitions, ``reads`` per row of its positions."""
-    rows, bytes_at, segments_at = _segment_instants(snapshot, rates, reads, segment_sizes, instants, prune_interval_ms)
+    rows, bytes_at, segments_at = _segment_instants(
+        snapshot, rates, reads, segment_sizes, instants, prune_interval_ms, real_time_cut
+    )
     gone = planner.query_partitions(TIMELINE_QUERY, rows, tag=tag)
     count, width = bytes_at.shape
     within = gone.filter(pc.less(gone["gone"], count))
@@ -247,7 +306,11 @@ def timeline(
     held, kept = bytes_at - freed, segments_at - taken
     cap_from = {
         kind: _first_per_partition(gone, column, width, count)
-        for kind, column in (("max_time", "max_time_from"), ("max_partition_size", "max_size_from"))
+        for kind, column in (
+            ("max_time", "max_time_from"),
+            ("max_partition_size", "max_size_from"),
+            ("kept_past_max_time", "kept_past_max_time_from"),
+        )
     }
     with many_points():
         return _forecast(
@@ -314,8 +377,9 @@ def _breaches(
     cap_from: Mapping[str, np.ndarray],
 ) -> list[Breach]:  # fmt: skip
     """The topic's first breach of each cap (engine/forecast/summary.py): the first
-    instant a cap is a deleted segment's reason, or (``max_partition_size``) a
-    partition keeps more than it after the cycle; in the order summary.py finds them."""
+    instant a cap is a deleted segment's reason, or a partition keeps more than it
+    after the cycle (bytes; data older than ``max_time``, where a hold or
+    ``max_deletes_per_cycle`` stops the cap); in the order summary.py finds them."""
     count = len(instants)
     found: list[tuple[int, int, int, int, Breach]] = []
     for order, kind in enumerate(("max_partition_size", "max_time")):
@@ -331,6 +395,11 @@ def _breaches(
             k = int(np.flatnonzero(over.any(axis=1))[0])
             partition = int(number[mine[over[k]]].min())
             found.append((k, 1, partition, 0, Breach("max_partition_size", instants[k], cap, partition=partition)))
+    aged = cap_from["kept_past_max_time"][mine] if len(mine) else np.zeros(0, np.int64)
+    if len(aged) and aged.min() < count:
+        k = int(aged.min())
+        partition = int(number[mine[aged == k]].min())
+        found.append((k, 2, partition, 0, Breach("max_time", instants[k], policy["max_time"], partition=partition)))
     first_of: dict[str, Breach] = {}
     for *_, breach in sorted(found, key=lambda f: f[:4]):
         first_of.setdefault(breach.kind, breach)

@@ -582,6 +582,33 @@ def test_a_held_topic_breaches_max_time_when_its_oldest_data_passes_it(
     assert 0 < breach["at"] - (newest + 3 * 60 * MINUTE) <= 10 * MINUTE
 
 
+def test_a_stalled_subscriber_holds_until_its_subscription_expires(
+    data_dir: Path, shared_spark: SparkEngine, ebb
+) -> None:
+    """A protecting subscriber that last committed 2h ago, at the first offset, holds
+    every segment until ``subscription_expiry`` (3h) has passed since that commit:
+    the log start stays put until the first instant after now + 1h, then time
+    retention (1h) deletes what it has been keeping."""
+    _new_data_dir(data_dir)
+    policy = {"segment_size": str(SEGMENT), "retention_time": "1h", "consumption": "protect"}
+    with Broker(data_dir, clock=lambda: NOW) as broker:
+        broker.create_topic("kept", 1, {**policy, "subscription_expiry": "3h"})
+        for k in range(RECORDS):
+            broker.produce("kept", [NewRecord(b"v" * 100, timestamp=NOW - (RECORDS - k) * MINUTE)], partition=0)
+        broker.create_group("kept", "stuck")
+        broker.commit("kept", "stuck", 0, 0, at_ms=NOW - RECORDS * MINUTE)
+        record = broker.describe("kept").partitions[0].size_bytes // RECORDS
+    (topic,) = _forecast(ebb, "--horizon", "3h", "--step", "30m")["topics"]
+    starts = [point["partitions"][0]["log_start"] for point in topic["points"]]
+    expired_at = NOW - RECORDS * MINUTE + 3 * 60 * MINUTE  # expired once strictly past it
+    for point, start in zip(topic["points"], starts):
+        assert (start > 0) == (point["at"] > expired_at), (point["at"] - NOW, starts)
+    # then time retention: at the horizon the records of its last hour stay, from
+    # offset RECORDS + 180 - 60, less what shares a segment with them
+    hour_old = RECORDS + 180 - 60
+    assert hour_old - SEGMENT // record <= starts[-1] <= hour_old
+
+
 def test_a_deletion_limit_is_a_cycles_and_cycles_run_every_prune_interval(
     data_dir: Path, shared_spark: SparkEngine, ebb
 ) -> None:

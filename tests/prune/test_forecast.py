@@ -53,15 +53,8 @@ def _as_model(point: Point) -> dict:
 def _timeline_plans(policy: Policy) -> bool:
     """Whether the forecast plans a topic of ``policy`` as a timeline
     (engine/forecast/timeline.py) rather than as virtual topics."""
-    unset = (
-        "segment_roll",
-        "subscription_expiry",
-        "message_ttl",
-        "backlog_size",
-        "backlog_age",
-        "max_deletes_per_cycle",
-    )
-    return policy.granularity == "segment" and not policy.hold and all(getattr(policy, f) is None for f in unset)
+    unset = ("segment_roll", "backlog_size", "backlog_age")
+    return policy.granularity == "segment" and all(getattr(policy, f) is None for f in unset)
 
 
 @dataclass(frozen=True)

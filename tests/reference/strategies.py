@@ -41,9 +41,9 @@ def policies(
     sizes: tuple[int, ...] = (),
     plain: bool = False,
 ) -> Policy:
-    """A random policy that passes validation (SPEC §3 rules); ``plain``: one of
-    time, size and caps alone, at segment granularity (no roll, quota, TTL, expiry,
-    hold or cycle limit), which random draws almost never give.
+    """A random policy that passes validation (SPEC §3 rules); ``plain``: at segment
+    granularity, without a roll or backlog quotas (engine/forecast/timeline.py's
+    topics), which random draws rarely give.
 
     The ages of the records and of the latest commits, and the suffix sizes of the
     topic it is for (:func:`ages_and_sizes`) are drawn often, so that the strict
@@ -97,10 +97,7 @@ def policies(
     )
     if not plain:
         return policy
-    return dataclasses.replace(
-        policy, segment_roll=None, granularity="segment", subscription_expiry=None, message_ttl=None,
-        backlog_size=None, backlog_age=None, max_deletes_per_cycle=None, hold=False,
-    )  # fmt: skip
+    return dataclasses.replace(policy, segment_roll=None, granularity="segment", backlog_size=None, backlog_age=None)
 
 
 @st.composite
