@@ -161,8 +161,8 @@ def _barriers(
     policy = topics.take(pc.index_in(positions["topic"], value_set=topics["topic"]))
     protect = pc.and_(pc.equal(positions["kind"], "subscriber"), pc.equal(policy["consumption"], "protect"))
     holding = np.flatnonzero(protect.fill_null(False).to_numpy(zero_copy_only=False) & (row >= 0))
-    rows = row[holding]
-    expiry = policy["subscription_expiry"].take(pa.array(holding))
+    rows, taken = row[holding], pa.array(holding)
+    expiry = policy["subscription_expiry"].take(taken)
     log_start = partitions["log_start_offset"].to_numpy()
     cuts = snapshot.tables["time_cuts"]
     ttl_only = Snapshot(now, {**snapshot.tables, "time_cuts": cuts.filter(pc.equal(cuts["kind"], "ttl"))}, {})
@@ -170,7 +170,7 @@ def _barriers(
     for k, at in enumerate(instants):
         moved = positions_at(snapshot, arrived[k], at, now, reads)
         # as the plan of the virtual topic reads it: its commits shifted back to now
-        expired = pc.greater(pc.subtract(now, moved["group_last_commit"].take(pa.array(holding))), expiry)
+        expired = pc.greater(pc.subtract(now, moved["group_last_commit"].take(taken)), expiry)
         held = ~expired.fill_null(False).to_numpy(zero_copy_only=False)
         position = np.maximum(moved["position"].to_numpy()[holding], log_start[rows])
         ttl = time_cuts_at(ttl_only, parts, arrived[k], at, now, real_time_cut)
@@ -184,19 +184,17 @@ def _barriers(
 
 
 def _allowed(
-    snapshot: Snapshot, row: np.ndarray, rank: np.ndarray, instants: Sequence[int], prune_interval_ms: int
+    policy: pa.Table, rank: np.ndarray, instants: Sequence[int], now: int, prune_interval_ms: int
 ) -> np.ndarray:
-    """Per segment, the first instant from which the cycles may delete it: never
-    under a hold; with ``max_deletes_per_cycle`` N, once the cycles run by then (one
-    now, one every prune interval) may delete its ``rank`` (extend.py's
-    ``_topics_at``: N once per cycle)."""
-    partitions, topics = snapshot.tables["partitions"], snapshot.tables["topics"]
-    policy = topics.take(pc.index_in(partitions["topic"], value_set=topics["topic"]))
-    hold = policy["hold"].to_numpy(zero_copy_only=False)[row]
+    """Per segment (``policy``: its topic's, a row each), the first instant from which
+    the cycles may delete it: never under a hold; with ``max_deletes_per_cycle`` N,
+    once the cycles run by then (one now, one every prune interval) may delete its
+    ``rank`` (extend.py's ``_topics_at``: N once per cycle)."""
+    hold = policy["hold"].to_numpy(zero_copy_only=False)
     per_cycle = policy["max_deletes_per_cycle"]
-    limited = per_cycle.is_valid().to_numpy(zero_copy_only=False)[row]
-    n = per_cycle.fill_null(0).to_numpy()[row]
-    cycles = 1 + (np.asarray(instants) - snapshot.now) // prune_interval_ms
+    limited = per_cycle.is_valid().to_numpy(zero_copy_only=False)
+    n = per_cycle.fill_null(0).to_numpy()
+    cycles = 1 + (np.asarray(instants) - now) // prune_interval_ms
     by_budget = np.where(n > 0, np.searchsorted(cycles, -(-rank // np.maximum(n, 1)), side="left"), len(instants))
     return np.where(hold, len(instants), np.where(limited, by_budget, 0))
 
@@ -218,12 +216,13 @@ def _segment_instants(
     columns = grown(snapshot, segment_rows, parts, starts, arrived[-1], now)
     row = columns["row"]
     log_start = partitions["log_start_offset"].to_numpy()
-    policy = topics.take(pc.index_in(partitions["topic"], value_set=topics["topic"]))
+    # each segment's topic's policy, a row per segment
+    policy = topics.take(pc.index_in(partitions["topic"], value_set=topics["topic"]).take(pa.array(row)))
 
     def limit(name: str) -> tuple[np.ndarray, np.ndarray]:
         """The policy's ``name`` per segment, and where it is set."""
         column = policy[name]
-        return column.fill_null(0).to_numpy()[row], column.is_valid().to_numpy(zero_copy_only=False)[row]
+        return column.fill_null(0).to_numpy(), column.is_valid().to_numpy(zero_copy_only=False)
 
     sealed_k = _first_above(arrived, row, columns["sealed_after"])
 
@@ -249,8 +248,6 @@ def _segment_instants(
     # past any offset, as least(target, null) is the target
     barrier = np.where(free, parts.next_offset + arrived[-1] + 1, barrier)
     k_barrier = _first_above(barrier, row, next_offset - 1)
-    policy_of_row = policy.take(pa.array(row))
-    stopped = pc.or_(policy_of_row["hold"], policy_of_row["max_deletes_per_cycle"].is_valid())
     rows = pa.table(
         {
             "pid": row.astype(np.int32),
@@ -264,8 +261,8 @@ def _segment_instants(
             "k_max_time": by_time("max_time"),
             "k_max_size": by_size("max_partition_size", through - size),
             "k_barrier": k_barrier,
-            "k_allowed": _allowed(snapshot, row, rank, instants, prune_interval_ms),
-            "stopped": stopped,
+            "k_allowed": _allowed(policy, rank, instants, now, prune_interval_ms),
+            "stopped": pc.or_(policy["hold"], policy["max_deletes_per_cycle"].is_valid()),
         }
     )
     return rows, bytes_at, segments_at
