@@ -21,7 +21,16 @@ import pyarrow.compute as pc
 
 from engine.prune import bucketed
 from engine.prune.plan import query
-from engine.prune.plan.inputs import SparkInputs, buckets_of, read_files, sent_as_arrow, spark_inputs, write_inputs
+from engine.prune.plan.inputs import (
+    ROW_KEY,
+    ROW_ORDER,
+    SparkInputs,
+    buckets_of,
+    read_files,
+    sent_as_arrow,
+    spark_inputs,
+    write_inputs,
+)
 from engine.prune.plan.output import split
 from engine.prune.plan.round_trips import sql_frame, to_arrow
 from engine.prune.session import SparkEngine
@@ -87,12 +96,11 @@ class Planner:
             if self._transport_for(spark) == "arrow":
                 return to_arrow(sql_frame(spark, text, rows=spark.createDataFrame(rows)))
             buckets = buckets_of(spark)
-            of_bucket = bucketed.rows_by_bucket(rows["pid"].to_numpy(), buckets)
+            of_bucket = bucketed.rows_by_bucket(rows[ROW_KEY].to_numpy(), buckets)
             with private_directory(self.scratch) as directory:
                 files = directory.child("rows")
                 bucketed.write(files.filesystem, files.path, buckets, lambda bucket: rows.take(of_bucket[bucket]))
-                order = ["pid", "base_offset"]
-                with bucketed.registered(spark, files.location, rows.schema, "pid", order, buckets) as frame:
+                with bucketed.registered(spark, files.location, rows.schema, ROW_KEY, ROW_ORDER, buckets) as frame:
                     return to_arrow(sql_frame(spark, text, rows=frame))
 
         return self.engine.run(run, tag or f"query-{uuid.uuid4().hex}")

@@ -47,7 +47,7 @@ _ROWS = pa.schema(
 #: segment's rank in its partition (:func:`_ranked`)
 BUCKETED_ROWS = pa.schema([*_ROWS, pa.field("suffix_after", pa.int64()), pa.field("rn", pa.int64())])
 #: how the rows are laid out: a partition's rows in one bucket, in offset order
-_ROW_KEY, _ROW_ORDER = "pid", ["pid", "base_offset"]
+ROW_KEY, ROW_ORDER = "pid", ["pid", "base_offset"]
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,7 @@ def write_inputs(inputs: SparkInputs, directory: Scratch, buckets: int) -> None:
 
 def _laid_out(others: pa.Table, segments: pa.Table, buckets: int) -> tuple[pa.Table, list[np.ndarray]]:
     """All rows, and for each bucket the indices of its rows in the order the
-    bucketed table declares (:data:`_ROW_ORDER`, nulls first): each partition's
+    bucketed table declares (:data:`ROW_ORDER`, nulls first): each partition's
     other rows (no base offset) just before its segments, which are in offset order.
 
     Merged and grouped by index arithmetic, each bucket then taken once: a sort of
@@ -238,7 +238,7 @@ def read_files(spark: Any, directory: Scratch, buckets: int) -> Iterator[tuple[A
     """The DataFrames ``rows`` (:data:`BUCKETED_ROWS`) and ``facts`` (:data:`FACTS`)
     of the files of :func:`write_inputs`, while the context lasts."""
     rows_location = directory.child("rows").location
-    with bucketed.registered(spark, rows_location, BUCKETED_ROWS, _ROW_KEY, _ROW_ORDER, buckets) as rows:
+    with bucketed.registered(spark, rows_location, BUCKETED_ROWS, ROW_KEY, ROW_ORDER, buckets) as rows:
         # The schema given spares the reader a schema-inference job.
         yield rows, spark.read.schema(bucketed.ddl(FACTS)).parquet(directory.child("facts.parquet").location)
 
