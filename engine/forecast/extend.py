@@ -149,9 +149,14 @@ class Partitions:
         too: a cycle comes between those stamped by then and the rest, and a
         backfill's appends of 1000, stamped hours apart, would otherwise have held
         hours in one segment, kept while its newest record was young."""
+        return self.arrived(rows, self.rolling_cycle(rows, first, now) - now)
+
+    def rolling_cycle(self, rows: np.ndarray, first: np.ndarray, now: int) -> np.ndarray:
+        """The first cycle (one now, one every prune interval) that finds a segment of
+        partition ``rows`` whose first record is stamped ``first`` ``segment_roll``
+        old, and so seals it."""
         due = first + np.maximum(self.roll[rows], 0) - now
-        cycle = np.maximum(0, -(-due // self.prune_interval_ms)) * self.prune_interval_ms
-        return self.arrived(rows, cycle)
+        return now + np.maximum(0, -(-due // self.prune_interval_ms)) * self.prune_interval_ms
 
     def segment_records(self, rows: np.ndarray, start: np.ndarray, now: int) -> np.ndarray:
         """The records a segment whose first record is synthetic record ``start`` of

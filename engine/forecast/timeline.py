@@ -9,7 +9,8 @@ index of the first instant of the forecast at which it holds, and the plan of th
 virtual topic at an instant (extend.py) deletes exactly the segments whose instant
 of going has come. Per segment ``s`` of a partition, in offset order:
 
-- ``sealed_k``: the next segment has a record (it is sealed at the snapshot: 0);
+- ``sealed_k``: the next segment has a record, or a cycle before the instant
+  found it ``segment_roll`` old (it is sealed at the snapshot: 0);
 - ``k_time``, ``k_max_time``: the instant is past its newest record plus the limit;
 - ``k_size``, ``k_max_size``: the partition's bytes before that instant's cycle
   exceed the bytes through ``s`` (before ``s``) plus the limit;
@@ -29,7 +30,7 @@ of going has come. Per segment ``s`` of a partition, in offset order:
 What Spark computes is the running maxima, the instants and reasons, and the bytes
 and segments that go per partition, instant and reason; the rest is read here by
 running sums over the instants. :func:`covers` says which topics this form plans:
-for the others (message granularity, a roll, backlog quotas) engine/forecast/forecast.py
+for the others (message granularity, backlog quotas) engine/forecast/forecast.py
 plans the virtual topics themselves. tests/prune/test_forecast.py holds both to the
 reference model.
 """
@@ -60,7 +61,7 @@ from engine.prune.planner import Planner
 from engine.prune.snapshot import Snapshot
 
 #: policy fields any of which, set, puts a topic outside this form (:func:`covers`)
-_NOT_COVERED = ("segment_roll", "backlog_size", "backlog_age")
+_NOT_COVERED = ("backlog_size", "backlog_age")
 
 TIMELINE_QUERY = """WITH
 ruled AS (SELECT pid, next_offset, size_bytes, live, stopped, sealed_k, k_time, k_max_time, k_barrier, k_allowed,
@@ -113,12 +114,14 @@ def _first_above(series: np.ndarray, rows: np.ndarray, x: np.ndarray) -> np.ndar
 
 
 def _on_disk(
-    snapshot: Snapshot, segment_rows: np.ndarray, parts: Partitions, starts: Starts, arrived: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+    snapshot: Snapshot, segment_rows: np.ndarray, parts: Partitions, starts: Starts, arrived: np.ndarray,
+    instants: Sequence[int],
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Bytes and segments of each partition (columns) at each instant (rows), before
     that instant's cycle: the snapshot's, the records its active segment took, and
-    the synthetic segments begun by then (what extend.py's segments hold, summed)."""
-    instants, count = arrived.shape
+    the synthetic segments begun by then (what extend.py's segments hold, summed);
+    and an empty active segment where a roll has sealed the last one."""
+    count = arrived.shape[1]
     sizes = snapshot.tables["segments"]["size_bytes"].to_numpy()
     every = np.broadcast_to(np.arange(count), arrived.shape).ravel()
     flat = arrived.ravel()
@@ -128,17 +131,45 @@ def _on_disk(
         parts.active[every] >= 0, filled, 0
     )
     segments = np.bincount(segment_rows, minlength=count)[every]
+    # a partition's synthetic segments begun by an instant: a run from its first
+    width = int(flat.max(initial=0)) + 1
+    first = np.searchsorted(starts.of, every, side="left")
+    begun = np.searchsorted(starts.of * width + starts.start, every * width + flat, side="left") - first
+    last = np.maximum(first + begun - 1, 0)  # the last begun, if any: only it may be partly filled
     if len(starts.of):
-        # a partition's synthetic segments begun by an instant: a run from its first
-        width = int(flat.max()) + 1
-        first = np.searchsorted(starts.of, every, side="left")
-        begun = np.searchsorted(starts.of * width + starts.start, every * width + flat, side="left") - first
         before = np.concatenate([[0], np.cumsum(parts.bytes_of(starts.of, starts.start, starts.end))])
-        last = np.maximum(first + begun - 1, 0)  # the last begun, if any: only it may be partly filled
         partly = parts.bytes_of(every, starts.start[last], np.minimum(starts.end[last], flat))
         total = total + np.where(begun > 0, before[last] - before[first] + partly, 0)
         segments = segments + begun
-    return total.reshape(instants, count).astype(np.int64), segments.reshape(instants, count)
+    at = np.broadcast_to(np.asarray(instants, np.int64)[:, None], arrived.shape).ravel()
+    segments = segments + _rolled(snapshot, parts, starts, every, flat, np.where(begun > 0, last, -1), at)
+    return total.reshape(arrived.shape).astype(np.int64), segments.reshape(arrived.shape)
+
+
+def _rolled(
+    snapshot: Snapshot, parts: Partitions, starts: Starts, rows: np.ndarray, arrived: np.ndarray,
+    last: np.ndarray, at: np.ndarray,
+) -> np.ndarray:  # fmt: skip
+    """Whether partition ``rows``, ``arrived`` records in (``last``: its last
+    synthetic segment begun, -1: none), has a segment more at instant ``at`` by a
+    roll: its last segment with a record, active, is ``segment_roll`` old then. A
+    cycle before the instant sealed it and began an empty one, or the instant's own
+    cycle rolls it after its plan (engine/forecast/summary.py counts that one)."""
+    segments = snapshot.tables["segments"]
+    active = parts.active[rows]
+    first_ts, sizes = segments["first_timestamp"], segments["size_bytes"].to_numpy()
+    # the real active segment's first record, else the first synthetic one's once it arrived
+    stamped = np.append(first_ts.is_valid().to_numpy(zero_copy_only=False) & (sizes > 0), False)[active]
+    first = np.where(
+        stamped,
+        np.append(first_ts.fill_null(0).to_numpy(), 0)[active],
+        parts.timestamp(rows, np.zeros_like(rows), snapshot.now),
+    )
+    has_one = ((active >= 0) & (stamped | (arrived > 0))) | (last >= 0)
+    if len(starts.of):
+        first = np.where(last >= 0, parts.timestamp(rows, starts.start[np.maximum(last, 0)], snapshot.now), first)
+    roll = parts.roll[rows]
+    return has_one & (roll >= 0) & (first + roll <= at)
 
 
 def _barriers(
@@ -212,7 +243,7 @@ def _segment_instants(
     parts = partitions_of(snapshot, segment_rows, rates, segment_sizes, prune_interval_ms)
     arrived = np.stack([parts.arrived(slice(None), at - now) for at in instants])
     starts = synthetic_starts(parts, arrived[-1], now)
-    bytes_at, segments_at = _on_disk(snapshot, segment_rows, parts, starts, arrived)
+    bytes_at, segments_at = _on_disk(snapshot, segment_rows, parts, starts, arrived, instants)
     columns = grown(snapshot, segment_rows, parts, starts, arrived[-1], now)
     row = columns["row"]
     log_start = partitions["log_start_offset"].to_numpy()
@@ -224,7 +255,11 @@ def _segment_instants(
         column = policy[name]
         return column.fill_null(0).to_numpy(), column.is_valid().to_numpy(zero_copy_only=False)
 
-    sealed_k = _first_above(arrived, row, columns["sealed_after"])
+    # sealed once a record after it arrives, or by the first cycle that finds it
+    # segment_roll old (before the instant: the instant's own cycle rolls after it plans)
+    rolled = np.searchsorted(np.asarray(instants), parts.rolling_cycle(row, columns["first"], now), side="right")
+    by_roll = np.where((parts.roll[row] >= 0) & columns["first_valid"], rolled, count)
+    sealed_k = np.minimum(_first_above(arrived, row, columns["sealed_after"]), by_roll)
 
     def by_time(name: str) -> np.ndarray:
         value, valid = limit(name)

@@ -4,6 +4,7 @@ instant and planned there by :func:`reference.model.plan`."""
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from dataclasses import dataclass
 from fractions import Fraction
@@ -21,6 +22,7 @@ from engine.forecast.forecast import Request, forecast, rates_for
 from engine.forecast.rates import Rate
 from engine.forecast.reading import observed_reads, readings
 from engine.forecast.result import Point
+from engine.forecast.timeline import covers
 from engine.prune import tables
 from engine.prune.planner import Planner
 from engine.prune.record_times import time_cut
@@ -53,8 +55,7 @@ def _as_model(point: Point) -> dict:
 def _timeline_plans(policy: Policy) -> bool:
     """Whether the forecast plans a topic of ``policy`` as a timeline
     (engine/forecast/timeline.py) rather than as virtual topics."""
-    unset = ("segment_roll", "backlog_size", "backlog_age")
-    return policy.granularity == "segment" and all(getattr(policy, f) is None for f in unset)
+    return covers(dataclasses.asdict(policy))
 
 
 @dataclass(frozen=True)
