@@ -29,21 +29,30 @@ of going has come. Per segment ``s`` of a partition, in offset order:
 
 What Spark computes is the running maxima, the instants and reasons, and the bytes
 and segments that go per partition, instant and reason; the rest is read here by
-running sums over the instants. :func:`covers` says which topics this form plans:
-for the others (message granularity, backlog quotas) engine/forecast/forecast.py
-plans the virtual topics themselves. tests/prune/test_forecast.py holds both to the
-reference model.
+running sums over the instants.
+
+At message granularity the time rules cut at a record: ``k_time`` and
+``k_max_time`` are the first instants the record cut passes the segment (sealed or
+not), and the target holds below ``s`` from ``min(k_time, m_size)`` (``m_size`` the
+running maximum of ``k_size``), the hard cut likewise: ``max(tc_r, first_not(e_size))``
+as instants. The log start inside a segment is engine/forecast/record_level.py's.
+
+:func:`covers` says which topics this form plans: for the others (backlog quotas)
+engine/forecast/forecast.py plans the virtual topics themselves.
+tests/prune/test_forecast.py holds both to the reference model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.forecast import record_level
 from engine.forecast.extend import (
     Partitions,
     RealTimeCut,
@@ -52,10 +61,10 @@ from engine.forecast.extend import (
     partitions_of,
     positions_at,
     synthetic_starts,
-    time_cuts_at,
 )
 from engine.forecast.rates import Rate, partition_rows
 from engine.forecast.reading import Reading, by_topic
+from engine.forecast.record_level import NO_CUT, record_cuts
 from engine.forecast.result import Breach, Forecast, PartitionPoint, Point, TopicForecast, many_points
 from engine.prune.planner import Planner
 from engine.prune.snapshot import Snapshot
@@ -64,11 +73,17 @@ from engine.prune.snapshot import Snapshot
 _NOT_COVERED = ("backlog_size", "backlog_age")
 
 TIMELINE_QUERY = """WITH
-ruled AS (SELECT pid, next_offset, size_bytes, live, stopped, sealed_k, k_time, k_max_time, k_barrier, k_allowed,
-    max(CASE WHEN live THEN least(k_time, k_size) ELSE 0 END) OVER upto AS m_target,
-    max(CASE WHEN live THEN least(k_max_time, k_max_size) ELSE 0 END) OVER upto AS m_hard
+running AS (SELECT pid, next_offset, size_bytes, live, message, stopped, sealed_k, k_time, k_max_time, k_barrier,
+    k_allowed,
+    max(CASE WHEN NOT live THEN 0 WHEN message THEN k_size ELSE least(k_time, k_size) END) OVER upto AS run_target,
+    max(CASE WHEN NOT live THEN 0 WHEN message THEN k_max_size ELSE least(k_max_time, k_max_size) END) OVER upto
+      AS run_hard
   FROM {rows}
   WINDOW upto AS (PARTITION BY pid ORDER BY base_offset ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)),
+ruled AS (SELECT *,
+    CASE WHEN message THEN least(k_time, run_target) ELSE run_target END AS m_target,
+    CASE WHEN message THEN least(k_max_time, run_hard) ELSE run_hard END AS m_hard
+  FROM running),
 gone AS (SELECT *, greatest(m_target, k_barrier) AS k_by_target,
     greatest(sealed_k, k_allowed,
       CASE WHEN live THEN least(m_hard, greatest(m_target, k_barrier)) ELSE 0 END) AS gone
@@ -81,7 +96,7 @@ reasoned AS (SELECT pid, gone, next_offset, size_bytes,
       ELSE 'DELETE_MAX_SIZE' END AS reason,
     CASE WHEN live AND greatest(gone, k_max_time) < k_by_target THEN greatest(gone, k_max_time) END AS max_time_from,
     CASE WHEN live AND gone < least(k_by_target, k_max_time) THEN gone END AS max_size_from,
-    CASE WHEN stopped AND live AND k_max_time < gone THEN k_max_time END AS kept_past_max_time_from
+    CASE WHEN stopped AND live AND NOT message AND k_max_time < gone THEN k_max_time END AS kept_past_max_time_from
   FROM gone)
 SELECT pid, gone, reason, sum(size_bytes) AS bytes, count(*) AS segments, max(next_offset) AS last_next,
     min(max_time_from) AS max_time_from, min(max_size_from) AS max_size_from,
@@ -95,7 +110,7 @@ cap until the target's rules reach it). An instant past the horizon is never."""
 
 def covers(topic: Mapping[str, Any]) -> bool:
     """Whether this form plans ``topic`` (a row of the snapshot's topics)."""
-    return topic["granularity"] == "segment" and all(topic[f] is None for f in _NOT_COVERED)
+    return all(topic[f] is None for f in _NOT_COVERED)
 
 
 def _first_above(series: np.ndarray, rows: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -174,17 +189,16 @@ def _rolled(
 
 def _barriers(
     snapshot: Snapshot,
-    parts: Partitions,
     arrived: np.ndarray,
     instants: Sequence[int],
     reads: Sequence[Reading],
-    real_time_cut: RealTimeCut,
+    ttl: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per instant (rows) and partition (columns), the barrier of the virtual topic
-    at that instant (extend.py): the lowest position, after ``message_ttl`` and at
-    least the log start, of a protecting subscriber not expired by then; and where
-    there is none. A position only moves up and an expired group never holds again,
-    so the barrier only moves up."""
+    at that instant (extend.py): the lowest position, after ``message_ttl`` (its
+    ``ttl`` cuts, record_level.py's) and at least the log start, of a protecting
+    subscriber not expired by then; and where there is none. A position only moves
+    up and an expired group never holds again, so the barrier only moves up."""
     now = snapshot.now
     positions, partitions = snapshot.tables["positions"], snapshot.tables["partitions"]
     topics = snapshot.tables["topics"]
@@ -195,48 +209,52 @@ def _barriers(
     rows, taken = row[holding], pa.array(holding)
     expiry = policy["subscription_expiry"].take(taken)
     log_start = partitions["log_start_offset"].to_numpy()
-    cuts = snapshot.tables["time_cuts"]
-    ttl_only = Snapshot(now, {**snapshot.tables, "time_cuts": cuts.filter(pc.equal(cuts["kind"], "ttl"))}, {})
     lowest = np.full(arrived.shape, np.iinfo(np.int64).max)
     for k, at in enumerate(instants):
         moved = positions_at(snapshot, arrived[k], at, now, reads)
         # as the plan of the virtual topic reads it: its commits shifted back to now
         expired = pc.greater(pc.subtract(now, moved["group_last_commit"].take(taken)), expiry)
         held = ~expired.fill_null(False).to_numpy(zero_copy_only=False)
-        position = np.maximum(moved["position"].to_numpy()[holding], log_start[rows])
-        ttl = time_cuts_at(ttl_only, parts, arrived[k], at, now, real_time_cut)
-        if ttl.num_rows:  # the plan takes a partition's lowest cut of a kind (there is one)
-            cut = np.full(partitions.num_rows, np.iinfo(np.int64).max)
-            np.minimum.at(cut, partition_rows(ttl, partitions), ttl["offset"].to_numpy())
-            position = np.where(cut[rows] < np.iinfo(np.int64).max, np.maximum(position, cut[rows]), position)
+        position = np.maximum(moved["position"].to_numpy()[holding], np.maximum(log_start[rows], ttl[k, rows]))
         np.minimum.at(lowest[k], rows[held], position[held])
     none = lowest == np.iinfo(np.int64).max
     return np.where(none, 0, lowest), none
 
 
-def _allowed(
-    policy: pa.Table, rank: np.ndarray, instants: Sequence[int], now: int, prune_interval_ms: int
-) -> np.ndarray:
+def _allowed(policy: pa.Table, rank: np.ndarray, cycles: np.ndarray) -> np.ndarray:
     """Per segment (``policy``: its topic's, a row each), the first instant from which
     the cycles may delete it: never under a hold; with ``max_deletes_per_cycle`` N,
-    once the cycles run by then (one now, one every prune interval) may delete its
-    ``rank`` (extend.py's ``_topics_at``: N once per cycle)."""
+    once the ``cycles`` run by each instant may delete its ``rank`` (extend.py's
+    ``_topics_at``: N once per cycle)."""
     hold = policy["hold"].to_numpy(zero_copy_only=False)
     per_cycle = policy["max_deletes_per_cycle"]
     limited = per_cycle.is_valid().to_numpy(zero_copy_only=False)
     n = per_cycle.fill_null(0).to_numpy()
-    cycles = 1 + (np.asarray(instants) - now) // prune_interval_ms
-    by_budget = np.where(n > 0, np.searchsorted(cycles, -(-rank // np.maximum(n, 1)), side="left"), len(instants))
-    return np.where(hold, len(instants), np.where(limited, by_budget, 0))
+    by_budget = np.where(n > 0, np.searchsorted(cycles, -(-rank // np.maximum(n, 1)), side="left"), len(cycles))
+    return np.where(hold, len(cycles), np.where(limited, by_budget, 0))
+
+
+@dataclass(frozen=True)
+class _Laid:
+    """What the timeline's Spark job reads (``rows``), and per partition (columns)
+    and instant (rows) what needs no Spark: bytes and segments before the instant's
+    cycle, and at message granularity the log start after it (-1 elsewhere); per
+    partition the first instant records older than ``max_time`` outlive a cycle
+    there (record_level.py's ``past_max_time``)."""
+
+    rows: pa.Table
+    bytes_at: np.ndarray
+    segments_at: np.ndarray
+    record_starts: np.ndarray
+    past_max_time: np.ndarray
 
 
 def _segment_instants(
     snapshot: Snapshot, rates: Sequence[Rate], reads: Sequence[Reading], segment_sizes: Mapping[str, int],
     instants: Sequence[int], prune_interval_ms: int, real_time_cut: RealTimeCut,
-) -> tuple[pa.Table, np.ndarray, np.ndarray]:  # fmt: skip
+) -> _Laid:  # fmt: skip
     """The rows Spark reads, one per segment there by the horizon, with the instants
-    of the module's docstring; and the bytes and segments of each partition at each
-    instant before its cycle."""
+    of the module's docstring; and per partition and instant what needs no Spark."""
     now, count = snapshot.now, len(instants)
     partitions, topics = snapshot.tables["partitions"], snapshot.tables["topics"]
     segment_rows = partition_rows(snapshot.tables["segments"], partitions)
@@ -261,10 +279,19 @@ def _segment_instants(
     by_roll = np.where((parts.roll[row] >= 0) & columns["first_valid"], rolled, count)
     sealed_k = np.minimum(_first_above(arrived, row, columns["sealed_after"]), by_roll)
 
-    def by_time(name: str) -> np.ndarray:
+    cuts = record_cuts(snapshot, parts, arrived, instants, real_time_cut)
+    next_offset = columns["next_offset"]
+    message = pc.equal(policy["granularity"], "message").to_numpy(zero_copy_only=False)
+
+    def by_time(name: str, kind: str) -> np.ndarray:
+        """Segment granularity: sealed and its newest record past the limit; message:
+        the record cut (kind ``kind``) past it, sealed or not."""
         value, valid = limit(name)
         due = np.searchsorted(np.asarray(instants), columns["newest"] + value + 1, side="left")
-        return np.where(valid & columns["newest_valid"], np.maximum(due, sealed_k), count)
+        by_segment = np.where(valid & columns["newest_valid"], np.maximum(due, sealed_k), count)
+        if kind not in cuts:
+            return by_segment
+        return np.where(message, np.where(valid, _first_above(cuts[kind], row, next_offset - 1), count), by_segment)
 
     size = columns["size_bytes"]
     starts_of_partition = np.flatnonzero(np.concatenate([[True], row[1:] != row[:-1]])) if len(row) else row
@@ -277,30 +304,45 @@ def _segment_instants(
         value, valid = limit(name)
         return np.where(valid, np.maximum(_first_above(bytes_at, row, above + value), sealed_k), count)
 
-    barrier, free = _barriers(snapshot, parts, arrived, instants, reads, real_time_cut)
-    next_offset = columns["next_offset"]
+    no_ttl = np.full(arrived.shape, NO_CUT, np.int64)
+    barrier, free = _barriers(snapshot, arrived, instants, reads, cuts.get("ttl", no_ttl))
     # no barrier at an instant (and none after: an expired group never holds again):
     # past any offset, as least(target, null) is the target
     barrier = np.where(free, parts.next_offset + arrived[-1] + 1, barrier)
     k_barrier = _first_above(barrier, row, next_offset - 1)
+    live = next_offset > log_start[row]
+    # the cycles run by each instant: one now, one every prune interval
+    cycles = 1 + (np.asarray(instants) - now) // prune_interval_ms
+    k_size, k_max_size = by_size("retention_size", through - 1), by_size("max_partition_size", through - size)
     rows = pa.table(
         {
             "pid": row.astype(np.int32),
             "base_offset": columns["base_offset"],
             "next_offset": next_offset,
             "size_bytes": size,
-            "live": next_offset > log_start[row],
+            "live": live,
+            "message": message,
             "sealed_k": sealed_k,
-            "k_time": by_time("retention_time"),
-            "k_size": by_size("retention_size", through - 1),
-            "k_max_time": by_time("max_time"),
-            "k_max_size": by_size("max_partition_size", through - size),
+            "k_time": by_time("retention_time", "retention"),
+            "k_size": k_size,
+            "k_max_time": by_time("max_time", "max_time"),
+            "k_max_size": k_max_size,
             "k_barrier": k_barrier,
-            "k_allowed": _allowed(policy, rank, instants, now, prune_interval_ms),
+            "k_allowed": _allowed(policy, rank, cycles),
             "stopped": pc.or_(policy["hold"], policy["max_deletes_per_cycle"].is_valid()),
         }
     )
-    return rows, bytes_at, segments_at
+    at_message = np.flatnonzero(message)
+    of_message = record_level.Segments(
+        row[at_message], columns["base_offset"][at_message], next_offset[at_message], rank[at_message],
+        live[at_message], sealed_k[at_message], k_size[at_message], k_max_size[at_message],
+    )  # fmt: skip
+    partition_topic = pc.index_in(partitions["topic"], value_set=topics["topic"]).to_numpy()
+    record_starts = record_level.log_starts(
+        topics, partition_topic, of_message, cuts, parts.next_offset + arrived, barrier, cycles, log_start
+    )
+    past_max_time = record_level.past_max_time(topics, partition_topic, cuts, record_starts)
+    return _Laid(rows, bytes_at, segments_at, record_starts, past_max_time)
 
 
 def timeline(
@@ -319,10 +361,9 @@ def timeline(
     """The forecast of every topic of ``snapshot`` (each one :func:`covers`) at
     ``instants`` (the first its ``now``), without a disk budget; ``rates`` per row
     of its partitions, ``reads`` per row of its positions."""
-    rows, bytes_at, segments_at = _segment_instants(
-        snapshot, rates, reads, segment_sizes, instants, prune_interval_ms, real_time_cut
-    )
-    gone = planner.query_partitions(TIMELINE_QUERY, rows, tag=tag)
+    laid = _segment_instants(snapshot, rates, reads, segment_sizes, instants, prune_interval_ms, real_time_cut)
+    bytes_at, segments_at = laid.bytes_at, laid.segments_at
+    gone = planner.query_partitions(TIMELINE_QUERY, laid.rows, tag=tag)
     count, width = bytes_at.shape
     within = gone.filter(pc.less(gone["gone"], count))
     at, pid = within["gone"].to_numpy(), within["pid"].to_numpy()
@@ -335,6 +376,7 @@ def timeline(
     freed, taken = np.cumsum(freed, axis=0), np.cumsum(taken, axis=0)
     partitions = snapshot.tables["partitions"]
     log_start = np.maximum(partitions["log_start_offset"].to_numpy(), np.maximum.accumulate(last, axis=0))
+    log_start = np.where(laid.record_starts >= 0, laid.record_starts, log_start)
     held, kept = bytes_at - freed, segments_at - taken
     cap_from = {
         kind: _first_per_partition(gone, column, width, count)
@@ -344,6 +386,7 @@ def timeline(
             ("kept_past_max_time", "kept_past_max_time_from"),
         )
     }
+    cap_from["kept_past_max_time"] = np.minimum(cap_from["kept_past_max_time"], laid.past_max_time)
     with many_points():
         return _forecast(
             snapshot, rates, reads, instants, window_ms, within, held, kept, freed, taken, log_start, cap_from

@@ -41,9 +41,9 @@ def policies(
     sizes: tuple[int, ...] = (),
     plain: bool = False,
 ) -> Policy:
-    """A random policy that passes validation (SPEC §3 rules); ``plain``: at segment
-    granularity, without backlog quotas (engine/forecast/timeline.py's topics), which
-    random draws rarely give.
+    """A random policy that passes validation (SPEC §3 rules); ``plain``: without
+    backlog quotas (engine/forecast/timeline.py's topics), which random draws rarely
+    give.
 
     The ages of the records and of the latest commits, and the suffix sizes of the
     topic it is for (:func:`ages_and_sizes`) are drawn often, so that the strict
@@ -97,7 +97,7 @@ def policies(
     )
     if not plain:
         return policy
-    return dataclasses.replace(policy, granularity="segment", backlog_size=None, backlog_age=None)
+    return dataclasses.replace(policy, backlog_size=None, backlog_age=None)
 
 
 @st.composite

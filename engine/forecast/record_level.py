@@ -1,0 +1,151 @@
+"""The timeline (engine/forecast/timeline.py) at message granularity: where the log
+start stands inside a segment at each instant.
+
+At message granularity the time rules cut at a record (docs/RETENTION.md, "Per
+partition, the cut"): ``target = max(tc_r, first_not(e_size))`` and ``hard =
+max(tc_m, first_not(e_max_size))``, and the new log start is the cut itself, held
+back to the first segment the deletion budget kept. Every part of it only moves up
+as time passes, so a segment is still deleted at the first instant its ``next`` is
+at most the cut (the timeline's instants, from the per-instant record cuts here);
+what needs more is the log start, a record offset per (partition, instant),
+computed here from the same cuts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from engine.forecast.extend import Partitions, RealTimeCut, time_cuts_at
+from engine.forecast.rates import partition_rows
+from engine.prune.snapshot import Snapshot
+
+#: a partition without a cut of a kind: below every offset, so that a position lifted
+#: to the cut stays where it is
+NO_CUT = -1
+
+
+def record_cuts(
+    snapshot: Snapshot, parts: Partitions, arrived: np.ndarray, instants: Sequence[int], real_time_cut: RealTimeCut
+) -> dict[str, np.ndarray]:
+    """Per kind of the snapshot's time cuts, the cut of each partition (columns) at
+    each instant (rows), as the virtual topic at that instant has it (extend.py's
+    ``time_cuts_at``); :data:`NO_CUT` where the partition has none of that kind. A
+    cut only moves up: later instants have later thresholds and more records."""
+    partitions, cuts = snapshot.tables["partitions"], snapshot.tables["time_cuts"]
+    kinds = sorted(set(cuts["kind"].to_pylist()))
+    by_kind = {kind: np.full(arrived.shape, NO_CUT, np.int64) for kind in kinds}
+    if not kinds:
+        return by_kind
+    rows = partition_rows(cuts, partitions)
+    kind_of = np.array(cuts["kind"].to_pylist(), dtype=object)
+    for k, at in enumerate(instants):
+        offsets = time_cuts_at(snapshot, parts, arrived[k], at, snapshot.now, real_time_cut)["offset"].to_numpy()
+        for kind, cut in by_kind.items():
+            mine = kind_of == kind  # one row per partition and kind
+            cut[k, rows[mine]] = offsets[mine]
+    return by_kind
+
+
+@dataclass(frozen=True)
+class Segments:
+    """The segments of the timeline's message-granularity partitions, in (partition,
+    offset) order: their partition's row, offsets, rank in the partition (from 1),
+    whether they are past the snapshot's log start, and the first instant each is
+    sealed and each size rule holds (the timeline's ``sealed_k``, ``k_size``,
+    ``k_max_size``)."""
+
+    row: np.ndarray
+    base_offset: np.ndarray
+    next_offset: np.ndarray
+    rank: np.ndarray
+    live: np.ndarray
+    sealed_k: np.ndarray
+    k_size: np.ndarray
+    k_max_size: np.ndarray
+
+
+def log_starts(
+    topics: pa.Table, partition_topic: np.ndarray, segments: Segments, cuts: dict[str, np.ndarray],
+    log_end: np.ndarray, barrier: np.ndarray, cycles: np.ndarray, log_start: np.ndarray,
+) -> np.ndarray:  # fmt: skip
+    """The log start of each partition (columns) at each instant (rows) after that
+    instant's cycle, for message-granularity partitions; -1 for the others.
+    ``partition_topic``: each partition's row of ``topics``; ``log_end``: the next
+    offset at each instant; ``barrier``: the lowest protecting position (int64 max:
+    none); ``cycles``: how many cycles have run by each instant; ``log_start``: the
+    snapshot's, which the virtual topics keep (extend.py)."""
+    count, width = log_end.shape
+    message = np.array([g == "message" for g in topics["granularity"].to_pylist()])[partition_topic]
+    target = np.maximum(_cut(cuts, "retention", log_start), _first_not(segments, segments.k_size, log_start, count))
+    hard = np.maximum(_cut(cuts, "max_time", log_start), _first_not(segments, segments.k_max_size, log_start, count))
+    cut = np.minimum(log_end, np.maximum(log_start, np.maximum(hard, np.minimum(target, barrier))))
+    held = np.minimum(cut, _kept_by_budget(topics, partition_topic, segments, cut, cycles))
+    hold = topics["hold"].to_numpy(zero_copy_only=False)[partition_topic]
+    starts = np.where(hold, log_start, np.maximum(log_start, held))
+    return np.where(message, starts, -1)
+
+
+def past_max_time(
+    topics: pa.Table, partition_topic: np.ndarray, cuts: dict[str, np.ndarray], starts: np.ndarray
+) -> np.ndarray:
+    """Per partition, the first instant its records older than ``max_time`` outlive
+    the cycle (the ``max_time`` cut past the log start, where a hold or
+    ``max_deletes_per_cycle`` stops the cap; engine/forecast/summary.py): the number
+    of instants if never."""
+    count = starts.shape[0]
+    if "max_time" not in cuts:
+        return np.full(starts.shape[1], count)
+    stopped = (topics["hold"].to_numpy(zero_copy_only=False) | topics["max_deletes_per_cycle"].is_valid().to_numpy())[
+        partition_topic
+    ]
+    past = (cuts["max_time"] > starts) & (starts >= 0) & stopped
+    return np.where(past.any(axis=0), past.argmax(axis=0), count)
+
+
+def _cut(cuts: dict[str, np.ndarray], kind: str, log_start: np.ndarray) -> np.ndarray:
+    """A record cut of ``kind``, the log start where the partition has none (its
+    limit infinite, RETENTION.md)."""
+    if kind not in cuts:
+        return np.broadcast_to(log_start, (1, len(log_start)))
+    return np.where(cuts[kind] == NO_CUT, log_start, cuts[kind])
+
+
+def _first_not(segments: Segments, holds_from: np.ndarray, log_start: np.ndarray, count: int) -> np.ndarray:
+    """``first_not(P)`` at each instant (rows) per partition (columns), for the rule
+    ``P`` that holds of each segment from ``holds_from``: the next offset of the last
+    live segment of the prefix where it holds, at least the log start. A segment is in
+    that prefix from the running maximum of ``holds_from`` over the live segments up
+    to it."""
+    row, live = segments.row, segments.live
+    shift = row.astype(np.int64) * (count + 1)  # each partition's maxima above the one's before
+    running = np.maximum.accumulate(np.where(live, np.minimum(holds_from, count), 0) + shift) - shift
+    last = np.full((count + 1, len(log_start)), -1, np.int64)
+    np.maximum.at(last, (running[live], row[live]), segments.next_offset[live])
+    return np.maximum(np.maximum.accumulate(last, axis=0)[:count], log_start)
+
+
+def _kept_by_budget(
+    topics: pa.Table, partition_topic: np.ndarray, segments: Segments, cut: np.ndarray, cycles: np.ndarray
+) -> np.ndarray:
+    """Per instant (rows) and partition (columns), the base of the first segment the
+    deletion budget keeps though wanted (sealed, at most the cut): the one ranked
+    after the ``max_deletes_per_cycle`` once per cycle run by then, where it is
+    wanted; int64 max where none is."""
+    count, width = cut.shape
+    kept = np.full((count, width), np.iinfo(np.int64).max)
+    per_cycle = topics["max_deletes_per_cycle"]
+    limited = per_cycle.is_valid().to_numpy(zero_copy_only=False)[partition_topic]
+    n = per_cycle.fill_null(0).to_numpy()[partition_topic]
+    first = np.searchsorted(segments.row, np.arange(width), side="left")
+    end = np.searchsorted(segments.row, np.arange(width), side="right")
+    for k in range(count):
+        index = first + n * cycles[k]
+        there = limited & (index < end)
+        s = index[there]
+        wanted = (segments.sealed_k[s] <= k) & (segments.next_offset[s] <= cut[k, there])
+        kept[k, np.flatnonzero(there)[wanted]] = segments.base_offset[s][wanted]
+    return kept
