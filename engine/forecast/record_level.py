@@ -53,15 +53,14 @@ def record_cuts(
 @dataclass(frozen=True)
 class Segments:
     """The segments of the timeline's message-granularity partitions, in (partition,
-    offset) order: their partition's row, offsets, rank in the partition (from 1),
-    whether they are past the snapshot's log start, and the first instant each is
+    offset) order: their partition's row, offsets, whether they are past the
+    snapshot's log start, and the first instant each is
     sealed and each size rule holds (the timeline's ``sealed_k``, ``k_size``,
     ``k_max_size``)."""
 
     row: np.ndarray
     base_offset: np.ndarray
     next_offset: np.ndarray
-    rank: np.ndarray
     live: np.ndarray
     sealed_k: np.ndarray
     k_size: np.ndarray
@@ -75,10 +74,10 @@ def log_starts(
     """The log start of each partition (columns) at each instant (rows) after that
     instant's cycle, for message-granularity partitions; -1 for the others.
     ``partition_topic``: each partition's row of ``topics``; ``log_end``: the next
-    offset at each instant; ``barrier``: the lowest protecting position (int64 max:
-    none); ``cycles``: how many cycles have run by each instant; ``log_start``: the
+    offset at each instant; ``barrier``: the lowest protecting position (past the
+    log end where there is none); ``cycles``: how many cycles have run by each instant; ``log_start``: the
     snapshot's, which the virtual topics keep (extend.py)."""
-    count, width = log_end.shape
+    count = log_end.shape[0]
     message = np.array([g == "message" for g in topics["granularity"].to_pylist()])[partition_topic]
     target = np.maximum(_cut(cuts, "retention", log_start), _first_not(segments, segments.k_size, log_start, count))
     hard = np.maximum(_cut(cuts, "max_time", log_start), _first_not(segments, segments.k_max_size, log_start, count))

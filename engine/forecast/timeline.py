@@ -334,8 +334,8 @@ def _segment_instants(
     )
     at_message = np.flatnonzero(message)
     of_message = record_level.Segments(
-        row[at_message], columns["base_offset"][at_message], next_offset[at_message], rank[at_message],
-        live[at_message], sealed_k[at_message], k_size[at_message], k_max_size[at_message],
+        row[at_message], columns["base_offset"][at_message], next_offset[at_message], live[at_message],
+        sealed_k[at_message], k_size[at_message], k_max_size[at_message],
     )  # fmt: skip
     partition_topic = pc.index_in(partitions["topic"], value_set=topics["topic"]).to_numpy()
     record_starts = record_level.log_starts(
