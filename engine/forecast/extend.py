@@ -512,22 +512,23 @@ def time_cuts_at(
     if cuts.num_rows == 0:
         return cuts
     topics, partitions = snapshot.tables["topics"], snapshot.tables["partitions"]
-    limit_of = {
-        name: dict(zip(topics["topic"].to_pylist(), topics[column].to_pylist()))
-        for name, column in tables.TIME_CUT_LIMITS.items()
-    }
+    topic_of = pc.index_in(cuts["topic"], value_set=topics["topic"]).to_numpy()
+    kinds = cuts["kind"]
+    limit = np.zeros(cuts.num_rows, np.int64)
+    for kind, column in tables.TIME_CUT_LIMITS.items():
+        mine = pc.equal(kinds, kind).to_numpy(zero_copy_only=False)
+        limit[mine] = topics[column].fill_null(0).to_numpy()[topic_of[mine]]
     row = partition_rows(cuts, partitions)
-    log_start = partitions["log_start_offset"].to_pylist()
-    offsets = []
-    for topic, partition, kind, p in zip(
-        cuts["topic"].to_pylist(), cuts["partition"].to_pylist(), cuts["kind"].to_pylist(), row
-    ):
-        theta = at - limit_of[kind][topic]
-        # No record of the snapshot's is that recent: no need to look for one.
-        found = real_time_cut(topic, partition, log_start[p], theta) if theta <= parts.newest[p] else None
-        if found is None:
-            # the first synthetic record stamped at or after θ
-            first = int(parts.stamped_before(np.array([p]), np.array([theta]), now)[0])
-            found = int(parts.next_offset[p] + min(first, arrived[p]))
-        offsets.append(found)
+    theta = at - limit
+    # the first synthetic record stamped at or after θ
+    offsets = parts.next_offset[row] + np.minimum(parts.stamped_before(row, theta, now), arrived[row])
+    # A record of the snapshot's as recent as θ: looked for there (not otherwise, to save the reads).
+    recent = np.flatnonzero(theta <= parts.newest[row])
+    if len(recent):
+        log_start = partitions["log_start_offset"].to_numpy()
+        names, numbers = cuts["topic"].to_pylist(), cuts["partition"].to_pylist()
+        for i in recent.tolist():
+            found = real_time_cut(names[i], numbers[i], int(log_start[row[i]]), int(theta[i]))
+            if found is not None:
+                offsets[i] = found
     return cuts.set_column(3, "offset", pa.array(offsets, pa.int64()))
