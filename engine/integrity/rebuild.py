@@ -225,17 +225,23 @@ def _rebuild_topic(
         return None
     if not topic_dir.is_dir():
         return None
+    damage: str | None = None  # why its topic.json could not be read, where it is there
     try:
         meta = read_topic(topic_dir)
     except MetadataInvalid as error:
-        notes.append(f"{error}: topic {name} rebuilt from its partition directories, without policy overrides")
-        meta = None
+        meta, damage = None, str(error)
     present = _partition_dirs(topic_dir)
     if meta is None:
         if not present:
-            notes.append(f"{topic_dir} holds no partition and no topic.json (left as it is)")
+            why = (
+                f"{damage}, and {topic_dir} holds no partition"
+                if damage
+                else f"{topic_dir} holds no partition and no topic.json"
+            )
+            notes.append(f"{why} (left as it is)")
             return None
-        notes.append(f"topic {name} had no topic.json: rebuilt with {max(present) + 1} partition(s), no overrides")
+        why = damage or f"topic {name} had no topic.json"
+        notes.append(f"{why}: topic {name} rebuilt from its {max(present) + 1} partition(s), no overrides")
         meta = TopicMeta(name, max(present) + 1, now, {}, {})
     policy = dict(meta.policy)
     try:

@@ -139,6 +139,22 @@ def test_a_topic_whose_metadata_file_was_never_written_comes_back_with_its_recor
     assert ebb("verify").code == 0
 
 
+def test_a_damaged_metadata_file_is_named_as_damaged_not_as_missing(ebb, populated: Path) -> None:
+    """The rebuild says what was wrong with the file it found, not that there was
+    none, and brings the topic back from its partition directories."""
+    before = describe(ebb, OTHER)
+    topic_file = populated.parent / "topics" / OTHER / "topic.json"
+    topic_file.write_text('{"format": 1, "name": ')  # cut off mid-write
+    populated.unlink()
+    result = ebb("verify", "--repair")
+    assert "had no topic.json" not in result.out
+    assert f"{topic_file} cannot be read" in result.out
+    count = len(before["partitions"])
+    assert f"topic {OTHER} rebuilt from its {count} partition(s), no overrides" in result.out
+    assert describe(ebb, OTHER)["partitions"] == before["partitions"]
+    assert ebb("verify").code == 0
+
+
 def test_verify_repair_rewrites_a_stale_metadata_file(ebb, populated: Path) -> None:
     topic_file = populated.parent / "topics" / TOPIC / "topic.json"
     topic_file.write_text(topic_file.read_text().replace('"partitions": 3', '"partitions": 2'))
