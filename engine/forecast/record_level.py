@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.forecast.extend import Partitions, RealTimeCut, time_cuts_at
 from engine.forecast.rates import partition_rows
@@ -41,12 +42,12 @@ def record_cuts(
     if not kinds:
         return by_kind
     rows = partition_rows(cuts, partitions)
-    kind_of = np.array(cuts["kind"].to_pylist(), dtype=object)
+    # the cut rows of each kind (one per partition and kind), and their partitions
+    of_kind = {kind: np.flatnonzero(pc.equal(cuts["kind"], kind).to_numpy(zero_copy_only=False)) for kind in kinds}
     for k, at in enumerate(instants):
         offsets = time_cuts_at(snapshot, parts, arrived[k], at, snapshot.now, real_time_cut)["offset"].to_numpy()
         for kind, cut in by_kind.items():
-            mine = kind_of == kind  # one row per partition and kind
-            cut[k, rows[mine]] = offsets[mine]
+            cut[k, rows[of_kind[kind]]] = offsets[of_kind[kind]]
     return by_kind
 
 
@@ -75,8 +76,9 @@ def log_starts(
     instant's cycle, for message-granularity partitions; -1 for the others.
     ``partition_topic``: each partition's row of ``topics``; ``log_end``: the next
     offset at each instant; ``barrier``: the lowest protecting position (past the
-    log end where there is none); ``cycles``: how many cycles have run by each instant; ``log_start``: the
-    snapshot's, which the virtual topics keep (extend.py)."""
+    log end where there is none); ``cycles``: how many cycles have run by each
+    instant; ``log_start``: the snapshot's, which the virtual topics keep
+    (extend.py)."""
     count = log_end.shape[0]
     message = np.array([g == "message" for g in topics["granularity"].to_pylist()])[partition_topic]
     target = np.maximum(_cut(cuts, "retention", log_start), _first_not(segments, segments.k_size, log_start, count))
