@@ -11,22 +11,18 @@ process and on one local Spark session:
   from the catalog added, a second one (what a cycle or ``ebb explain`` pays, and
   the forecast builds its snapshot too);
 - ``forecast``: :func:`engine.forecast.forecast.forecast` over ``--instants``
-  instants (default 168: a week, hourly), ingest rates observed over ``--window``;
-  its parts are timed too, for the first batch of topics: snapshot and rates,
-  building the virtual snapshot (one virtual topic per topic and instant), the one
-  plan of it, the summary.
+  instants (default 168: a week, hourly), ingest rates observed over ``--window``:
+  the timeline of every topic, one Spark job (engine/forecast/timeline.py);
+- with ``--by-plans``, the same forecast asked by plans (the planner's own query over
+  a virtual topic per topic and instant, in batches of at most ``MAX_VIRTUAL_ROWS``
+  virtual segments, one Spark job each): its time, against the timeline's, and
+  whether the two forecasts are equal. Slow: some 60 jobs at 1M segments.
 
-Printed: both times, the forecast / plan ratio (the goal: under 10), the virtual
-snapshot's segment count against today's, and the churn: the segments deleted after
-now's cycle and how often a log start moves (what a cheaper form would have to plan,
-docs/FORECAST_COST.md). The virtual snapshot holds every
-segment once per instant, plus the synthetic ones that arrived by then (about
-240x today's segments here), so the forecast plans its topics in batches of at
-most ``MAX_VIRTUAL_ROWS`` virtual segments, one Spark job each, and its time grows
-with segments x instants: at 1M segments and 168 instants that is 63 jobs. Run it
-smaller for a quick figure, e.g. ``python -m bench.forecast --partitions 1000``
-from the repository root. The load average is printed before and after: other
-processes skew every number.
+Printed: the times, the forecast / plan ratio (the goal: under 10), and the churn:
+the segments deleted after now's cycle and how often a log start moves
+(docs/FORECAST_COST.md). Run it smaller for a quick figure, e.g. ``python -m
+bench.forecast --partitions 1000`` from the repository root. The load average is
+printed before and after: other processes skew every number.
 """
 
 from __future__ import annotations
@@ -36,19 +32,15 @@ import os
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from bench.synthetic_catalog import HOUR, LinearRecordTimes, generate
 from engine.catalog.catalog import Catalog
 from engine.forecast import forecast as forecasting
-from engine.forecast.extend import extend
-from engine.forecast.reading import observed_reads, readings
 from engine.forecast.result import Forecast
-from engine.forecast.summary import summarize
-from engine.forecast.timeline import covers
 from engine.prune.planner import Planner
-from engine.prune.record_times import time_cut
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import build_snapshot
 
@@ -112,38 +104,19 @@ def run(args: argparse.Namespace, workdir: Path, engine: SparkEngine | None = No
         instants = forecasting.instants(data.now, (args.instants - 1) * args.step * HOUR, args.step * HOUR)
         request = forecasting.Request(instants, args.window * HOUR)
         total_s, result = timed(forecasting.forecast, planner, catalog, records, request, defaults={})
-        timelines = sum(covers(row) for row in snapshot.tables["topics"].to_pylist())
-        print(f"forecast:     {total_s:7.2f} s for {len(instants)} instants "
-              f"({len(result.topics)} topics, {timelines} planned as a timeline)", flush=True)  # fmt: skip
+        print(f"forecast:     {total_s:7.2f} s for {len(instants)} instants ({len(result.topics)} topics)",
+              flush=True)  # fmt: skip
         print(churn(result, snapshot.tables["segments"].num_rows), flush=True)
         after = [timed(planner.plan, snapshot)[0] for _ in range(args.repeat)]
         plan_s = statistics.median(before + after)
         with_snapshot_s = plan_s + snapshot_s
         print(f"plan:         {', '.join(f'{s:.2f}' for s in after)} s after it; median {plan_s:.2f} s, "
               f"{with_snapshot_s:.2f} s with its snapshot", flush=True)  # fmt: skip
-
-        # The same forecast in its parts, to see where the time goes: the first
-        # batch of topics (engine/forecast/forecast.py: batches), whole.
-        snap_s, base = timed(forecasting.Variant.of, catalog, records, request, {}, None, "", None)
-        topic_batches = forecasting.batches(base, instants)
-        first = topic_batches[0]
-        snapshot, rates = base.only(first.topics)
-        observed = observed_reads(catalog, first.topics)
-        reads = readings(
-            snapshot.tables, observed, data.now, request.window_ms, frozenset(), catalog.never_committed(first.topics)
-        )
-        extend_s, extension = timed(
-            extend, snapshot, instants[first.start : first.stop], rates, base.segment_sizes, readings=reads,
-            prune_interval_ms=request.prune_interval_ms, real_time_cut=lambda *a: time_cut(catalog, records, *a),
-        )  # fmt: skip
-        virtual = extension.snapshot.tables["segments"].num_rows
-        vplan_s, plan = timed(planner.plan, extension.snapshot, every_segment=False)  # as the forecast plans
-        summary_s, _ = timed(summarize, extension, plan.tables, snapshot, rates, reads, request.window_ms)
-        print(f"  parts:      snapshot and rates {snap_s:.2f} s; {len(topic_batches)} batch(es), the first "
-              f"({len(first.topics)} topics, {first.stop - first.start} instants): virtual snapshot "
-              f"{extend_s:.2f} s ({virtual:,} segments, "
-              f"{virtual / max(1, snapshot.tables['segments'].num_rows):.0f}x today's), plan {vplan_s:.2f} s, "
-              f"summary {summary_s:.2f} s", flush=True)  # fmt: skip
+        if args.by_plans:
+            by_plans = replace(request, by_plans=True)
+            plans_s, planned = timed(forecasting.forecast, planner, catalog, records, by_plans, defaults={})
+            print(f"by plans:     {plans_s:7.2f} s ({plans_s / total_s:.1f}x the timeline's); "
+                  f"{'the same forecast' if planned == result else 'A DIFFERENT FORECAST'}", flush=True)  # fmt: skip
         print(f"ratio:        forecast / plan = {total_s / plan_s:.1f} (goal: < 10); forecast / plan with "
               f"its snapshot = {total_s / with_snapshot_s:.1f}; load {load()}", flush=True)  # fmt: skip
     finally:
@@ -166,8 +139,11 @@ def main(argv: list[str] | None = None, engine: SparkEngine | None = None) -> No
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--plain", action="store_true",
-        help="policies of time, size and caps only, at segment granularity: every topic planned as a timeline",
+        help="policies of time, size and caps only, at segment granularity",
     )  # fmt: skip
+    parser.add_argument(
+        "--by-plans", action="store_true", help="the forecast asked by plans too, timed and compared (slow)"
+    )
     parser.add_argument("--dir", type=Path, default=None, help="parent of the temporary directory")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="ebb-bench-forecast-", dir=args.dir) as tmp:

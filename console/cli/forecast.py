@@ -58,6 +58,10 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="report the first instant the topics together hold more than this [default: config [engine] disk_budget]",
     )
     forecast.add_argument("--now", help="forecast from this time (ISO 8601 or epoch ms) [default: now]")
+    forecast.add_argument(
+        "--by-plans", action="store_true",
+        help="plan every instant with the planner's own query: the same forecast, many times slower (a cross-check)",
+    )  # fmt: skip
     forecast.add_argument("--json", action="store_true")
     add_spark_flags(forecast)
     add_policy_flags(forecast, allow_reset=True)
@@ -96,6 +100,7 @@ def run_forecast(broker: Broker, args: argparse.Namespace) -> int:
             else finite("--disk-budget", args.disk_budget, parse_size, "size")
         ),
         prune_interval_ms=broker.config.prune_interval_ms,
+        by_plans=args.by_plans,
     )
     result = _run(broker, args, request, names, overrides)
     if args.json:

@@ -40,21 +40,68 @@ committed since it was created, or is named stalled, stays where it is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.forecast.by_partition import Runs, running_max
 from engine.forecast.rates import Rate, partition_rows
 from engine.forecast.reading import READING, Reading
 from engine.prune import tables
 from engine.prune.snapshot import Snapshot
 
-#: (topic, partition, log start, θ) -> the first offset at or after the log start
-#: whose record timestamp is >= θ among the snapshot's records, or None
-RealTimeCut = Callable[[str, int, int, int], "int | None"]
+#: (topic, partition, candidates, log start, θ) -> the first offset at or after the
+#: log start whose record timestamp is >= θ in the candidate segments (their base
+#: offsets, oldest first: :meth:`RealRecords.candidates`), or None
+RealTimeCut = Callable[[str, int, Iterable[int], int, int], "int | None"]
+
+
+@dataclass(frozen=True)
+class RealRecords:
+    """The snapshot's segments a time cut reads records in, found once for every
+    instant (the catalog was asked each time: a million queries for a week's forecast
+    of 1M segments). Per segment, in (partition, offset) order: its partition's row,
+    base offset, its newest record where it is past the log start (int64 min where
+    not, or it has none), and the newest of those of its partition up to it."""
+
+    row: np.ndarray
+    base_offset: np.ndarray
+    newest: np.ndarray
+    newest_through: Runs
+
+    @classmethod
+    def of(cls, snapshot: Snapshot, segment_rows: np.ndarray) -> RealRecords:
+        segments, partitions = snapshot.tables["segments"], snapshot.tables["partitions"]
+        past = segments["next_offset"].to_numpy() > partitions["log_start_offset"].to_numpy()[segment_rows]
+        newest = np.where(past, segments["max_timestamp"].fill_null(_NONE).to_numpy(), _NONE)
+        through = Runs.of(segment_rows, running_max(segment_rows, newest))
+        return cls(segment_rows, segments["base_offset"].to_numpy(), newest, through)
+
+    def first(self, rows: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        """Per partition of ``rows``, its first segment with a record past the log start
+        stamped ``theta`` or later (the same index of each): the number of segments
+        where none is."""
+        return self.newest_through.first_at_least(rows, theta)
+
+    def candidates(self, first: int, theta: int) -> Iterator[int]:
+        """The base offsets of the segments from ``first`` (:meth:`first`) on of its
+        partition that hold a record past the log start stamped ``theta`` or later:
+        every record of one whose newest is older is older (the catalog's
+        ``cut_candidates``); the first usually holds the cut, the rest are read only
+        where it does not."""
+        row = self.row[first]
+        for s in range(first, len(self.row)):
+            if self.row[s] != row:
+                return
+            if self.newest[s] >= theta:
+                yield int(self.base_offset[s])
+
+
+#: below every timestamp: a segment with no record past the log start
+_NONE = np.iinfo(np.int64).min
 
 
 @dataclass(frozen=True)
@@ -87,12 +134,12 @@ class Partitions:
     roll: np.ndarray  # segment_roll in ms; -1: none
     active: np.ndarray  # the row in segments of the partition's active segment; -1: none
     room: np.ndarray  # records the active segment still takes
-    newest: np.ndarray  # the newest record timestamp among its segments (int64 min: none)
     batch: np.ndarray  # records stamped alike
     header: np.ndarray  # bytes a piece of a batch adds (0: in record_bytes)
     header_run: np.ndarray  # records that share a header: batch's, or an append's (Rate.header_run)
     lead: np.ndarray  # ms of the first gap gone at now (Rate.lead): the records are stamped from now - lead
     prune_interval_ms: int  # the cycles run now and every prune interval after
+    real: RealRecords  # the snapshot's segments, where a time cut reads their records
 
     def timestamp(self, rows: np.ndarray, records: np.ndarray, now: int) -> np.ndarray:
         """The timestamp of synthetic record ``records`` (from 0) of partition ``rows``."""
@@ -195,8 +242,6 @@ def partitions_of(
     active = np.where(own & ~sealed[last], last, -1)
     used = np.append(segments["size_bytes"].to_numpy(), 0)[active]
     first = np.append(segments["first_timestamp"].fill_null(snapshot.now).to_numpy(), 0)[active]
-    newest = np.full(count, np.iinfo(np.int64).min)
-    np.maximum.at(newest, segment_rows, segments["max_timestamp"].fill_null(np.iinfo(np.int64).min).to_numpy())
     parts = Partitions(
         next_offset=partitions["next_offset"].to_numpy(),
         records=np.array([r.records for r in rates], dtype=np.int64),
@@ -205,13 +250,13 @@ def partitions_of(
         segment_size=segment_size,
         roll=roll,
         active=active,
-        newest=newest,
         room=np.zeros(count, dtype=np.int64),
         batch=np.array([r.batch for r in rates], dtype=np.int64),
         header=np.array([r.header for r in rates], dtype=np.int64),
         header_run=np.array([r.header_run for r in rates], dtype=np.int64),
         lead=np.array([r.lead for r in rates], dtype=np.int64),
         prune_interval_ms=prune_interval_ms,
+        real=RealRecords.of(snapshot, segment_rows),
     )
     rows = np.arange(count)
     # An empty active segment takes records as a new one does; a used one, what
@@ -504,10 +549,13 @@ def positions_at(snapshot: Snapshot, arrived: np.ndarray, at: int, now: int, rea
 
 
 def time_cuts_at(
-    snapshot: Snapshot, parts: Partitions, arrived: np.ndarray, at: int, now: int, real_time_cut: RealTimeCut
-) -> pa.Table:
+    snapshot: Snapshot, parts: Partitions, arrived: np.ndarray, at: int, now: int, real_time_cut: RealTimeCut,
+    read: np.ndarray | None = None,
+) -> pa.Table:  # fmt: skip
     """The snapshot's kinds of time cut, each at ``at``: in the snapshot's records
-    if one is recent enough, else in the synthetic ones (else the end of the log)."""
+    if one is recent enough, else in the synthetic ones (else the end of the log).
+    ``read``: the partitions (a mask of rows) whose records are read; the others' cuts
+    are the synthetic ones, for a caller that does not use them."""
     cuts = snapshot.tables["time_cuts"]
     if cuts.num_rows == 0:
         return cuts
@@ -522,13 +570,16 @@ def time_cuts_at(
     theta = at - limit
     # the first synthetic record stamped at or after θ
     offsets = parts.next_offset[row] + np.minimum(parts.stamped_before(row, theta, now), arrived[row])
-    # A record of the snapshot's as recent as θ: looked for there (not otherwise, to save the reads).
-    recent = np.flatnonzero(theta <= parts.newest[row])
+    # A record of the snapshot's past the log start as recent as θ: looked for there
+    # (not otherwise, to save the reads).
+    first = parts.real.first(row, theta)
+    recent = np.flatnonzero((first < len(parts.real.row)) & (True if read is None else read[row]))
     if len(recent):
         log_start = partitions["log_start_offset"].to_numpy()
         names, numbers = cuts["topic"].to_pylist(), cuts["partition"].to_pylist()
         for i in recent.tolist():
-            found = real_time_cut(names[i], numbers[i], int(log_start[row[i]]), int(theta[i]))
+            candidates = parts.real.candidates(int(first[i]), int(theta[i]))
+            found = real_time_cut(names[i], numbers[i], candidates, int(log_start[row[i]]), int(theta[i]))
             if found is not None:
                 offsets[i] = found
     return cuts.set_column(3, "offset", pa.array(offsets, pa.int64()))

@@ -1,13 +1,16 @@
-"""The capacity forecast: every instant from now to the horizon, planned in one
-Spark job per batch of topics (engine/forecast/extend.py; at most three more where a
+"""The capacity forecast: every instant from now to the horizon, as a timeline of
+every topic in one Spark job (engine/forecast/timeline.py); or asked by plans, a
+virtual topic per topic and instant (engine/forecast/extend.py) planned by the
+planner's own query in one Spark job per batch of topics (at most three more where a
 backlog quota must be read as the cycles read it, engine/forecast/quotas.py), read
-back per topic and instant (engine/forecast/summary.py) into a
-:class:`~engine.forecast.result.Forecast`; here: what is asked (:class:`Request`), the
-batches, and the disk budget's breach, which is over every topic forecast.
+back per topic and instant (engine/forecast/summary.py). Here: what is asked
+(:class:`Request`), the batches, and the disk budget's breach, which is over every
+topic forecast.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections import deque
@@ -28,10 +31,10 @@ from engine.forecast.rates import Rate, given_rate, observed_rates, unobserved_r
 from engine.forecast.reading import Reading, observed_reads, readings
 from engine.forecast.result import Breach, Forecast, TopicForecast, many_points
 from engine.forecast.summary import summarize
-from engine.forecast.timeline import covers, timeline
+from engine.forecast.timeline import timeline
 from engine.policy.effective import EffectivePolicy, resolve
 from engine.prune.planner import Planner
-from engine.prune.record_times import FirstRecord, RecordTimes, first_record, time_cut
+from engine.prune.record_times import FirstRecord, RecordTimes, first_record, time_cut_among
 from engine.prune.snapshot import Snapshot, build_snapshot
 
 #: more instants than this is a typo (a step of 1s over a week), not a forecast
@@ -47,7 +50,10 @@ class Request:
     ingest rate that replaces the observed ones (bytes/s per partition), groups
     assumed stopped, the disk budget (bytes, over all topics forecast), and how often
     cycles run (``max_deletes_per_cycle`` is a cycle's limit: by an instant, as many
-    cycles have run as prune intervals have passed, and one now)."""
+    cycles have run as prune intervals have passed, and one now); ``by_plans``: plan
+    the virtual topic of every topic at every instant with the planner's own query
+    (engine/forecast/extend.py), not the timeline (engine/forecast/timeline.py): the
+    same forecast, slower, from the one statement of the rules the cycles run."""
 
     instants: list[int]
     window_ms: int
@@ -55,6 +61,7 @@ class Request:
     stalled: frozenset[str] = frozenset()
     disk_budget: int | None = None
     prune_interval_ms: int = DEFAULT_CONFIG.prune_interval_ms
+    by_plans: bool = False
 
 
 def instants(now: int, horizon_ms: int, step_ms: int) -> list[int]:
@@ -93,8 +100,7 @@ def forecast(
     the forecast there. ``tag`` names the jobs, for ``Planner.cancel``."""
     now = request.instants[0]
 
-    def real_time_cut(topic: str, partition: int, log_start: int, theta: int) -> int | None:
-        return time_cut(catalog, records, topic, partition, log_start, theta)
+    real_time_cut = functools.partial(time_cut_among, records)
 
     # A what-if is planned with the saved policy too, in the same job: virtual
     # topics of both, told apart by a label. Only the topics it changes: the others
@@ -106,14 +112,12 @@ def forecast(
         variants.append(Variant.of(catalog, records, request, defaults, changed, "saved:", None))
     observed = observed_reads(catalog, forecast_names)
     never_committed = catalog.never_committed(forecast_names)
-    # The topics the timeline plans (each variant's in one job), and the others,
-    # whose virtual topics are planned in batches. A what-if's topic is in the
-    # timeline under both its policies or neither: a batch plans both.
-    covered = set(forecast_names)
-    for variant in variants:
-        covered -= variant.uncovered()
-    timelines = [variant.of_topics([t for t in variant.segment_sizes if t in covered]) for variant in variants]
-    variants = [variant.of_topics([t for t in variant.segment_sizes if t not in covered]) for variant in variants]
+    # Each variant's topics as a timeline, in one job; or asked by plans, their
+    # virtual topics planned in batches by the planner's own query.
+    timelines = [] if request.by_plans else variants
+    for share in timelines:
+        segments_by_the_horizon(share, request.instants)
+    variants = variants if request.by_plans else [variant.of_topics([]) for variant in variants]
     Part = tuple[Extension, Snapshot, list[Rate], list[Reading]]
     Parts = list[Part | None]
 
@@ -261,10 +265,6 @@ class Variant:
         }
         return cls(label, snapshot, rates_for(snapshot, request, catalog, records, sizes), sizes)
 
-    def uncovered(self) -> set[str]:
-        """The topics the timeline does not plan (engine/forecast/timeline.py)."""
-        return {row["topic"] for row in self.snapshot.tables["topics"].to_pylist() if not covers(row)}
-
     def of_topics(self, topics: list[str]) -> Variant:
         """This variant with only ``topics``."""
         snapshot, rates = self.only(topics)
@@ -300,22 +300,17 @@ class Batch:
         return max(0, self.start - 1)
 
 
-def batches(variant: Variant, instants: Sequence[int], others: Sequence[Variant] = ()) -> list[Batch]:
-    """The topics of ``variant`` in batches, in order, each of about
-    :data:`MAX_VIRTUAL_ROWS` virtual segments at most over ``instants`` (and again
-    for each of the ``others`` that holds the topic too): its segments today, plus
-    the segments its ingest adds by the horizon, at each instant. A topic larger
-    than that alone is planned over runs of its instants, a batch each (the rows
-    of one job are built in this process: a topic of 1M segments over a week in one
-    would need tens of GiB). A topic that would hold more than
-    :data:`MAX_SEGMENTS_AT_AN_INSTANT` at the horizon is refused: no run of instants
-    is short enough."""
+def segments_by_the_horizon(variant: Variant, instants: Sequence[int]) -> dict[str, tuple[float, float]]:
+    """Per topic of ``variant``, its segments today and about how many its ingest adds
+    by the horizon. A topic that would hold more than
+    :data:`MAX_SEGMENTS_AT_AN_INSTANT` then is refused: its segments would not fit in
+    this process (a rate of 1 GiB/s over an hour took 21 GB, and the kernel killed it)."""
     tables_ = variant.snapshot.tables
-    rows = dict.fromkeys(tables_["topics"]["topic"].to_pylist(), 0.0)
+    today = dict.fromkeys(tables_["topics"]["topic"].to_pylist(), 0.0)
     for count in pc.value_counts(tables_["segments"]["topic"]).to_pylist():
-        rows[count["values"]] += count["counts"]
+        today[count["values"]] += count["counts"]
     horizon_ms = instants[-1] - instants[0]
-    added = dict.fromkeys(rows, 0.0)  # synthetic segments by the horizon
+    added = dict.fromkeys(today, 0.0)
     roll = dict(zip(tables_["topics"]["topic"].to_pylist(), tables_["topics"]["segment_roll"].to_pylist()))
     for topic, rate in zip(tables_["partitions"]["topic"].to_pylist(), variant.rates):
         filled = rate.bytes_per_second * horizon_ms / 1000 / variant.segment_sizes[topic]
@@ -327,17 +322,29 @@ def batches(variant: Variant, instants: Sequence[int], others: Sequence[Variant]
         )
         added[topic] += max(filled, rolled)
     for topic, count in added.items():
-        if rows[topic] + count > MAX_SEGMENTS_AT_AN_INSTANT:
+        if today[topic] + count > MAX_SEGMENTS_AT_AN_INSTANT:
             raise InvalidInput(
-                f"topic {topic} would hold about {rows[topic] + count:,.0f} segments by the horizon, more than "
+                f"topic {topic} would hold about {today[topic] + count:,.0f} segments by the horizon, more than "
                 f"the {MAX_SEGMENTS_AT_AN_INSTANT:,} a forecast plans at one instant: a shorter --horizon, a lower "
                 "--rate or a larger --segment-size"
             )
-        rows[topic] += count / 2  # on average over instants
+    return {topic: (today[topic], added[topic]) for topic in today}
+
+
+def batches(variant: Variant, instants: Sequence[int], others: Sequence[Variant] = ()) -> list[Batch]:
+    """The topics of ``variant`` in batches, in order, each of about
+    :data:`MAX_VIRTUAL_ROWS` virtual segments at most over ``instants`` (and again
+    for each of the ``others`` that holds the topic too): its segments today, plus
+    the segments its ingest adds by the horizon, at each instant
+    (:func:`segments_by_the_horizon`, which refuses a topic too large). A topic
+    larger than that alone is planned over runs of its instants, a batch each (the
+    rows of one job are built in this process: a topic of 1M segments over a week in
+    one would need tens of GiB)."""
     result: list[Batch] = []
     size = 0.0
     whole = len(instants)
-    for topic, count in rows.items():
+    for topic, (today, added) in segments_by_the_horizon(variant, instants).items():
+        count = today + added / 2  # on average over instants
         cost = (count + 1) * whole * (1 + sum(topic in other.segment_sizes for other in others))
         if cost > MAX_VIRTUAL_ROWS:
             runs = min(whole, math.ceil(cost / MAX_VIRTUAL_ROWS))

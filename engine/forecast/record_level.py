@@ -30,12 +30,14 @@ NO_CUT = -1
 
 
 def record_cuts(
-    snapshot: Snapshot, parts: Partitions, arrived: np.ndarray, instants: Sequence[int], real_time_cut: RealTimeCut
-) -> dict[str, np.ndarray]:
+    snapshot: Snapshot, parts: Partitions, arrived: np.ndarray, instants: Sequence[int], real_time_cut: RealTimeCut,
+    read: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:  # fmt: skip
     """Per kind of the snapshot's time cuts, the cut of each partition (columns) at
     each instant (rows), as the virtual topic at that instant has it (extend.py's
-    ``time_cuts_at``); :data:`NO_CUT` where the partition has none of that kind. A
-    cut only moves up: later instants have later thresholds and more records."""
+    ``time_cuts_at``, ``read`` as there); :data:`NO_CUT` where the partition has none
+    of that kind. A cut only moves up: later instants have later thresholds and more
+    records."""
     partitions, cuts = snapshot.tables["partitions"], snapshot.tables["time_cuts"]
     kinds = sorted(set(cuts["kind"].to_pylist()))
     by_kind = {kind: np.full(arrived.shape, NO_CUT, np.int64) for kind in kinds}
@@ -45,7 +47,8 @@ def record_cuts(
     # the cut rows of each kind (one per partition and kind), and their partitions
     of_kind = {kind: np.flatnonzero(pc.equal(cuts["kind"], kind).to_numpy(zero_copy_only=False)) for kind in kinds}
     for k, at in enumerate(instants):
-        offsets = time_cuts_at(snapshot, parts, arrived[k], at, snapshot.now, real_time_cut)["offset"].to_numpy()
+        cut_at = time_cuts_at(snapshot, parts, arrived[k], at, snapshot.now, real_time_cut, read)
+        offsets = cut_at["offset"].to_numpy()
         for kind, cut in by_kind.items():
             cut[k, rows[of_kind[kind]]] = offsets[of_kind[kind]]
     return by_kind
@@ -56,14 +59,14 @@ class Segments:
     """The segments of the timeline's message-granularity partitions, in (partition,
     offset) order: their partition's row, offsets, whether they are past the
     snapshot's log start, and the first instant each is
-    sealed and each size rule holds (the timeline's ``sealed_k``, ``k_size``,
+    sealed and each size rule holds (the timeline's ``k_sealed``, ``k_size``,
     ``k_max_size``)."""
 
     row: np.ndarray
     base_offset: np.ndarray
     next_offset: np.ndarray
     live: np.ndarray
-    sealed_k: np.ndarray
+    k_sealed: np.ndarray
     k_size: np.ndarray
     k_max_size: np.ndarray
 
@@ -147,6 +150,6 @@ def _kept_by_budget(
         index = first + n * cycles[k]
         there = limited & (index < end)
         s = index[there]
-        wanted = (segments.sealed_k[s] <= k) & (segments.next_offset[s] <= cut[k, there])
+        wanted = (segments.k_sealed[s] <= k) & (segments.next_offset[s] <= cut[k, there])
         kept[k, np.flatnonzero(there)[wanted]] = segments.base_offset[s][wanted]
     return kept

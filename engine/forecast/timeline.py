@@ -9,22 +9,24 @@ index of the first instant of the forecast at which it holds, and the plan of th
 virtual topic at an instant (extend.py) deletes exactly the segments whose instant
 of going has come. Per segment ``s`` of a partition, in offset order:
 
-- ``sealed_k``: the next segment has a record, or a cycle before the instant
+- ``k_sealed``: the next segment has a record, or a cycle before the instant
   found it ``segment_roll`` old (it is sealed at the snapshot: 0);
 - ``k_time``, ``k_max_time``: the instant is past its newest record plus the limit;
 - ``k_size``, ``k_max_size``: the partition's bytes before that instant's cycle
   exceed the bytes through ``s`` (before ``s``) plus the limit;
 - ``k_barrier``: the barrier has passed it: every protecting subscriber's position
-  after ``message_ttl``, or the subscriber expired (``subscription_expiry``);
+  after ``message_ttl``, or the subscriber expired (``subscription_expiry``); with
+  ``consumer_backlog_eviction``, lifted to each backlog quota's cut
+  (engine/forecast/backlog.py);
 - ``k_allowed``: the cycles may delete it: never under a hold; with
   ``max_deletes_per_cycle``, once the cycles run by then reach its rank;
 - the cut's target holds below ``s`` from ``m_target``, the running maximum of
   ``min(k_time, k_size)`` over the partition's live segments up to ``s`` (Iggy's
   ``leading_expired_end`` as a function of time); the hard cut from ``m_hard``, the
   same over ``min(k_max_time, k_max_size)``;
-- ``s`` goes at ``max(sealed_k, k_allowed, min(m_hard, max(m_target, k_barrier)))``
+- ``s`` goes at ``max(k_sealed, k_allowed, min(m_hard, max(m_target, k_barrier)))``
   (the cut of docs/RETENTION.md: ``max(H, hard, min(target, barrier))``), or at
-  ``max(sealed_k, k_allowed)`` below the log start; its reason is the plan's at
+  ``max(k_sealed, k_allowed)`` below the log start; its reason is the plan's at
   that instant.
 
 What Spark computes is the running maxima, the instants and reasons, and the bytes
@@ -37,9 +39,15 @@ not), and the target holds below ``s`` from ``min(k_time, m_size)`` (``m_size`` 
 running maximum of ``k_size``), the hard cut likewise: ``max(tc_r, first_not(e_size))``
 as instants. The log start inside a segment is engine/forecast/record_level.py's.
 
-:func:`covers` says which topics this form plans: for the others (backlog quotas)
-engine/forecast/forecast.py plans the virtual topics themselves.
-tests/prune/test_forecast.py holds both to the reference model.
+A backlog quota is read as the cycles read it (engine/forecast/quotas.py says why):
+a group's position at least the log start the cycle before the instant left. So
+the same rules are read a second time, at the cycle before each instant (the columns
+suffixed :data:`BEFORE`, for the topics with a quota), in the same job; the verdicts
+are engine/forecast/backlog.py's.
+
+Asked ``by_plans``, engine/forecast/forecast.py plans the virtual topics themselves
+with the planner's own query instead; tests/prune/test_forecast.py holds both to the
+reference model, and to each other, breaches included.
 """
 
 from __future__ import annotations
@@ -52,14 +60,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.forecast import record_level
+from engine.forecast import backlog, record_level
 from engine.forecast.extend import (
     Partitions,
     RealTimeCut,
     Starts,
     grown,
+    last_cycle,
     partitions_of,
-    positions_at,
     synthetic_starts,
 )
 from engine.forecast.rates import Rate, partition_rows
@@ -69,26 +77,47 @@ from engine.forecast.result import Breach, Forecast, PartitionPoint, Point, Topi
 from engine.prune.planner import Planner
 from engine.prune.snapshot import Snapshot
 
-#: policy fields any of which, set, puts a topic outside this form (:func:`covers`)
-_NOT_COVERED = ("backlog_size", "backlog_age")
+#: the suffix of the columns that hold the instant, of those of the cycle before each
+#: instant, at which each rule holds
+BEFORE = "_before"
 
-TIMELINE_QUERY = """WITH
-running AS (SELECT pid, next_offset, size_bytes, live, message, stopped, sealed_k, k_time, k_max_time, k_barrier,
-    k_allowed,
-    max(CASE WHEN NOT live THEN 0 WHEN message THEN k_size ELSE least(k_time, k_size) END) OVER upto AS run_target,
-    max(CASE WHEN NOT live THEN 0 WHEN message THEN k_max_size ELSE least(k_max_time, k_max_size) END) OVER upto
-      AS run_hard
-  FROM {rows}
+
+def _gone(suffix: str) -> dict[str, str]:
+    """The running maxima, the rules of the cut and the instant a segment goes
+    (``gone``), over the rules' columns with ``suffix``, as SQL by name."""
+
+    def holds(by_time: str, by_size: str) -> str:
+        return (
+            f"max(CASE WHEN NOT live THEN 0 WHEN message THEN {by_size}{suffix}"
+            f" ELSE least({by_time}{suffix}, {by_size}{suffix}) END) OVER upto"
+        )
+
+    def ruled(by_time: str, running: str) -> str:
+        return f"CASE WHEN message THEN least({by_time}{suffix}, {running}{suffix}) ELSE {running}{suffix} END"
+
+    by_target = f"greatest(m_target{suffix}, k_barrier{suffix})"
+    return {
+        "run_target": holds("k_time", "k_size"),
+        "run_hard": holds("k_max_time", "k_max_size"),
+        "m_target": ruled("k_time", "run_target"),
+        "m_hard": ruled("k_max_time", "run_hard"),
+        "gone": f"greatest(k_sealed{suffix}, k_allowed{suffix},"
+        f" CASE WHEN live THEN least(m_hard{suffix}, {by_target}) ELSE 0 END)",
+    }
+
+
+def _named(suffix: str, *names: str) -> str:
+    return ", ".join(f"{_gone(suffix)[name]} AS {name}{suffix}" for name in names)
+
+
+TIMELINE_QUERY = f"""WITH
+running AS (SELECT *, {_named("", "run_target", "run_hard")}, {_named(BEFORE, "run_target", "run_hard")}
+  FROM {{rows}}
   WINDOW upto AS (PARTITION BY pid ORDER BY base_offset ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)),
-ruled AS (SELECT *,
-    CASE WHEN message THEN least(k_time, run_target) ELSE run_target END AS m_target,
-    CASE WHEN message THEN least(k_max_time, run_hard) ELSE run_hard END AS m_hard
-  FROM running),
-gone AS (SELECT *, greatest(m_target, k_barrier) AS k_by_target,
-    greatest(sealed_k, k_allowed,
-      CASE WHEN live THEN least(m_hard, greatest(m_target, k_barrier)) ELSE 0 END) AS gone
+ruled AS (SELECT *, {_named("", "m_target", "m_hard")}, {_named(BEFORE, "m_target", "m_hard")} FROM running),
+gone AS (SELECT *, greatest(m_target, k_barrier) AS k_by_target, {_named("", "gone")}, {_named(BEFORE, "gone")}
   FROM ruled),
-reasoned AS (SELECT pid, gone, next_offset, size_bytes,
+reasoned AS (SELECT pid, gone, gone{BEFORE}, next_offset, size_bytes,
     CASE WHEN NOT live THEN 'DELETE_BELOW_LOG_START'
       WHEN k_by_target <= gone AND k_time <= gone THEN 'DELETE_TIME'
       WHEN k_by_target <= gone THEN 'DELETE_SIZE'
@@ -98,19 +127,15 @@ reasoned AS (SELECT pid, gone, next_offset, size_bytes,
     CASE WHEN live AND gone < least(k_by_target, k_max_time) THEN gone END AS max_size_from,
     CASE WHEN stopped AND live AND NOT message AND k_max_time < gone THEN k_max_time END AS kept_past_max_time_from
   FROM gone)
-SELECT pid, gone, reason, sum(size_bytes) AS bytes, count(*) AS segments, max(next_offset) AS last_next,
-    min(max_time_from) AS max_time_from, min(max_size_from) AS max_size_from,
+SELECT pid, gone, gone{BEFORE}, reason, sum(size_bytes) AS bytes, count(*) AS segments,
+    max(next_offset) AS last_next, min(max_time_from) AS max_time_from, min(max_size_from) AS max_size_from,
     min(kept_past_max_time_from) AS kept_past_max_time_from
-  FROM reasoned GROUP BY pid, gone, reason"""
-"""Per partition, instant and reason: what goes first at that instant; and per
-partition the first instant a cap is a deleted segment's reason (``max_time_from``,
-``max_size_from``: the plan's reason at an instant after a segment went can be a
-cap until the target's rules reach it). An instant past the horizon is never."""
-
-
-def covers(topic: Mapping[str, Any]) -> bool:
-    """Whether this form plans ``topic`` (a row of the snapshot's topics)."""
-    return all(topic[f] is None for f in _NOT_COVERED)
+  FROM reasoned GROUP BY pid, gone, gone{BEFORE}, reason"""
+"""Per partition, instant, instant at the cycle before and reason: what goes first at
+that instant; and per partition the first instant a cap is a deleted segment's reason
+(``max_time_from``, ``max_size_from``: the plan's reason at an instant after a
+segment went can be a cap until the target's rules reach it). An instant past the
+horizon is never."""
 
 
 def _first_above(series: np.ndarray, rows: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -187,40 +212,6 @@ def _rolled(
     return has_one & (roll >= 0) & (first + roll <= at)
 
 
-def _barriers(
-    snapshot: Snapshot,
-    arrived: np.ndarray,
-    instants: Sequence[int],
-    reads: Sequence[Reading],
-    ttl: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per instant (rows) and partition (columns), the barrier of the virtual topic
-    at that instant (extend.py): the lowest position, after ``message_ttl`` (its
-    ``ttl`` cuts, record_level.py's) and at least the log start, of a protecting
-    subscriber not expired by then; and where there is none. A position only moves
-    up and an expired group never holds again, so the barrier only moves up."""
-    now = snapshot.now
-    positions, partitions = snapshot.tables["positions"], snapshot.tables["partitions"]
-    topics = snapshot.tables["topics"]
-    row = partition_rows(positions, partitions)
-    policy = topics.take(pc.index_in(positions["topic"], value_set=topics["topic"]))
-    protect = pc.and_(pc.equal(positions["kind"], "subscriber"), pc.equal(policy["consumption"], "protect"))
-    holding = np.flatnonzero(protect.fill_null(False).to_numpy(zero_copy_only=False) & (row >= 0))
-    rows, taken = row[holding], pa.array(holding)
-    expiry = policy["subscription_expiry"].take(taken)
-    log_start = partitions["log_start_offset"].to_numpy()
-    lowest = np.full(arrived.shape, np.iinfo(np.int64).max)
-    for k, at in enumerate(instants):
-        moved = positions_at(snapshot, arrived[k], at, now, reads)
-        # as the plan of the virtual topic reads it: its commits shifted back to now
-        expired = pc.greater(pc.subtract(now, moved["group_last_commit"].take(taken)), expiry)
-        held = ~expired.fill_null(False).to_numpy(zero_copy_only=False)
-        position = np.maximum(moved["position"].to_numpy()[holding], np.maximum(log_start[rows], ttl[k, rows]))
-        np.minimum.at(lowest[k], rows[held], position[held])
-    none = lowest == np.iinfo(np.int64).max
-    return np.where(none, 0, lowest), none
-
-
 def _allowed(policy: pa.Table, rank: np.ndarray, cycles: np.ndarray) -> np.ndarray:
     """Per segment (``policy``: its topic's, a row each), the first instant from which
     the cycles may delete it: never under a hold; with ``max_deletes_per_cycle`` N,
@@ -235,38 +226,92 @@ def _allowed(policy: pa.Table, rank: np.ndarray, cycles: np.ndarray) -> np.ndarr
 
 
 @dataclass(frozen=True)
-class _Laid:
-    """What the timeline's Spark job reads (``rows``), and per partition (columns)
-    and instant (rows) what needs no Spark: bytes and segments before the instant's
-    cycle, and at message granularity the log start after it (-1 elsewhere); per
-    partition the first instant records older than ``max_time`` outlive a cycle
-    there (record_level.py's ``past_max_time``)."""
+class _Layout:
+    """What is the same at every instant: the partitions (extend.py's ``Partitions``,
+    their synthetic segments' ``starts``) and the segments they hold by the horizon
+    (``columns``: extend.py's ``grown``, in (partition, offset) order); per segment
+    its topic's policy (a row each), whether it is past the snapshot's log start and
+    its topic cuts at a record, its rank in the partition (from 1) and the bytes of the
+    partition through it; per partition its topic's row and an offset past every
+    segment's."""
 
-    rows: pa.Table
-    bytes_at: np.ndarray
-    segments_at: np.ndarray
-    record_starts: np.ndarray
-    past_max_time: np.ndarray
+    snapshot: Snapshot
+    parts: Partitions
+    starts: Starts
+    segment_rows: np.ndarray
+    columns: dict[str, np.ndarray]
+    policy: pa.Table
+    live: np.ndarray
+    message: np.ndarray
+    rank: np.ndarray
+    through: np.ndarray
+    partition_topic: np.ndarray
+    beyond: np.ndarray
 
 
-def _segment_instants(
-    snapshot: Snapshot, rates: Sequence[Rate], reads: Sequence[Reading], segment_sizes: Mapping[str, int],
-    instants: Sequence[int], prune_interval_ms: int, real_time_cut: RealTimeCut,
-) -> _Laid:  # fmt: skip
-    """The rows Spark reads, one per segment there by the horizon, with the instants
-    of the module's docstring; and per partition and instant what needs no Spark."""
-    now, count = snapshot.now, len(instants)
+def _layout(
+    snapshot: Snapshot, rates: Sequence[Rate], segment_sizes: Mapping[str, int], horizon: int, prune_interval_ms: int
+) -> _Layout:
+    now = snapshot.now
     partitions, topics = snapshot.tables["partitions"], snapshot.tables["topics"]
     segment_rows = partition_rows(snapshot.tables["segments"], partitions)
     parts = partitions_of(snapshot, segment_rows, rates, segment_sizes, prune_interval_ms)
-    arrived = np.stack([parts.arrived(slice(None), at - now) for at in instants])
-    starts = synthetic_starts(parts, arrived[-1], now)
-    bytes_at, segments_at = _on_disk(snapshot, segment_rows, parts, starts, arrived, instants)
-    columns = grown(snapshot, segment_rows, parts, starts, arrived[-1], now)
+    arrived = parts.arrived(slice(None), horizon - now)
+    starts = synthetic_starts(parts, arrived, now)
+    columns = grown(snapshot, segment_rows, parts, starts, arrived, now)
     row = columns["row"]
-    log_start = partitions["log_start_offset"].to_numpy()
-    # each segment's topic's policy, a row per segment
-    policy = topics.take(pc.index_in(partitions["topic"], value_set=topics["topic"]).take(pa.array(row)))
+    partition_topic = pc.index_in(partitions["topic"], value_set=topics["topic"]).to_numpy()
+    policy = topics.take(pa.array(partition_topic[row]))
+    size = columns["size_bytes"]
+    starts_of_partition = np.flatnonzero(np.concatenate([[True], row[1:] != row[:-1]])) if len(row) else row
+    first = np.repeat(starts_of_partition, np.diff(np.append(starts_of_partition, len(row))))  # of its partition
+    cumulative = np.cumsum(size)
+    return _Layout(
+        snapshot, parts, starts, segment_rows, columns, policy,
+        live=columns["next_offset"] > partitions["log_start_offset"].to_numpy()[row],
+        message=pc.equal(policy["granularity"], "message").to_numpy(zero_copy_only=False),
+        rank=np.arange(1, len(row) + 1) - first,
+        through=cumulative - (cumulative[first] - size[first]),
+        partition_topic=partition_topic,
+        beyond=parts.next_offset + arrived + 1,
+    )  # fmt: skip
+
+
+#: the rules of the timeline's docstring whose instants the Spark job reads, per segment
+_RULES = ("k_sealed", "k_time", "k_size", "k_max_time", "k_max_size", "k_barrier", "k_allowed")
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """The timeline at a grid of instants: per segment the first of them at which
+    each of :data:`_RULES` holds; per partition (columns) at each (rows) the bytes and
+    segments before its cycle, the log start after it at message granularity (-1
+    elsewhere), the record cuts (record_level.py's), the subscribers and the quota
+    cuts (backlog.py's)."""
+
+    rules: dict[str, np.ndarray]
+    bytes_at: np.ndarray
+    segments_at: np.ndarray
+    record_starts: np.ndarray
+    cuts: dict[str, np.ndarray]
+    subscribers: backlog.Subscribers
+    quota_cuts: backlog.QuotaCuts
+
+
+def _grid(
+    laid: _Layout, reads: Sequence[Reading], instants: Sequence[int], real_time_cut: RealTimeCut,
+    wanted: np.ndarray | None = None,
+) -> _Grid:  # fmt: skip
+    """The instants of the module's docstring at ``instants``, and per partition and
+    instant what needs no Spark; of the ``wanted`` partitions only (a mask), where
+    given: the others' record cuts are not read from the store."""
+    snapshot, parts, columns, policy = laid.snapshot, laid.parts, laid.columns, laid.policy
+    now, count = snapshot.now, len(instants)
+    topics = snapshot.tables["topics"]
+    arrived = np.stack([parts.arrived(slice(None), at - now) for at in instants])
+    bytes_at, segments_at = _on_disk(snapshot, laid.segment_rows, parts, laid.starts, arrived, instants)
+    row, next_offset, size = columns["row"], columns["next_offset"], columns["size_bytes"]
+    log_start = snapshot.tables["partitions"]["log_start_offset"].to_numpy()
 
     def limit(name: str) -> tuple[np.ndarray, np.ndarray]:
         """The policy's ``name`` per segment, and where it is set."""
@@ -277,72 +322,80 @@ def _segment_instants(
     # segment_roll old (before the instant: the instant's own cycle rolls after it plans)
     rolled = np.searchsorted(np.asarray(instants), parts.rolling_cycle(row, columns["first"], now), side="right")
     by_roll = np.where((parts.roll[row] >= 0) & columns["first_valid"], rolled, count)
-    sealed_k = np.minimum(_first_above(arrived, row, columns["sealed_after"]), by_roll)
+    k_sealed = np.minimum(_first_above(arrived, row, columns["sealed_after"]), by_roll)
 
-    cuts = record_cuts(snapshot, parts, arrived, instants, real_time_cut)
-    next_offset = columns["next_offset"]
-    message = pc.equal(policy["granularity"], "message").to_numpy(zero_copy_only=False)
+    cuts = record_cuts(snapshot, parts, arrived, instants, real_time_cut, wanted)
 
     def by_time(name: str, kind: str) -> np.ndarray:
         """Segment granularity: sealed and its newest record past the limit; message:
         the record cut (kind ``kind``) past it, sealed or not."""
         value, valid = limit(name)
         due = np.searchsorted(np.asarray(instants), columns["newest"] + value + 1, side="left")
-        by_segment = np.where(valid & columns["newest_valid"], np.maximum(due, sealed_k), count)
+        by_segment = np.where(valid & columns["newest_valid"], np.maximum(due, k_sealed), count)
         if kind not in cuts:
             return by_segment
-        return np.where(message, np.where(valid, _first_above(cuts[kind], row, next_offset - 1), count), by_segment)
-
-    size = columns["size_bytes"]
-    starts_of_partition = np.flatnonzero(np.concatenate([[True], row[1:] != row[:-1]])) if len(row) else row
-    first = np.repeat(starts_of_partition, np.diff(np.append(starts_of_partition, len(row))))  # of its partition
-    cumulative = np.cumsum(size)
-    through = cumulative - (cumulative[first] - size[first])  # bytes of the partition up to it, its own too
-    rank = np.arange(1, len(row) + 1) - first  # in the partition, from 1
+        return np.where(
+            laid.message, np.where(valid, _first_above(cuts[kind], row, next_offset - 1), count), by_segment
+        )
 
     def by_size(name: str, above: np.ndarray) -> np.ndarray:
         value, valid = limit(name)
-        return np.where(valid, np.maximum(_first_above(bytes_at, row, above + value), sealed_k), count)
+        return np.where(valid, np.maximum(_first_above(bytes_at, row, above + value), k_sealed), count)
 
-    no_ttl = np.full(arrived.shape, NO_CUT, np.int64)
-    barrier, free = _barriers(snapshot, arrived, instants, reads, cuts.get("ttl", no_ttl))
-    # no barrier at an instant (and none after: an expired group never holds again):
-    # past any offset, as least(target, null) is the target
-    barrier = np.where(free, parts.next_offset + arrived[-1] + 1, barrier)
-    k_barrier = _first_above(barrier, row, next_offset - 1)
-    live = next_offset > log_start[row]
+    def cut(kind: str) -> np.ndarray:
+        return cuts.get(kind, np.full(arrived.shape, NO_CUT, np.int64))
+
+    log_end = parts.next_offset + arrived
+    subscribers = backlog.subscribers(snapshot, arrived, instants, reads, cut("ttl"))
+    before = backlog.Laid(row, columns["base_offset"], laid.through - size)
+    quota_cuts = backlog.quota_cuts(topics, laid.partition_topic, before, bytes_at, log_end, cut("backlog_age"))
+    barrier = backlog.barriers(subscribers, quota_cuts, laid.beyond)
     # the cycles run by each instant: one now, one every prune interval
-    cycles = 1 + (np.asarray(instants) - now) // prune_interval_ms
-    k_size, k_max_size = by_size("retention_size", through - 1), by_size("max_partition_size", through - size)
-    rows = pa.table(
+    cycles = 1 + (np.asarray(instants) - now) // parts.prune_interval_ms
+    rules = {
+        "k_sealed": k_sealed,
+        "k_time": by_time("retention_time", "retention"),
+        "k_size": by_size("retention_size", laid.through - 1),
+        "k_max_time": by_time("max_time", "max_time"),
+        "k_max_size": by_size("max_partition_size", laid.through - size),
+        "k_barrier": _first_above(barrier, row, next_offset - 1),
+        "k_allowed": _allowed(policy, laid.rank, cycles),
+    }
+    at_message = np.flatnonzero(laid.message)
+    of_message = record_level.Segments(
+        row[at_message], columns["base_offset"][at_message], next_offset[at_message], laid.live[at_message],
+        *(rules[name][at_message] for name in ("k_sealed", "k_size", "k_max_size")),
+    )  # fmt: skip
+    record_starts = record_level.log_starts(
+        topics, laid.partition_topic, of_message, cuts, log_end, barrier, cycles, log_start
+    )
+    return _Grid(rules, bytes_at, segments_at, record_starts, cuts, subscribers, quota_cuts)
+
+
+def _rows(laid: _Layout, at: _Grid, before: _Grid | None, count: int) -> pa.Table:
+    """The rows the Spark job reads, one per segment there by the horizon: the
+    instants of each rule at the forecast's instants, and (suffixed
+    :data:`BEFORE`) at the cycle before each, where its topic has a backlog quota
+    (``before``; never elsewhere)."""
+    columns, row = laid.columns, laid.columns["row"]
+    if before is None:
+        earlier = dict.fromkeys(_RULES, np.full(len(row), count))
+    else:
+        quota = (before.quota_cuts.size_set | before.quota_cuts.age_set)[row]
+        earlier = {name: np.where(quota, ruled, count) for name, ruled in before.rules.items()}
+    return pa.table(
         {
             "pid": row.astype(np.int32),
             "base_offset": columns["base_offset"],
-            "next_offset": next_offset,
-            "size_bytes": size,
-            "live": live,
-            "message": message,
-            "sealed_k": sealed_k,
-            "k_time": by_time("retention_time", "retention"),
-            "k_size": k_size,
-            "k_max_time": by_time("max_time", "max_time"),
-            "k_max_size": k_max_size,
-            "k_barrier": k_barrier,
-            "k_allowed": _allowed(policy, rank, cycles),
-            "stopped": pc.or_(policy["hold"], policy["max_deletes_per_cycle"].is_valid()),
+            "next_offset": columns["next_offset"],
+            "size_bytes": columns["size_bytes"],
+            "live": laid.live,
+            "message": laid.message,
+            "stopped": pc.or_(laid.policy["hold"], laid.policy["max_deletes_per_cycle"].is_valid()),
+            **at.rules,
+            **{name + BEFORE: ruled for name, ruled in earlier.items()},
         }
     )
-    at_message = np.flatnonzero(message)
-    of_message = record_level.Segments(
-        row[at_message], columns["base_offset"][at_message], next_offset[at_message], live[at_message],
-        sealed_k[at_message], k_size[at_message], k_max_size[at_message],
-    )  # fmt: skip
-    partition_topic = pc.index_in(partitions["topic"], value_set=topics["topic"]).to_numpy()
-    record_starts = record_level.log_starts(
-        topics, partition_topic, of_message, cuts, parts.next_offset + arrived, barrier, cycles, log_start
-    )
-    past_max_time = record_level.past_max_time(topics, partition_topic, cuts, record_starts)
-    return _Laid(rows, bytes_at, segments_at, record_starts, past_max_time)
 
 
 def timeline(
@@ -358,26 +411,38 @@ def timeline(
     real_time_cut: RealTimeCut,
     tag: str | None = None,
 ) -> Forecast:
-    """The forecast of every topic of ``snapshot`` (each one :func:`covers`) at
-    ``instants`` (the first its ``now``), without a disk budget; ``rates`` per row
-    of its partitions, ``reads`` per row of its positions."""
-    laid = _segment_instants(snapshot, rates, reads, segment_sizes, instants, prune_interval_ms, real_time_cut)
-    bytes_at, segments_at = laid.bytes_at, laid.segments_at
-    gone = planner.query_partitions(TIMELINE_QUERY, laid.rows, tag=tag)
-    count, width = bytes_at.shape
+    """The forecast of every topic of ``snapshot`` at ``instants`` (the first its
+    ``now``), without a disk budget; ``rates`` per row of its partitions, ``reads``
+    per row of its positions."""
+    now, count = snapshot.now, len(instants)
+    laid = _layout(snapshot, rates, segment_sizes, instants[-1], prune_interval_ms)
+    at = _grid(laid, reads, instants, real_time_cut)
+    # The cycle before each instant, where its log start moves a group over a quota up
+    # (quotas.py says why); at now there is none: the groups are where the catalog has them.
+    cycles = [last_cycle(instant - now, prune_interval_ms, now) for instant in instants]
+    after_a_cycle = np.array([cycle is not None for cycle in cycles])
+    quota = at.quota_cuts.size_set | at.quota_cuts.age_set
+    before = (
+        _grid(laid, reads, [now if cycle is None else cycle for cycle in cycles], real_time_cut, quota)
+        if quota.any() and after_a_cycle.any()
+        else None
+    )
+    gone = planner.query_partitions(TIMELINE_QUERY, _rows(laid, at, before, count), tag=tag)
+    width = at.bytes_at.shape[1]
     within = gone.filter(pc.less(gone["gone"], count))
-    at, pid = within["gone"].to_numpy(), within["pid"].to_numpy()
+    by_instant, pid = within["gone"].to_numpy(), within["pid"].to_numpy()
     freed = np.zeros((count, width), np.int64)
-    np.add.at(freed, (at, pid), within["bytes"].to_numpy())
+    np.add.at(freed, (by_instant, pid), within["bytes"].to_numpy())
     taken = np.zeros((count, width), np.int64)
-    np.add.at(taken, (at, pid), within["segments"].to_numpy())
-    last = np.full((count, width), -1, np.int64)
-    np.maximum.at(last, (at, pid), within["last_next"].to_numpy())
+    np.add.at(taken, (by_instant, pid), within["segments"].to_numpy())
     freed, taken = np.cumsum(freed, axis=0), np.cumsum(taken, axis=0)
-    partitions = snapshot.tables["partitions"]
-    log_start = np.maximum(partitions["log_start_offset"].to_numpy(), np.maximum.accumulate(last, axis=0))
-    log_start = np.where(laid.record_starts >= 0, laid.record_starts, log_start)
-    held, kept = bytes_at - freed, segments_at - taken
+    first_log_start = snapshot.tables["partitions"]["log_start_offset"].to_numpy()
+    log_start = _log_starts(gone, "gone", at.record_starts, first_log_start)
+    floor = np.broadcast_to(first_log_start, (count, width))
+    if before is not None:
+        floor = np.where(after_a_cycle[:, None], _log_starts(gone, "gone" + BEFORE, before.record_starts, floor), floor)
+    verdicts = backlog.verdicts(at.subscribers, at.quota_cuts, floor)
+    held, kept = at.bytes_at - freed, at.segments_at - taken
     cap_from = {
         kind: _first_per_partition(gone, column, width, count)
         for kind, column in (
@@ -386,11 +451,44 @@ def timeline(
             ("kept_past_max_time", "kept_past_max_time_from"),
         )
     }
-    cap_from["kept_past_max_time"] = np.minimum(cap_from["kept_past_max_time"], laid.past_max_time)
+    past_max_time = record_level.past_max_time(
+        snapshot.tables["topics"], laid.partition_topic, at.cuts, at.record_starts
+    )
+    cap_from["kept_past_max_time"] = np.minimum(cap_from["kept_past_max_time"], past_max_time)
+    over = _over_quota(snapshot, at.subscribers, verdicts)
     with many_points():
         return _forecast(
-            snapshot, rates, reads, instants, window_ms, within, held, kept, freed, taken, log_start, cap_from
+            snapshot, rates, reads, instants, window_ms, within, held, kept, freed, taken, log_start, cap_from, over
         )
+
+
+def _log_starts(gone: pa.Table, column: str, record_starts: np.ndarray, log_start: np.ndarray) -> np.ndarray:
+    """Per instant (rows, as ``column`` of the timeline's query counts them) and
+    partition (columns), the log start after that instant's cycle: past the last
+    segment gone by then, at least the snapshot's ``log_start``; at message
+    granularity ``record_starts`` (record_level.py's)."""
+    count, width = record_starts.shape
+    within = gone.filter(pc.less(gone[column], count))
+    last = np.full((count, width), -1, np.int64)
+    np.maximum.at(last, (within[column].to_numpy(), within["pid"].to_numpy()), within["last_next"].to_numpy())
+    starts = np.maximum(log_start, np.maximum.accumulate(last, axis=0))
+    return np.where(record_starts >= 0, record_starts, starts)
+
+
+#: (topic, instant's index) -> (group, partition, the quota it is over), in order
+_OverQuota = dict[tuple[str, int], list[tuple[str, int, str]]]
+
+
+def _over_quota(snapshot: Snapshot, subscribers: backlog.Subscribers, verdicts: backlog.Verdicts) -> _OverQuota:
+    """The groups over a backlog quota, per topic and instant: over ``backlog_size``
+    if over both, as engine/forecast/summary.py names it."""
+    positions = snapshot.tables["positions"].take(pa.array(subscribers.rows, pa.int64()))
+    topic, group, partition = (positions[c].to_pylist() for c in ("topic", "group", "partition"))
+    over: _OverQuota = {}
+    for k, j in zip(*(a.tolist() for a in np.nonzero(verdicts.size | verdicts.age))):
+        exceeded = "backlog_size" if verdicts.size[k, j] else "backlog_age"
+        over.setdefault((topic[j], k), []).append((group[j], partition[j], exceeded))
+    return {key: sorted(found) for key, found in over.items()}
 
 
 def _first_per_partition(gone: pa.Table, column: str, width: int, never: int) -> np.ndarray:
@@ -403,10 +501,10 @@ def _first_per_partition(gone: pa.Table, column: str, width: int, never: int) ->
 def _forecast(
     snapshot: Snapshot, rates: Sequence[Rate], reads: Sequence[Reading], instants: Sequence[int], window_ms: int,
     within: pa.Table, held: np.ndarray, kept: np.ndarray, freed: np.ndarray, taken: np.ndarray,
-    log_start: np.ndarray, cap_from: Mapping[str, np.ndarray],
+    log_start: np.ndarray, cap_from: Mapping[str, np.ndarray], over: _OverQuota,
 ) -> Forecast:  # fmt: skip
     """The forecast's points and breaches per topic, from the timeline's sums per
-    partition (columns) and instant (rows)."""
+    partition (columns) and instant (rows) and the groups ``over`` a quota."""
     partitions, topics = snapshot.tables["partitions"], snapshot.tables["topics"]
     topic_of = partitions["topic"].to_pylist()
     number = partitions["partition"].to_numpy()
@@ -427,7 +525,10 @@ def _forecast(
     for policy in topics.to_pylist():
         topic = policy["topic"]
         mine = rows_of.get(topic, [])
-        breaches = _breaches(policy, instants, np.array(mine, np.int64), number, held, cap_from)
+        over_at = [over.get((topic, k), []) for k in range(len(instants))]
+        breaches = _breaches(policy, instants, np.array(mine, np.int64), number, held, cap_from, over_at)
+        # an evicting topic never blocks its producers (docs/RETENTION.md)
+        blocks = policy["backlog_policy"] != "consumer_backlog_eviction"
         # Python ints per topic, each list once: a million partition points are built of them.
         on_disk, segments, bytes_deleted, segments_deleted = (
             a[:, mine].sum(axis=1).tolist() for a in (held, kept, freed, taken)
@@ -441,7 +542,8 @@ def _forecast(
                 since_now[reason] = since_now.get(reason, 0) + size
             parts = list(map(PartitionPoint, of_mine, held_[k], kept_[k], starts_[k]))
             deleted = (bytes_deleted[k], segments_deleted[k], dict(sorted(since_now.items())))
-            points.append(Point(at, on_disk[k], segments[k], parts, *deleted, False, []))
+            quota = [(group, partition) for group, partition, _ in over_at[k]]
+            points.append(Point(at, on_disk[k], segments[k], parts, *deleted, blocks and bool(quota), quota))
         rates_of = {numbers[p]: rates[p] for p in mine}
         result.append(TopicForecast(topic, rates_of, points, breaches, reads_of.get(topic, [])))
     return Forecast(instants[0], list(instants), window_ms, result, None, None)
@@ -449,12 +551,13 @@ def _forecast(
 
 def _breaches(
     policy: Mapping[str, Any], instants: Sequence[int], mine: np.ndarray, number: np.ndarray, held: np.ndarray,
-    cap_from: Mapping[str, np.ndarray],
+    cap_from: Mapping[str, np.ndarray], over_at: Sequence[list[tuple[str, int, str]]],
 ) -> list[Breach]:  # fmt: skip
     """The topic's first breach of each cap (engine/forecast/summary.py): the first
     instant a cap is a deleted segment's reason, or a partition keeps more than it
     after the cycle (bytes; data older than ``max_time``, where a hold or
-    ``max_deletes_per_cycle`` stops the cap); in the order summary.py finds them."""
+    ``max_deletes_per_cycle`` stops the cap); and the first a group is over a backlog
+    quota (``over_at``, per instant); in the order summary.py finds them."""
     count = len(instants)
     found: list[tuple[int, int, int, int, Breach]] = []
     for order, kind in enumerate(("max_partition_size", "max_time")):
@@ -475,6 +578,11 @@ def _breaches(
         k = int(aged.min())
         partition = int(number[mine[aged == k]].min())
         found.append((k, 2, partition, 0, Breach("max_time", instants[k], policy["max_time"], partition=partition)))
+    quota = next(((k, over[0]) for k, over in enumerate(over_at) if over), None)
+    if quota is not None:
+        k, (group, partition, exceeded) = quota
+        breach = Breach("backlog_quota", instants[k], policy[exceeded], partition, group, exceeded)
+        found.append((k, 3, partition, 0, breach))
     first_of: dict[str, Breach] = {}
     for *_, breach in sorted(found, key=lambda f: f[:4]):
         first_of.setdefault(breach.kind, breach)

@@ -6,6 +6,7 @@ time (engine/catalog/lag.py) the record at its position; no Arrow here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -60,8 +61,8 @@ def time_cut(
     catalog: Catalog, records: RecordTimes, topic: str, partition: int, log_start: int, theta: int
 ) -> int | None:
     """The first offset >= the log start whose timestamp is >= θ; None if none is."""
-    found = first_record(catalog, records, topic, partition, log_start, theta)
-    return None if found is None else found.offset
+    candidates = catalog.cut_candidates(topic, partition, log_start, theta)
+    return time_cut_among(records, topic, partition, candidates, log_start, theta)
 
 
 def first_record(
@@ -73,11 +74,29 @@ def first_record(
     Every record of a segment whose max timestamp is below θ is below θ, so only
     segments at or above θ are candidates, oldest first; the first one usually holds
     the cut. It may not when its newer records lie below the log start."""
-    for base in catalog.cut_candidates(topic, partition, log_start, theta):
+    return first_record_among(
+        records, topic, partition, catalog.cut_candidates(topic, partition, log_start, theta), log_start, theta
+    )
+
+
+def first_record_among(
+    records: RecordTimes, topic: str, partition: int, candidates: Iterable[int], log_start: int, theta: int
+) -> FirstRecord | None:
+    """:func:`first_record` in the ``candidates`` (segments' base offsets, oldest
+    first) that a caller holding the catalog's segments found itself."""
+    for base in candidates:
         found = records.first_at_or_after(topic, partition, base, max(base, log_start), theta)
         if found is not None:
             return found
     return None
+
+
+def time_cut_among(
+    records: RecordTimes, topic: str, partition: int, candidates: Iterable[int], log_start: int, theta: int
+) -> int | None:
+    """:func:`time_cut` in the ``candidates`` (as :func:`first_record_among`)."""
+    found = first_record_among(records, topic, partition, candidates, log_start, theta)
+    return None if found is None else found.offset
 
 
 def record_at(catalog: Catalog, records: RecordTimes, topic: str, partition: int, offset: int) -> FirstRecord | None:

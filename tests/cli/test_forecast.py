@@ -244,8 +244,11 @@ def test_a_what_if_of_one_topic_among_all_plans_only_that_one_twice(
         pruner = Pruner(broker, shared_spark)
         edited = {"capped": {**broker.catalog.overrides("capped"), "retention_time": "90m"}}
 
-        def run(topics: list[str] | None, budget: int | None = None, **overrides: dict) -> Forecast:
-            request = Request(instants(NOW, 3 * 3_600_000, 3_600_000), 3_600_000, disk_budget=budget)
+        def run(
+            topics: list[str] | None, budget: int | None = None, by_plans: bool = False, **overrides: dict
+        ) -> Forecast:
+            at = instants(NOW, 3 * 3_600_000, 3_600_000)
+            request = Request(at, 3_600_000, disk_budget=budget, by_plans=by_plans)
             return forecast(
                 pruner.planner, broker.catalog, StoreRecordTimes(broker.data), request,
                 defaults=broker.config.policy_defaults, topics=topics, overrides=overrides or None,
@@ -257,7 +260,7 @@ def test_a_what_if_of_one_topic_among_all_plans_only_that_one_twice(
         alone = run(["capped"], **edited)
         plain = run(["timed"])
         with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", 1):  # a batch a topic: timed's has no saved one
-            split = run(None, **edited)
+            split = run(None, by_plans=True, **edited)
     assert split == both
     assert [t.topic for t in both.topics] == ["capped", "timed"]
     assert both.saved is not None and [t.topic for t in both.saved] == ["capped"]
@@ -345,8 +348,8 @@ def test_at_a_terminal_progress_is_one_line_rewritten_then_cleared(
     with redirect_stdout(out), redirect_stderr(err):
         code = main(["--data-dir", str(data_dir), "forecast", "--now", str(NOW), "--horizon", "1h"])
     assert code == 0
-    # capped is planned as a timeline, timed (a backlog quota) as virtual topics: two jobs
-    assert err.getvalue() == "\rforecast: 1 of 2 Spark jobs done\rforecast: 2 of 2 Spark jobs done\r\033[K"
+    # every topic in one job (engine/forecast/timeline.py)
+    assert err.getvalue() == "\rforecast: 1 of 1 Spark jobs done\r\033[K"
     assert out.getvalue().startswith("forecast from ") and "\r" not in out.getvalue()
 
 
@@ -371,15 +374,16 @@ def test_a_cap_breach_names_the_first_partition_that_breaches(data_dir: Path, sh
         assert (breach["kind"], breach["partition"]) == ("max_partition_size", 0)
 
 
-@pytest.mark.parametrize("runs", [False, True], ids=["one job", "a job per instant"])
+@pytest.mark.parametrize("runs", [False, True], ids=["one job", "by plans, a job per instant"])
 def test_bytes_deleted_count_each_segment_for_the_reason_it_went(
     data_dir: Path, shared_spark: SparkEngine, ebb, runs: bool
 ) -> None:
     """retention_size deletes all but two segments' worth from now on, long before any
     record is 3h old: every segment goes for its size, as its cycle journals. A plan
     at 3h would call the oldest of them DELETE_TIME: they are gone by then, and do
-    not change reason. ``runs``: the topic planned over runs of its instants (a job
-    each, as a topic too large for one is), which must count the same."""
+    not change reason. ``runs``: asked ``--by-plans``, the topic planned over runs of
+    its instants (a job each, as a topic too large for one is), which must count the
+    same."""
     _new_data_dir(data_dir)
     with Broker(data_dir, clock=lambda: NOW) as broker:
         broker.create_topic(
@@ -387,8 +391,8 @@ def test_bytes_deleted_count_each_segment_for_the_reason_it_went(
         )
         for k in range(RECORDS):
             broker.produce("sized", [NewRecord(b"v" * 100, timestamp=NOW - (RECORDS - k) * MINUTE)], partition=0)
-    with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", 1 if runs else forecasting.MAX_VIRTUAL_ROWS):
-        (topic,) = _forecast(ebb, "--horizon", "4h", "--step", "30m")["topics"]
+    with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", 1):
+        (topic,) = _forecast(ebb, "--horizon", "4h", "--step", "30m", *(["--by-plans"] if runs else []))["topics"]
     deleted = [point["bytes_deleted"] for point in topic["points"]]
     assert deleted[0] > 0 and deleted == sorted(deleted) and deleted[-1] > deleted[0]
     for point in topic["points"]:

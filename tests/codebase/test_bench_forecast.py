@@ -18,12 +18,14 @@ from engine.prune.session import SparkEngine
 def test_the_forecast_benchmark_runs_on_a_tiny_catalog(
     tmp_path: Path, spark_engine: SparkEngine, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["--partitions", "4", "--segments", "3", "--instants", "3", "--repeat", "1", "--dir", str(tmp_path)]
+    argv = ["--partitions", "4", "--segments", "3", "--instants", "3", "--repeat", "1", "--by-plans"]
+    argv += ["--dir", str(tmp_path)]
     bench_forecast.main(argv, engine=spark_engine)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("synthetic catalog: 4 partitions x 3 segments = 12 segments")
     assert f"master {spark_engine.description};" in lines[0]
     assert any(line.startswith("forecast:") and "for 3 instants" in line for line in lines), lines
+    assert any(line.startswith("by plans: ") and line.endswith("the same forecast") for line in lines), lines
     assert any(line.startswith("ratio:        forecast / plan = ") for line in lines), lines
     assert any(line.startswith("  churn:      ") and "later instants (median)" in line for line in lines), lines
     assert not list(tmp_path.iterdir())  # its temporary directory is gone with it

@@ -100,6 +100,18 @@ ALLOWED: dict[str, set[str]] = {
     # The planner's bucketed table: quoted identifiers of its schema (types from a
     # fixed map) and an integer; its name and location go as parameters.
     "engine/prune/bucketed.py": {"ddl(schema)", "_quoted([key])", "_quoted(order)", "int(buckets)"},
+    # The forecast's timeline query, built once at import: the same rules over the
+    # columns of the forecast's instants and (suffixed BEFORE, a literal) of the cycle
+    # before each; _named joins literals of the module. Its rows go as a DataFrame.
+    "engine/forecast/timeline.py": {
+        "BEFORE",
+        "_named('', 'gone')",
+        "_named('', 'm_target', 'm_hard')",
+        "_named('', 'run_target', 'run_hard')",
+        "_named(BEFORE, 'gone')",
+        "_named(BEFORE, 'm_target', 'm_hard')",
+        "_named(BEFORE, 'run_target', 'run_hard')",
+    },
 }
 
 

@@ -5,6 +5,7 @@ instant and planned there by :func:`reference.model.plan`."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import tempfile
 from dataclasses import dataclass
 from fractions import Fraction
@@ -22,15 +23,14 @@ from engine.forecast.forecast import Request, forecast, rates_for
 from engine.forecast.rates import Rate
 from engine.forecast.reading import observed_reads, readings
 from engine.forecast.result import Point
-from engine.forecast.timeline import covers
 from engine.prune import tables
 from engine.prune.planner import Planner
-from engine.prune.record_times import time_cut
+from engine.prune.record_times import time_cut_among
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import Snapshot, build_snapshot
 from tests.reference import forecast as reference
 from tests.reference import model
-from tests.reference.catalog import FakeRecordTimes, Policy, RefCatalog, load_into_catalog
+from tests.reference.catalog import FakeRecordTimes, RefCatalog, load_into_catalog
 from tests.reference.strategies import catalogs
 
 #: synthetic records over all partitions at the last instant: the model appends and
@@ -52,17 +52,11 @@ def _as_model(point: Point) -> dict:
     }
 
 
-def _timeline_plans(policy: Policy) -> bool:
-    """Whether the forecast plans a topic of ``policy`` as a timeline
-    (engine/forecast/timeline.py) rather than as virtual topics."""
-    return covers(dataclasses.asdict(policy))
-
-
 @dataclass(frozen=True)
 class _Asked:
-    """What a forecast of the tests asks: ``batched``, each topic planned at each
-    instant in a Spark job of its own, as a topic too large for one job is planned
-    (forecast.batches), its instants' points and breaches joined."""
+    """What a forecast of the tests asks: ``batched``, asked by plans, each topic
+    planned at each instant in a Spark job of its own, as a topic too large for one
+    job is planned (forecast.batches), its instants' points and breaches joined."""
 
     window: int
     step: int
@@ -87,11 +81,14 @@ _asks = st.builds(
 )
 
 
-def _agrees_with_the_reference_model(
-    spark_engine: SparkEngine, generated: RefCatalog, asked: _Asked, *, as_virtual_topics: bool = False
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(generated=catalogs(), asked=_asks)
+def test_forecast_agrees_with_the_reference_model(
+    spark_engine: SparkEngine, generated: RefCatalog, asked: _Asked
 ) -> None:
-    """``as_virtual_topics``: the forecast is the same, breaches too (which the model
-    does not give), with every topic planned as virtual topics."""
+    """The forecast (engine/forecast/timeline.py, one job) agrees with the model; asked
+    by plans (the planner's own query over virtual topics, in batches), it is the
+    same, breaches too, which the model does not give."""
     window, step, count, rate = asked.window, asked.step, asked.count, asked.rate
     stall, batched, budget, interval = asked.stall, asked.batched, asked.budget, asked.interval
     now = generated.now
@@ -105,28 +102,36 @@ def _agrees_with_the_reference_model(
         try:
             loaded = load_into_catalog(generated, catalog)
             progress: list[tuple[int, int]] = []
+            by_plans: list[tuple[int, int]] = []
             planner, records = Planner(spark_engine, Path(tmp) / "scratch"), FakeRecordTimes(generated)
             request = Request(instants, window, rate, stalled, budget, interval)
+            got = forecast(
+                planner, catalog, records, request, defaults=generated.defaults,
+                progress=lambda done, of: progress.append((done, of)),
+            )  # fmt: skip
             with mock.patch.object(forecasting, "MAX_VIRTUAL_ROWS", 1 if batched else forecasting.MAX_VIRTUAL_ROWS):
-                got = forecast(
-                    planner, catalog, records, request, defaults=generated.defaults,
-                    progress=lambda done, of: progress.append((done, of)),
-                )  # fmt: skip
-            if as_virtual_topics:
-                with mock.patch.object(forecasting, "covers", lambda topic: False):
-                    assert forecast(planner, catalog, records, request, defaults=generated.defaults) == got
+                assert (
+                    forecast(
+                        planner,
+                        catalog,
+                        records,
+                        dataclasses.replace(request, by_plans=True),
+                        defaults=generated.defaults,
+                        progress=lambda done, of: by_plans.append((done, of)),
+                    )  # fmt: skip
+                    == got
+                )
         finally:
             catalog.close()
     expected = reference.forecast(loaded, instants, window, prune_interval=interval, given=rate, stalled=stalled)
 
     assert got.instants == instants
     assert [t.topic for t in got.topics] == sorted(expected)
-    # One job for the timeline's topics; the others' virtual topics in one batch, or
+    # One job for every topic; by plans, their virtual topics in one batch, or
     # (MAX_VIRTUAL_ROWS of 1) a batch per topic and instant.
-    timeline = sum(_timeline_plans(t.policy) for t in generated.topics)
-    virtual = len(generated.topics) - timeline
-    jobs = (timeline > 0) + (virtual * count if batched else virtual > 0)
-    assert progress == [(done, jobs) for done in range(1, jobs + 1)]
+    assert progress == [(1, 1)]
+    jobs = len(generated.topics) * count if batched else 1
+    assert by_plans == [(done, jobs) for done in range(1, jobs + 1)]
     assert {
         (topic.topic, r.group, r.partition): (
             r.source,
@@ -150,26 +155,6 @@ def _agrees_with_the_reference_model(
     totals = [sum(points[i]["bytes"] for points in expected.values()) for i in range(count)]
     over = [at for at, total in zip(instants, totals) if budget is not None and total > budget]
     assert (got.disk_breach and got.disk_breach.at) == (over[0] if over else None)
-
-
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(generated=catalogs(plain=st.booleans()), asked=_asks)
-def test_forecast_agrees_with_the_reference_model(
-    spark_engine: SparkEngine, generated: RefCatalog, asked: _Asked
-) -> None:
-    """Topics of every policy, some planned as a timeline and some as virtual topics."""
-    _agrees_with_the_reference_model(spark_engine, generated, asked)
-
-
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(generated=catalogs(plain=st.just(True)), asked=_asks)
-def test_the_timeline_agrees_with_the_reference_model(
-    spark_engine: SparkEngine, generated: RefCatalog, asked: _Asked
-) -> None:
-    """Only topics the timeline plans (engine/forecast/timeline.py): random policies
-    are almost never one, and their edges (a record exactly as old as a limit) need
-    examples of their own."""
-    _agrees_with_the_reference_model(spark_engine, generated, asked, as_virtual_topics=True)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -205,7 +190,7 @@ def test_the_extended_snapshot_is_the_models_catalog_at_each_instant(
                 snapshot, instants, rates_for(snapshot, request, catalog, records, sizes), sizes,
                 readings=readings(snapshot.tables, observed, now, window, frozenset(), never_committed),
                 prune_interval_ms=interval,
-                real_time_cut=lambda *args: time_cut(catalog, records, *args),
+                real_time_cut=functools.partial(time_cut_among, records),
             )  # fmt: skip
         finally:
             catalog.close()

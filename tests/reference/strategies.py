@@ -7,8 +7,6 @@ tools (bench/plan.py runs it from a plain install).
 
 from __future__ import annotations
 
-import dataclasses
-
 from hypothesis import strategies as st
 
 from engine.catalog.catalog import GroupKind
@@ -39,11 +37,8 @@ def policies(
     ages: tuple[int, ...] = (),
     commit_ages: tuple[int, ...] = (),
     sizes: tuple[int, ...] = (),
-    plain: bool = False,
 ) -> Policy:
-    """A random policy that passes validation (SPEC §3 rules); ``plain``: without
-    backlog quotas (engine/forecast/timeline.py's topics), which random draws rarely
-    give.
+    """A random policy that passes validation (SPEC §3 rules).
 
     The ages of the records and of the latest commits, and the suffix sizes of the
     topic it is for (:func:`ages_and_sizes`) are drawn often, so that the strict
@@ -74,7 +69,7 @@ def policies(
     elif retention_size == 0 and retention_time:
         retention_time = draw(st.sampled_from([0, None]))
     segment_size = draw(st.integers(1, max_partition_size or 1000))
-    policy = Policy(
+    return Policy(
         segment_size=segment_size,
         segment_roll=draw(duration),
         retention_time=retention_time,
@@ -95,9 +90,6 @@ def policies(
         max_deletes_per_cycle=draw(weighted((4, st.none()), (1, st.just(0)), (2, st.integers(1, 5)))),
         hold=draw(weighted((7, st.just(False)), (1, st.just(True)))),
     )
-    if not plain:
-        return policy
-    return dataclasses.replace(policy, backlog_size=None, backlog_age=None)
 
 
 @st.composite
@@ -204,23 +196,16 @@ def ages_and_sizes(
 
 
 @st.composite
-def catalogs(draw: st.DrawFn, plain: st.SearchStrategy[bool] | None = None) -> RefCatalog:
+def catalogs(draw: st.DrawFn) -> RefCatalog:
     """A random catalog: 1–3 topics of 1–3 partitions, random valid policies given as
-    overrides on top of random engine defaults, 0–3 groups per topic; a topic's
-    policy is :func:`policies`' ``plain`` one where ``plain`` draws true."""
+    overrides on top of random engine defaults, 0–3 groups per topic."""
     now = NOW + draw(st.integers(0, 10_000))
     names = draw(st.lists(st.sampled_from(TOPIC_NAMES), unique=True, min_size=1, max_size=3))
     contents = []
     for _ in names:
         parts = tuple(draw(partitions(i, now)) for i in range(draw(st.integers(1, 3))))
         groups_ = draw(groups(parts, now))
-        contents.append(
-            (
-                parts,
-                groups_,
-                draw(policies(*ages_and_sizes(parts, groups_, now), plain=plain is not None and draw(plain))),
-            )
-        )
+        contents.append((parts, groups_, draw(policies(*ages_and_sizes(parts, groups_, now)))))
     # engine defaults: some fields of a valid policy, often the first topic's
     base = contents[0][2] if draw(st.booleans()) else draw(policies())
     defaults = {k: v for k, v in base.texts().items() if draw(st.integers(0, 9)) < 7}
