@@ -40,7 +40,7 @@ the last one's id); the snapshot must be built with ``defaults={}``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict, cast
 
@@ -251,23 +251,29 @@ class LinearRecordTimes:
     def first_at_or_after(
         self, topic: str, partition: int, segment_base: int, start_offset: int, theta: int
     ) -> FirstRecord | None:
+        return self.first_at_or_after_each(topic, partition, segment_base, start_offset, [theta])[0]
+
+    def first_at_or_after_each(
+        self, topic: str, partition: int, segment_base: int, start_offset: int, thetas: Sequence[int]
+    ) -> list[FirstRecord | None]:
+        """Per θ, as the store answers it: the segment found once, each θ by arithmetic."""
         self.calls += 1
         p = self.partition_of.get((topic, partition))
         if p is None:
-            return None
+            return [None] * len(thetas)
         bases = self.data.base[p]
         k = int(np.searchsorted(bases, segment_base))
         if k >= len(bases) or int(bases[k]) != segment_base:
-            return None
+            return [None] * len(thetas)
         n, first, step = int(self.data.count[p, k]), int(self.data.first_ts[p, k]), int(self.data.step[p, k])
-        i = max(0, start_offset - segment_base)
-        if i >= n:
-            return None
-        if first + i * step < theta:
-            if step == 0:
-                return None
-            i = max(i, -((first - theta) // step))  # ceil((theta - first) / step)
-        return FirstRecord(segment_base + i, first + i * step) if i < n else None
+        start = max(0, start_offset - segment_base)
+        found: list[FirstRecord | None] = []
+        for theta in thetas:
+            i = start
+            if i < n and first + i * step < theta:
+                i = max(i, -((first - theta) // step)) if step else n  # ceil((theta - first) / step)
+            found.append(FirstRecord(segment_base + i, first + i * step) if i < n else None)
+        return found
 
 
 # -- generation ----------------------------------------------------------------------------

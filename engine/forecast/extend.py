@@ -40,7 +40,7 @@ committed since it was created, or is named stalled, stays where it is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -53,10 +53,10 @@ from engine.forecast.reading import READING, Reading
 from engine.prune import tables
 from engine.prune.snapshot import Snapshot
 
-#: (topic, partition, candidates, log start, θ) -> the first offset at or after the
-#: log start whose record timestamp is >= θ in the candidate segments (their base
-#: offsets, oldest first: :meth:`RealRecords.candidates`), or None
-RealTimeCut = Callable[[str, int, Iterable[int], int, int], "int | None"]
+#: (topic, partition, segment base, log start, θs) -> per θ, the first offset at or
+#: after the log start in that segment of the snapshot's whose record timestamp is
+#: >= θ, or None (engine.prune.record_times.time_cuts_in)
+RealTimeCut = Callable[[str, int, int, int, Sequence[int]], "list[int | None]"]
 
 
 @dataclass(frozen=True)
@@ -86,18 +86,31 @@ class RealRecords:
         where none is."""
         return self.newest_through.first_at_least(rows, theta)
 
-    def candidates(self, first: int, theta: int) -> Iterator[int]:
-        """The base offsets of the segments from ``first`` (:meth:`first`) on of its
-        partition that hold a record past the log start stamped ``theta`` or later:
-        every record of one whose newest is older is older (the catalog's
-        ``cut_candidates``); the first usually holds the cut, the rest are read only
-        where it does not."""
+    def cuts(
+        self, real_time_cut: RealTimeCut, topic: str, partition: int, log_start: int, first: int,
+        thetas: Sequence[int],
+    ) -> list[int | None]:  # fmt: skip
+        """Per θ of ``thetas``, the time cut in the partition's records from segment
+        ``first`` (:meth:`first`, the same for every θ) on: the first segment that
+        holds a record past the log start stamped θ or later usually holds the cut,
+        and is read once for every θ; a later one is read only where it does not (its
+        newer records below the log start). A segment whose newest record is older
+        than θ holds none (the catalog's ``cut_candidates``)."""
+        found: list[int | None] = [None] * len(thetas)
+        pending = list(range(len(thetas)))
         row = self.row[first]
         for s in range(first, len(self.row)):
-            if self.row[s] != row:
-                return
-            if self.newest[s] >= theta:
-                yield int(self.base_offset[s])
+            if not pending or self.row[s] != row:
+                break
+            asked = [t for t in pending if self.newest[s] >= thetas[t]]
+            if not asked:
+                continue
+            cuts = real_time_cut(topic, partition, int(self.base_offset[s]), log_start, [thetas[t] for t in asked])
+            for t, cut in zip(asked, cuts):
+                found[t] = cut
+            done = {t for t, cut in zip(asked, cuts) if cut is not None}
+            pending = [t for t in pending if t not in done]
+        return found
 
 
 #: below every timestamp: a segment with no record past the log start
@@ -311,7 +324,7 @@ def extend(
         pieces["segments"].append(renamed(segments_at))
         on_disk.append(_totals(segments_at, snapshot.tables["partitions"]))
         pieces["positions"].append(renamed(positions_at(snapshot, arrived, at, now, readings)))
-        pieces["time_cuts"].append(renamed(time_cuts_at(snapshot, parts, arrived, at, now, real_time_cut)))
+        pieces["time_cuts"].append(renamed(time_cuts_at(snapshot, parts, arrived, at, real_time_cut)))
     virtual = {name: pa.concat_tables(parts_).cast(tables.SNAPSHOT_TABLES[name]) for name, parts_ in pieces.items()}
     return Extension(Snapshot(now, virtual, snapshot.rejected), list(instants), topic_names, names, on_disk)
 
@@ -549,16 +562,25 @@ def positions_at(snapshot: Snapshot, arrived: np.ndarray, at: int, now: int, rea
 
 
 def time_cuts_at(
-    snapshot: Snapshot, parts: Partitions, arrived: np.ndarray, at: int, now: int, real_time_cut: RealTimeCut,
-    read: np.ndarray | None = None,
-) -> pa.Table:  # fmt: skip
-    """The snapshot's kinds of time cut, each at ``at``: in the snapshot's records
-    if one is recent enough, else in the synthetic ones (else the end of the log).
-    ``read``: the partitions (a mask of rows) whose records are read; the others' cuts
-    are the synthetic ones, for a caller that does not use them."""
+    snapshot: Snapshot, parts: Partitions, arrived: np.ndarray, at: int, real_time_cut: RealTimeCut
+) -> pa.Table:
+    """The snapshot's kinds of time cut, each at ``at`` (:func:`cut_offsets`)."""
     cuts = snapshot.tables["time_cuts"]
-    if cuts.num_rows == 0:
-        return cuts
+    offsets = cut_offsets(snapshot, parts, arrived[None, :], [at], real_time_cut)[0]
+    return cuts.set_column(3, "offset", pa.array(offsets, pa.int64()))
+
+
+def cut_offsets(
+    snapshot: Snapshot, parts: Partitions, arrived: np.ndarray, instants: Sequence[int], real_time_cut: RealTimeCut,
+    read: np.ndarray | None = None,
+) -> np.ndarray:  # fmt: skip
+    """Each of the snapshot's time cuts (columns, its ``time_cuts`` rows) at each of
+    ``instants`` (rows; ``arrived``: per partition the synthetic records by then): in
+    the snapshot's records if one is recent enough, else in the synthetic ones (else
+    the end of the log). ``read``: per instant the partitions (a mask) whose records
+    are read; the others' cuts are the synthetic ones, for a caller that does not use
+    them. Each segment read is read once for all the instants whose cut it holds."""
+    cuts = snapshot.tables["time_cuts"]
     topics, partitions = snapshot.tables["topics"], snapshot.tables["partitions"]
     topic_of = pc.index_in(cuts["topic"], value_set=topics["topic"]).to_numpy()
     kinds = cuts["kind"]
@@ -566,20 +588,28 @@ def time_cuts_at(
     for kind, column in tables.TIME_CUT_LIMITS.items():
         mine = pc.equal(kinds, kind).to_numpy(zero_copy_only=False)
         limit[mine] = topics[column].fill_null(0).to_numpy()[topic_of[mine]]
-    row = partition_rows(cuts, partitions)
-    theta = at - limit
+    theta = np.asarray(instants, np.int64)[:, None] - limit
+    row = np.broadcast_to(partition_rows(cuts, partitions), theta.shape)
     # the first synthetic record stamped at or after θ
-    offsets = parts.next_offset[row] + np.minimum(parts.stamped_before(row, theta, now), arrived[row])
+    offsets = parts.next_offset[row] + np.minimum(parts.stamped_before(row, theta, snapshot.now), arrived[:, row[0]])
     # A record of the snapshot's past the log start as recent as θ: looked for there
-    # (not otherwise, to save the reads).
+    # (not otherwise, to save the reads), each segment once for its thresholds.
     first = parts.real.first(row, theta)
-    recent = np.flatnonzero((first < len(parts.real.row)) & (True if read is None else read[row]))
-    if len(recent):
-        log_start = partitions["log_start_offset"].to_numpy()
-        names, numbers = cuts["topic"].to_pylist(), cuts["partition"].to_pylist()
-        for i in recent.tolist():
-            candidates = parts.real.candidates(int(first[i]), int(theta[i]))
-            found = real_time_cut(names[i], numbers[i], candidates, int(log_start[row[i]]), int(theta[i]))
-            if found is not None:
-                offsets[i] = found
-    return cuts.set_column(3, "offset", pa.array(offsets, pa.int64()))
+    k, i = np.nonzero((first < len(parts.real.row)) & (True if read is None else read[:, row[0]]))
+    if len(k) == 0:
+        return offsets
+    order = np.lexsort((theta[k, i], first[k, i], i))
+    k, i = k[order], i[order]
+    group = np.flatnonzero(np.diff(i, prepend=-1) | np.diff(first[k, i], prepend=-1))
+    log_start = partitions["log_start_offset"].to_numpy()
+    names, numbers = cuts["topic"].to_pylist(), cuts["partition"].to_pylist()
+    for lo, hi in zip(group.tolist(), [*group[1:].tolist(), len(k)]):
+        c, ks = int(i[lo]), k[lo:hi]
+        found = parts.real.cuts(
+            real_time_cut, names[c], numbers[c], int(log_start[row[0, c]]), int(first[ks[0], c]),
+            theta[ks, c].tolist(),
+        )  # fmt: skip
+        for at, cut in zip(ks.tolist(), found):
+            if cut is not None:
+                offsets[at, c] = cut
+    return offsets

@@ -34,7 +34,7 @@ from engine.forecast.summary import summarize
 from engine.forecast.timeline import timeline
 from engine.policy.effective import EffectivePolicy, resolve
 from engine.prune.planner import Planner
-from engine.prune.record_times import FirstRecord, RecordTimes, first_record, time_cut_among
+from engine.prune.record_times import FirstRecord, RecordTimes, first_record, time_cuts_in
 from engine.prune.snapshot import Snapshot, build_snapshot
 
 #: more instants than this is a typo (a step of 1s over a week), not a forecast
@@ -100,7 +100,7 @@ def forecast(
     the forecast there. ``tag`` names the jobs, for ``Planner.cancel``."""
     now = request.instants[0]
 
-    real_time_cut = functools.partial(time_cut_among, records)
+    real_time_cut = functools.partial(time_cuts_in, records)
 
     # A what-if is planned with the saved policy too, in the same job: virtual
     # topics of both, told apart by a label. Only the topics it changes: the others

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.forecast.extend import Partitions, RealTimeCut, time_cuts_at
+from engine.forecast.extend import Partitions, RealTimeCut, cut_offsets
 from engine.forecast.rates import partition_rows
 from engine.prune.snapshot import Snapshot
 
@@ -35,7 +35,7 @@ def record_cuts(
 ) -> dict[str, np.ndarray]:  # fmt: skip
     """Per kind of the snapshot's time cuts, the cut of each partition (columns) at
     each instant (rows), as the virtual topic at that instant has it (extend.py's
-    ``time_cuts_at``, ``read`` as there); :data:`NO_CUT` where the partition has none
+    ``cut_offsets``, ``read`` as there); :data:`NO_CUT` where the partition has none
     of that kind. A cut only moves up: later instants have later thresholds and more
     records."""
     partitions, cuts = snapshot.tables["partitions"], snapshot.tables["time_cuts"]
@@ -44,13 +44,11 @@ def record_cuts(
     if not kinds:
         return by_kind
     rows = partition_rows(cuts, partitions)
-    # the cut rows of each kind (one per partition and kind), and their partitions
-    of_kind = {kind: np.flatnonzero(pc.equal(cuts["kind"], kind).to_numpy(zero_copy_only=False)) for kind in kinds}
-    for k, at in enumerate(instants):
-        cut_at = time_cuts_at(snapshot, parts, arrived[k], at, snapshot.now, real_time_cut, read)
-        offsets = cut_at["offset"].to_numpy()
-        for kind, cut in by_kind.items():
-            cut[k, rows[of_kind[kind]]] = offsets[of_kind[kind]]
+    offsets = cut_offsets(snapshot, parts, arrived, instants, real_time_cut, read)
+    for kind, cut in by_kind.items():
+        # the cut rows of the kind (one per partition and kind)
+        mine = np.flatnonzero(pc.equal(cuts["kind"], kind).to_numpy(zero_copy_only=False))
+        cut[:, rows[mine]] = offsets[:, mine]
     return by_kind
 
 

@@ -299,16 +299,15 @@ class _Grid:
 
 
 def _grid(
-    laid: _Layout, reads: Sequence[Reading], instants: Sequence[int], real_time_cut: RealTimeCut,
-    wanted: np.ndarray | None = None,
+    laid: _Layout, reads: Sequence[Reading], instants: Sequence[int], arrived: np.ndarray,
+    cuts: dict[str, np.ndarray],
 ) -> _Grid:  # fmt: skip
-    """The instants of the module's docstring at ``instants``, and per partition and
-    instant what needs no Spark; of the ``wanted`` partitions only (a mask), where
-    given: the others' record cuts are not read from the store."""
+    """The instants of the module's docstring at ``instants`` (``arrived``: per
+    partition the synthetic records by each; ``cuts``: record_level.py's record cuts
+    then), and per partition and instant what needs no Spark."""
     snapshot, parts, columns, policy = laid.snapshot, laid.parts, laid.columns, laid.policy
     now, count = snapshot.now, len(instants)
     topics = snapshot.tables["topics"]
-    arrived = np.stack([parts.arrived(slice(None), at - now) for at in instants])
     bytes_at, segments_at = _on_disk(snapshot, laid.segment_rows, parts, laid.starts, arrived, instants)
     row, next_offset, size = columns["row"], columns["next_offset"], columns["size_bytes"]
     log_start = snapshot.tables["partitions"]["log_start_offset"].to_numpy()
@@ -323,8 +322,6 @@ def _grid(
     rolled = np.searchsorted(np.asarray(instants), parts.rolling_cycle(row, columns["first"], now), side="right")
     by_roll = np.where((parts.roll[row] >= 0) & columns["first_valid"], rolled, count)
     k_sealed = np.minimum(_first_above(arrived, row, columns["sealed_after"]), by_roll)
-
-    cuts = record_cuts(snapshot, parts, arrived, instants, real_time_cut, wanted)
 
     def by_time(name: str, kind: str) -> np.ndarray:
         """Segment granularity: sealed and its newest record past the limit; message:
@@ -416,17 +413,29 @@ def timeline(
     per row of its positions."""
     now, count = snapshot.now, len(instants)
     laid = _layout(snapshot, rates, segment_sizes, instants[-1], prune_interval_ms)
-    at = _grid(laid, reads, instants, real_time_cut)
     # The cycle before each instant, where its log start moves a group over a quota up
     # (quotas.py says why); at now there is none: the groups are where the catalog has them.
     cycles = [last_cycle(instant - now, prune_interval_ms, now) for instant in instants]
     after_a_cycle = np.array([cycle is not None for cycle in cycles])
-    quota = at.quota_cuts.size_set | at.quota_cuts.age_set
-    before = (
-        _grid(laid, reads, [now if cycle is None else cycle for cycle in cycles], real_time_cut, quota)
-        if quota.any() and after_a_cycle.any()
-        else None
+    topics = snapshot.tables["topics"]
+    quota = pc.or_(pc.is_valid(topics["backlog_size"]), pc.is_valid(topics["backlog_age"]))
+    quota = quota.to_numpy(zero_copy_only=False)[laid.partition_topic]
+    grids, read = [list(instants)], [np.ones(len(quota), bool)]
+    if quota.any() and after_a_cycle.any():
+        grids.append([now if cycle is None else cycle for cycle in cycles])
+        read.append(quota)
+    arrived = [np.stack([laid.parts.arrived(slice(None), at - now) for at in grid]) for grid in grids]
+    # Both grids' record cuts at once: a segment holds the cut of an instant and of
+    # the cycle before it alike, and is read once for both. The cycles' of the
+    # partitions with a quota only: the others' are not read.
+    reading = np.concatenate([np.broadcast_to(mask, (count, len(mask))) for mask in read])
+    every = [t for grid in grids for t in grid]
+    cuts = record_cuts(snapshot, laid.parts, np.concatenate(arrived), every, real_time_cut, reading)
+    at, *earlier = (
+        _grid(laid, reads, grid, got, {kind: cut[g * count : (g + 1) * count] for kind, cut in cuts.items()})
+        for g, (grid, got) in enumerate(zip(grids, arrived))
     )
+    before = earlier[0] if earlier else None
     gone = planner.query_partitions(TIMELINE_QUERY, _rows(laid, at, before, count), tag=tag)
     width = at.bytes_at.shape[1]
     within = gone.filter(pc.less(gone["gone"], count))

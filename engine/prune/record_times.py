@@ -6,7 +6,7 @@ time (engine/catalog/lag.py) the record at its position; no Arrow here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -37,6 +37,11 @@ class RecordTimes(Protocol):
         """The first record at or after ``start_offset`` in the segment at
         ``segment_base`` whose timestamp is >= ``theta``, or None."""
 
+    def first_at_or_after_each(
+        self, topic: str, partition: int, segment_base: int, start_offset: int, thetas: Sequence[int]
+    ) -> list[FirstRecord | None]:
+        """:meth:`first_at_or_after` for each of ``thetas``, the segment read once."""
+
 
 @dataclass(frozen=True)
 class StoreRecordTimes:
@@ -47,22 +52,28 @@ class StoreRecordTimes:
     def first_at_or_after(
         self, topic: str, partition: int, segment_base: int, start_offset: int, theta: int
     ) -> FirstRecord | None:
+        return self.first_at_or_after_each(topic, partition, segment_base, start_offset, [theta])[0]
+
+    def first_at_or_after_each(
+        self, topic: str, partition: int, segment_base: int, start_offset: int, thetas: Sequence[int]
+    ) -> list[FirstRecord | None]:
         directory = self.data.partition_dir(topic, partition)
         try:
             # Sealed: nothing past the valid data is cut, and nothing is repaired here.
+            # Opening validates every batch: once for all the thresholds.
             segment = Segment.open(directory, segment_base, sealed=True, repair=False)
         except SegmentMissing:
-            return None  # pruned since the snapshot was read: the next segment decides
-        found = segment.first_at_or_after(start_offset, theta)
-        return None if found is None else FirstRecord(found.offset, found.timestamp)
+            return [None] * len(thetas)  # pruned since the snapshot was read: the next segment decides
+        found = (segment.first_at_or_after(start_offset, theta) for theta in thetas)
+        return [None if record is None else FirstRecord(record.offset, record.timestamp) for record in found]
 
 
 def time_cut(
     catalog: Catalog, records: RecordTimes, topic: str, partition: int, log_start: int, theta: int
 ) -> int | None:
     """The first offset >= the log start whose timestamp is >= θ; None if none is."""
-    candidates = catalog.cut_candidates(topic, partition, log_start, theta)
-    return time_cut_among(records, topic, partition, candidates, log_start, theta)
+    found = first_record(catalog, records, topic, partition, log_start, theta)
+    return None if found is None else found.offset
 
 
 def first_record(
@@ -74,29 +85,21 @@ def first_record(
     Every record of a segment whose max timestamp is below θ is below θ, so only
     segments at or above θ are candidates, oldest first; the first one usually holds
     the cut. It may not when its newer records lie below the log start."""
-    return first_record_among(
-        records, topic, partition, catalog.cut_candidates(topic, partition, log_start, theta), log_start, theta
-    )
-
-
-def first_record_among(
-    records: RecordTimes, topic: str, partition: int, candidates: Iterable[int], log_start: int, theta: int
-) -> FirstRecord | None:
-    """:func:`first_record` in the ``candidates`` (segments' base offsets, oldest
-    first) that a caller holding the catalog's segments found itself."""
-    for base in candidates:
+    for base in catalog.cut_candidates(topic, partition, log_start, theta):
         found = records.first_at_or_after(topic, partition, base, max(base, log_start), theta)
         if found is not None:
             return found
     return None
 
 
-def time_cut_among(
-    records: RecordTimes, topic: str, partition: int, candidates: Iterable[int], log_start: int, theta: int
-) -> int | None:
-    """:func:`time_cut` in the ``candidates`` (as :func:`first_record_among`)."""
-    found = first_record_among(records, topic, partition, candidates, log_start, theta)
-    return None if found is None else found.offset
+def time_cuts_in(
+    records: RecordTimes, topic: str, partition: int, segment_base: int, log_start: int, thetas: Sequence[int]
+) -> list[int | None]:
+    """Per θ of ``thetas``, the first offset at or after the log start, in the segment
+    at ``segment_base``, whose timestamp is >= θ; None where it holds none."""
+    start = max(segment_base, log_start)
+    found = records.first_at_or_after_each(topic, partition, segment_base, start, thetas)
+    return [None if record is None else record.offset for record in found]
 
 
 def record_at(catalog: Catalog, records: RecordTimes, topic: str, partition: int, offset: int) -> FirstRecord | None:

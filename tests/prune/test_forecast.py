@@ -25,7 +25,7 @@ from engine.forecast.reading import observed_reads, readings
 from engine.forecast.result import Point
 from engine.prune import tables
 from engine.prune.planner import Planner
-from engine.prune.record_times import time_cut_among
+from engine.prune.record_times import time_cuts_in
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import Snapshot, build_snapshot
 from tests.reference import forecast as reference
@@ -190,7 +190,7 @@ def test_the_extended_snapshot_is_the_models_catalog_at_each_instant(
                 snapshot, instants, rates_for(snapshot, request, catalog, records, sizes), sizes,
                 readings=readings(snapshot.tables, observed, now, window, frozenset(), never_committed),
                 prune_interval_ms=interval,
-                real_time_cut=functools.partial(time_cut_among, records),
+                real_time_cut=functools.partial(time_cuts_in, records),
             )  # fmt: skip
         finally:
             catalog.close()

@@ -7,7 +7,7 @@ model can find record-level time cuts by scanning records itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 
 from engine.catalog.catalog import Catalog, GroupKind
@@ -149,6 +149,11 @@ class FakeRecordTimes:
             if offset >= start_offset and ts >= theta:
                 return FirstRecord(offset, ts)
         return None
+
+    def first_at_or_after_each(
+        self, topic: str, partition: int, segment_base: int, start_offset: int, thetas: Sequence[int]
+    ) -> list[FirstRecord | None]:
+        return [self.first_at_or_after(topic, partition, segment_base, start_offset, theta) for theta in thetas]
 
 
 # -- loading into a real catalog -------------------------------------------------------
