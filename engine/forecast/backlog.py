@@ -83,7 +83,7 @@ class QuotaCuts:
 
 
 @dataclass(frozen=True)
-class Laid:
+class SizedSegments:
     """The segments a partition has by the horizon, in (partition, offset) order:
     the partition's row, base offsets and the bytes of the partition before each."""
 
@@ -93,7 +93,7 @@ class Laid:
 
 
 def quota_cuts(
-    topics: pa.Table, partition_topic: np.ndarray, laid: Laid, bytes_at: np.ndarray, log_end: np.ndarray,
+    topics: pa.Table, partition_topic: np.ndarray, segments: SizedSegments, bytes_at: np.ndarray, log_end: np.ndarray,
     age_cut: np.ndarray,
 ) -> QuotaCuts:  # fmt: skip
     """The quota cuts at each instant (``bytes_at``, ``log_end``: the partitions' then;
@@ -109,9 +109,9 @@ def quota_cuts(
     evicting = pc.equal(topics["backlog_policy"], "consumer_backlog_eviction").fill_null(False)
     wanted = bytes_at - quota.fill_null(0).to_numpy()[partition_topic]
     partition = np.broadcast_to(np.arange(bytes_at.shape[1]), bytes_at.shape)
-    first = Runs.of(laid.row, laid.before).first_at_least(partition, wanted)
-    there = first < len(laid.row)
-    base = np.append(laid.base_offset, 0)[np.where(there, first, len(laid.row))]
+    first = Runs.of(segments.row, segments.before).first_at_least(partition, wanted)
+    there = first < len(segments.row)
+    base = np.append(segments.base_offset, 0)[np.where(there, first, len(segments.row))]
     size = np.where(there, np.minimum(base, log_end), log_end)
     return QuotaCuts(size, age_cut, size_set, age_set, evicting.to_numpy(zero_copy_only=False)[partition_topic])
 

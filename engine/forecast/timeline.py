@@ -344,8 +344,8 @@ def _grid(
 
     log_end = parts.next_offset + arrived
     subscribers = backlog.subscribers(snapshot, arrived, instants, reads, cut("ttl"))
-    before = backlog.Laid(row, columns["base_offset"], laid.through - size)
-    quota_cuts = backlog.quota_cuts(topics, laid.partition_topic, before, bytes_at, log_end, cut("backlog_age"))
+    sized = backlog.SizedSegments(row, columns["base_offset"], laid.through - size)
+    quota_cuts = backlog.quota_cuts(topics, laid.partition_topic, sized, bytes_at, log_end, cut("backlog_age"))
     barrier = backlog.barriers(subscribers, quota_cuts, laid.beyond)
     # the cycles run by each instant: one now, one every prune interval
     cycles = 1 + (np.asarray(instants) - now) // parts.prune_interval_ms

@@ -11,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from engine.forecast.backlog import Laid, QuotaCuts, Subscribers, quota_cuts, verdicts
+from engine.forecast.backlog import QuotaCuts, SizedSegments, Subscribers, quota_cuts, verdicts
 
 #: two partitions: 0 holds a sealed segment [0, 10) of 1000 bytes, then [10, 30) of
 #: 2000 bytes (still taking records), then [30, 40) by the horizon; 1 holds none
-LAID = Laid(row=np.array([0, 0, 0]), base_offset=np.array([0, 10, 30]), before=np.array([0, 1000, 3000]))
+SEGMENTS = SizedSegments(row=np.array([0, 0, 0]), base_offset=np.array([0, 10, 30]), before=np.array([0, 1000, 3000]))
 
 
 def _size_cuts(quota: int, bytes_at: list[list[int]], log_end: list[list[int]]) -> list[list[int]]:
@@ -28,7 +28,7 @@ def _size_cuts(quota: int, bytes_at: list[list[int]], log_end: list[list[int]]) 
         }
     )
     cuts = quota_cuts(
-        topics, np.array([0, 0]), LAID, np.array(bytes_at), np.array(log_end), np.full((len(bytes_at), 2), -1)
+        topics, np.array([0, 0]), SEGMENTS, np.array(bytes_at), np.array(log_end), np.full((len(bytes_at), 2), -1)
     )
     return cuts.size.tolist()
 
