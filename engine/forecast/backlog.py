@@ -85,11 +85,16 @@ class QuotaCuts:
 @dataclass(frozen=True)
 class SizedSegments:
     """The segments a partition has by the horizon, in (partition, offset) order:
-    the partition's row, base offsets and the bytes of the partition before each."""
+    the partition's row, base offsets and the bytes of the partition before each,
+    laid out once for every instant's search (:func:`quota_cuts`)."""
 
     row: np.ndarray
     base_offset: np.ndarray
-    before: np.ndarray
+    before: Runs
+
+    @classmethod
+    def of(cls, row: np.ndarray, base_offset: np.ndarray, before: np.ndarray) -> SizedSegments:
+        return cls(row, base_offset, Runs.of(row, before))
 
 
 def quota_cuts(
@@ -109,7 +114,7 @@ def quota_cuts(
     evicting = pc.equal(topics["backlog_policy"], "consumer_backlog_eviction").fill_null(False)
     wanted = bytes_at - quota.fill_null(0).to_numpy()[partition_topic]
     partition = np.broadcast_to(np.arange(bytes_at.shape[1]), bytes_at.shape)
-    first = Runs.of(segments.row, segments.before).first_at_least(partition, wanted)
+    first = segments.before.first_at_least(partition, wanted)
     there = first < len(segments.row)
     base = np.append(segments.base_offset, 0)[np.where(there, first, len(segments.row))]
     size = np.where(there, np.minimum(base, log_end), log_end)

@@ -233,7 +233,7 @@ class _Layout:
     its topic's policy (a row each), whether it is past the snapshot's log start and
     its topic cuts at a record, its rank in the partition (from 1) and the bytes of the
     partition through it; per partition its topic's row and an offset past every
-    segment's."""
+    segment's; the segments as the backlog size quota searches them (``sized``)."""
 
     snapshot: Snapshot
     parts: Partitions
@@ -247,6 +247,7 @@ class _Layout:
     through: np.ndarray
     partition_topic: np.ndarray
     beyond: np.ndarray
+    sized: backlog.SizedSegments
 
 
 def _layout(
@@ -266,14 +267,16 @@ def _layout(
     starts_of_partition = np.flatnonzero(np.concatenate([[True], row[1:] != row[:-1]])) if len(row) else row
     first = np.repeat(starts_of_partition, np.diff(np.append(starts_of_partition, len(row))))  # of its partition
     cumulative = np.cumsum(size)
+    through = cumulative - (cumulative[first] - size[first])
     return _Layout(
         snapshot, parts, starts, segment_rows, columns, policy,
         live=columns["next_offset"] > partitions["log_start_offset"].to_numpy()[row],
         message=pc.equal(policy["granularity"], "message").to_numpy(zero_copy_only=False),
         rank=np.arange(1, len(row) + 1) - first,
-        through=cumulative - (cumulative[first] - size[first]),
+        through=through,
         partition_topic=partition_topic,
         beyond=parts.next_offset + arrived + 1,
+        sized=backlog.SizedSegments.of(row, columns["base_offset"], through - size),
     )  # fmt: skip
 
 
@@ -344,8 +347,7 @@ def _grid(
 
     log_end = parts.next_offset + arrived
     subscribers = backlog.subscribers(snapshot, arrived, instants, reads, cut("ttl"))
-    sized = backlog.SizedSegments(row, columns["base_offset"], laid.through - size)
-    quota_cuts = backlog.quota_cuts(topics, laid.partition_topic, sized, bytes_at, log_end, cut("backlog_age"))
+    quota_cuts = backlog.quota_cuts(topics, laid.partition_topic, laid.sized, bytes_at, log_end, cut("backlog_age"))
     barrier = backlog.barriers(subscribers, quota_cuts, laid.beyond)
     # the cycles run by each instant: one now, one every prune interval
     cycles = 1 + (np.asarray(instants) - now) // parts.prune_interval_ms

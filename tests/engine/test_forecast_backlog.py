@@ -15,7 +15,9 @@ from engine.forecast.backlog import QuotaCuts, SizedSegments, Subscribers, quota
 
 #: two partitions: 0 holds a sealed segment [0, 10) of 1000 bytes, then [10, 30) of
 #: 2000 bytes (still taking records), then [30, 40) by the horizon; 1 holds none
-SEGMENTS = SizedSegments(row=np.array([0, 0, 0]), base_offset=np.array([0, 10, 30]), before=np.array([0, 1000, 3000]))
+SEGMENTS = SizedSegments.of(
+    row=np.array([0, 0, 0]), base_offset=np.array([0, 10, 30]), before=np.array([0, 1000, 3000])
+)
 
 
 def _size_cuts(quota: int, bytes_at: list[list[int]], log_end: list[list[int]]) -> list[list[int]]:
