@@ -40,15 +40,16 @@ the last one's id); the snapshot must be built with ``defaults={}``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TypedDict, cast
+from typing import Any, TypedDict, cast
 
 import numpy as np
 
 from engine.catalog.catalog import Catalog, GroupKind
 from engine.policy.fields import FIELDS, Value, exact_text
-from engine.prune.record_times import FirstRecord
+from engine.prune.record_times import NO_RECORD, FirstRecord
+from engine.prune.time_cuts import RecordReads
 
 NOW = 1_700_000_000_000
 HOUR = 3_600_000
@@ -241,39 +242,62 @@ class SyntheticCatalog:
 
 class LinearRecordTimes:
     """The snapshot's ``RecordTimes`` for a :class:`SyntheticCatalog`: arithmetic on
-    each segment's ``first_ts + i * step``; counts its calls."""
+    each segment's ``first_ts + i * step``; counts the reads."""
 
     def __init__(self, data: SyntheticCatalog) -> None:
         self.data = data
-        self.partition_of = data.partition_of()
+        names = [t.name for t in data.topics]
+        self.topic_of = {name: t for t, name in enumerate(names)}
+        # (topic, partition) -> global partition index, as a grid (-1: none)
+        self.partition_grid = np.full((len(names), int(data.part_index.max(initial=0)) + 1), -1, np.int64)
+        self.partition_grid[data.part_topic, data.part_index] = np.arange(data.partitions)
+        # every segment's base, each partition's shifted above the one before
+        self.width = int(data.base.max(initial=0)) + 1
+        self.keys = (np.arange(data.partitions)[:, None] * self.width + data.base).ravel()
         self.calls = 0
 
     def first_at_or_after(
         self, topic: str, partition: int, segment_base: int, start_offset: int, theta: int
     ) -> FirstRecord | None:
-        return self.first_at_or_after_each(topic, partition, segment_base, start_offset, [theta])[0]
-
-    def first_at_or_after_each(
-        self, topic: str, partition: int, segment_base: int, start_offset: int, thetas: Sequence[int]
-    ) -> list[FirstRecord | None]:
-        """Per θ, as the store answers it: the segment found once, each θ by arithmetic."""
         self.calls += 1
-        p = self.partition_of.get((topic, partition))
-        if p is None:
-            return [None] * len(thetas)
-        bases = self.data.base[p]
-        k = int(np.searchsorted(bases, segment_base))
-        if k >= len(bases) or int(bases[k]) != segment_base:
-            return [None] * len(thetas)
+        t = self.topic_of.get(topic)
+        if t is None or partition >= self.partition_grid.shape[1] or self.partition_grid[t, partition] < 0:
+            return None
+        p = int(self.partition_grid[t, partition])
+        k = int(np.searchsorted(self.data.base[p], segment_base))
+        if k >= self.data.segments_per_partition or int(self.data.base[p, k]) != segment_base:
+            return None
         n, first, step = int(self.data.count[p, k]), int(self.data.first_ts[p, k]), int(self.data.step[p, k])
-        start = max(0, start_offset - segment_base)
-        found: list[FirstRecord | None] = []
-        for theta in thetas:
-            i = start
-            if i < n and first + i * step < theta:
-                i = max(i, -((first - theta) // step)) if step else n  # ceil((theta - first) / step)
-            found.append(FirstRecord(segment_base + i, first + i * step) if i < n else None)
+        i = int(_record_index(n, first, step, max(0, start_offset - segment_base), theta))
+        return FirstRecord(segment_base + i, first + i * step) if i < n else None
+
+    def first_offsets(self, reads: RecordReads) -> np.ndarray:
+        """Per read, as the store answers it: the segment found, the record by arithmetic."""
+        self.calls += len(reads)
+        found = np.full(len(reads), NO_RECORD, np.int64)
+        topic = np.array([self.topic_of.get(name, -1) for name in reads.topics], np.int64)[reads.topic]
+        grid = self.partition_grid
+        inside = (topic >= 0) & (reads.partition < grid.shape[1])
+        p = np.where(inside, grid[np.maximum(topic, 0), np.minimum(reads.partition, grid.shape[1] - 1)], -1)
+        wanted = p * self.width + reads.segment_base
+        at = np.minimum(np.searchsorted(self.keys, wanted), len(self.keys) - 1)
+        n, first, step = (column.ravel()[at] for column in (self.data.count, self.data.first_ts, self.data.step))
+        i = _record_index(n, first, step, np.maximum(0, reads.start_offset - reads.segment_base), reads.theta)
+        held = (p >= 0) & (self.keys[at] == wanted) & (i < n)
+        found[held] = (reads.segment_base + i)[held]
         return found
+
+
+def _record_index(n: Any, first: Any, step: Any, start: Any, theta: Any) -> Any:
+    """The index of the first record at or after index ``start`` of a segment of ``n``
+    records stamped ``first + i * step`` that is stamped ``theta`` or later (``n``
+    where none is); numbers or arrays alike."""
+    older = (start < n) & (first + start * step < theta)
+    # ceil((θ - first) / step), where θ is above first (θ may be far below every
+    # timestamp, and the difference past int64, where the record at start is not older)
+    above = np.maximum(theta, first)
+    caught_up = np.where(step > 0, np.maximum(start, -((first - above) // np.maximum(step, 1))), n)
+    return np.where(older, caught_up, start)
 
 
 # -- generation ----------------------------------------------------------------------------

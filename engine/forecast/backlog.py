@@ -18,10 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.forecast.by_partition import Runs
-from engine.forecast.extend import positions_at
-from engine.forecast.rates import partition_rows
+from engine.forecast.extend import moved
 from engine.forecast.reading import Reading
+from engine.prune.by_partition import Runs, partition_rows
 from engine.prune.snapshot import Snapshot
 
 _NO_POSITION = np.iinfo(np.int64).max
@@ -47,7 +46,6 @@ def subscribers(
     ``message_ttl`` cut of each partition then, record_level.py's), their commits
     shifted back to now, as the plan of the virtual topic at the instant reads them:
     at least the snapshot's log start, which the virtual topics keep."""
-    now = snapshot.now
     positions, partitions = snapshot.tables["positions"], snapshot.tables["partitions"]
     topics = snapshot.tables["topics"]
     row = partition_rows(positions, partitions)
@@ -57,13 +55,10 @@ def subscribers(
     partition, taken = row[rows], pa.array(rows)
     expiry = policy["subscription_expiry"].take(taken)
     log_start = partitions["log_start_offset"].to_numpy()[partition]
-    position = np.empty((len(instants), len(rows)), np.int64)
-    live = np.empty((len(instants), len(rows)), bool)
-    for k, at in enumerate(instants):
-        moved = positions_at(snapshot, arrived[k], at, now, reads)
-        expired = pc.greater(pc.subtract(now, moved["group_last_commit"].take(taken)), expiry)
-        live[k] = ~expired.fill_null(False).to_numpy(zero_copy_only=False)
-        position[k] = np.maximum(moved["position"].to_numpy()[rows], np.maximum(log_start, ttl[k, partition]))
+    at = moved(snapshot, arrived, instants, reads)
+    since_commit = snapshot.now - at.group_last_commit[:, rows]
+    live = ~(expiry.is_valid().to_numpy(zero_copy_only=False) & (since_commit > expiry.fill_null(0).to_numpy()))
+    position = np.maximum(at.position[:, rows], np.maximum(log_start, ttl[:, partition]))
     protect = pc.equal(policy["consumption"].take(taken), "protect").fill_null(False)
     return Subscribers(rows, partition, protect.to_numpy(zero_copy_only=False), position, live)
 

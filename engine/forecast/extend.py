@@ -47,74 +47,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.forecast.by_partition import Runs, running_max
-from engine.forecast.rates import Rate, partition_rows
+from engine.forecast.rates import Rate
 from engine.forecast.reading import READING, Reading
 from engine.prune import tables
+from engine.prune.by_partition import partition_rows
+from engine.prune.record_times import NO_RECORD, RecordTimes
 from engine.prune.snapshot import Snapshot
-
-#: (topic, partition, segment base, log start, θs) -> per θ, the first offset at or
-#: after the log start in that segment of the snapshot's whose record timestamp is
-#: >= θ, or None (engine.prune.record_times.time_cuts_in)
-RealTimeCut = Callable[[str, int, int, int, Sequence[int]], "list[int | None]"]
-
-
-@dataclass(frozen=True)
-class RealRecords:
-    """The snapshot's segments a time cut reads records in, found once for every
-    instant (the catalog was asked each time: a million queries for a week's forecast
-    of 1M segments). Per segment, in (partition, offset) order: its partition's row,
-    base offset, its newest record where it is past the log start (int64 min where
-    not, or it has none), and the newest of those of its partition up to it."""
-
-    row: np.ndarray
-    base_offset: np.ndarray
-    newest: np.ndarray
-    newest_through: Runs
-
-    @classmethod
-    def of(cls, snapshot: Snapshot, segment_rows: np.ndarray) -> RealRecords:
-        segments, partitions = snapshot.tables["segments"], snapshot.tables["partitions"]
-        past = segments["next_offset"].to_numpy() > partitions["log_start_offset"].to_numpy()[segment_rows]
-        newest = np.where(past, segments["max_timestamp"].fill_null(_NONE).to_numpy(), _NONE)
-        through = Runs.of(segment_rows, running_max(segment_rows, newest))
-        return cls(segment_rows, segments["base_offset"].to_numpy(), newest, through)
-
-    def first(self, rows: np.ndarray, theta: np.ndarray) -> np.ndarray:
-        """Per partition of ``rows``, its first segment with a record past the log start
-        stamped ``theta`` or later (the same index of each): the number of segments
-        where none is."""
-        return self.newest_through.first_at_least(rows, theta)
-
-    def cuts(
-        self, real_time_cut: RealTimeCut, topic: str, partition: int, log_start: int, first: int,
-        thetas: Sequence[int],
-    ) -> list[int | None]:  # fmt: skip
-        """Per θ of ``thetas``, the time cut in the partition's records from segment
-        ``first`` (:meth:`first`, the same for every θ) on: the first segment that
-        holds a record past the log start stamped θ or later usually holds the cut,
-        and is read once for every θ; a later one is read only where it does not (its
-        newer records below the log start). A segment whose newest record is older
-        than θ holds none (the catalog's ``cut_candidates``)."""
-        found: list[int | None] = [None] * len(thetas)
-        pending = list(range(len(thetas)))
-        row = self.row[first]
-        for s in range(first, len(self.row)):
-            if not pending or self.row[s] != row:
-                break
-            asked = [t for t in pending if self.newest[s] >= thetas[t]]
-            if not asked:
-                continue
-            cuts = real_time_cut(topic, partition, int(self.base_offset[s]), log_start, [thetas[t] for t in asked])
-            for t, cut in zip(asked, cuts):
-                found[t] = cut
-            done = {t for t, cut in zip(asked, cuts) if cut is not None}
-            pending = [t for t in pending if t not in done]
-        return found
-
-
-#: below every timestamp: a segment with no record past the log start
-_NONE = np.iinfo(np.int64).min
+from engine.prune.time_cuts import CutCandidates
 
 
 @dataclass(frozen=True)
@@ -152,7 +91,7 @@ class Partitions:
     header_run: np.ndarray  # records that share a header: batch's, or an append's (Rate.header_run)
     lead: np.ndarray  # ms of the first gap gone at now (Rate.lead): the records are stamped from now - lead
     prune_interval_ms: int  # the cycles run now and every prune interval after
-    real: RealRecords  # the snapshot's segments, where a time cut reads their records
+    real: CutCandidates  # the snapshot's segments, where a time cut reads their records
 
     def timestamp(self, rows: np.ndarray, records: np.ndarray, now: int) -> np.ndarray:
         """The timestamp of synthetic record ``records`` (from 0) of partition ``rows``."""
@@ -269,7 +208,7 @@ def partitions_of(
         header_run=np.array([r.header_run for r in rates], dtype=np.int64),
         lead=np.array([r.lead for r in rates], dtype=np.int64),
         prune_interval_ms=prune_interval_ms,
-        real=RealRecords.of(snapshot, segment_rows),
+        real=CutCandidates.of(segments, segment_rows, partitions),
     )
     rows = np.arange(count)
     # An empty active segment takes records as a new one does; a used one, what
@@ -293,7 +232,7 @@ def extend(
     segment_sizes: Mapping[str, int],
     *,
     readings: Sequence[Reading],
-    real_time_cut: RealTimeCut,
+    records: RecordTimes,
     prune_interval_ms: int,
     label: str = "",
 ) -> Extension:
@@ -323,8 +262,8 @@ def extend(
         segments_at = _segments_at(snapshot, segment_rows, parts, starts, arrived, now, elapsed, prune_interval_ms)
         pieces["segments"].append(renamed(segments_at))
         on_disk.append(_totals(segments_at, snapshot.tables["partitions"]))
-        pieces["positions"].append(renamed(positions_at(snapshot, arrived, at, now, readings)))
-        pieces["time_cuts"].append(renamed(time_cuts_at(snapshot, parts, arrived, at, real_time_cut)))
+        pieces["positions"].append(renamed(positions_at(snapshot, arrived, at, readings)))
+        pieces["time_cuts"].append(renamed(time_cuts_at(snapshot, parts, arrived, at, records)))
     virtual = {name: pa.concat_tables(parts_).cast(tables.SNAPSHOT_TABLES[name]) for name, parts_ in pieces.items()}
     return Extension(Snapshot(now, virtual, snapshot.rejected), list(instants), topic_names, names, on_disk)
 
@@ -533,45 +472,65 @@ def _rolled_by_cycles(columns: dict[str, np.ndarray], roll: np.ndarray, cycle: i
     return {name: np.insert(column, due + 1, empty[name]) for name, column in {**columns, "sealed": sealed}.items()}
 
 
-def positions_at(snapshot: Snapshot, arrived: np.ndarray, at: int, now: int, readings: Sequence[Reading]) -> pa.Table:
-    """Positions at ``at``: a group that reads (``readings``, one per row) has read
-    what arrived by then, or at its observed pace up to the end of the log, and
-    committed at ``at``; timestamps shifted."""
+@dataclass(frozen=True)
+class Moved:
+    """The snapshot's positions (columns, its ``positions`` rows) at each of many
+    instants (rows), commits shifted back to now (:func:`moved`)."""
+
+    position: np.ndarray
+    committed_at: np.ndarray
+    group_last_commit: np.ndarray
+
+
+def moved(snapshot: Snapshot, arrived: np.ndarray, instants: Sequence[int], readings: Sequence[Reading]) -> Moved:
+    """Positions at each of ``instants`` (``arrived``: per partition the synthetic
+    records by then): a group that reads (``readings``, one per row) has read what
+    arrived by then, or at its observed pace up to the end of the log, and committed
+    at the instant; timestamps shifted."""
     positions = snapshot.tables["positions"]
-    if positions.num_rows == 0:
-        return positions
     row = partition_rows(positions, snapshot.tables["partitions"])
-    last = positions["group_last_commit"].to_numpy()
     reading = np.array([r.source in READING for r in readings], dtype=bool)
     observed = np.array([r.source == "observed" for r in readings], dtype=bool)
     offsets = np.array([r.offsets for r in readings], dtype=np.int64)
     per_ms = np.array([r.per_ms for r in readings], dtype=np.int64)
     position = positions["position"].to_numpy()
-    shift = at - now
-    keeps_up = arrived[np.maximum(row, 0)]
+    at = np.asarray(instants, np.int64)[:, None]
+    shift = at - snapshot.now
+    keeps_up = arrived[:, np.maximum(row, 0)]
     end = snapshot.tables["partitions"]["next_offset"].to_numpy()[np.maximum(row, 0)] + keeps_up
     # shift * offsets in two parts: a fast reader over a week would pass int64
     paced = (shift // per_ms) * offsets + (shift % per_ms) * offsets // per_ms
     paced = np.maximum(0, np.minimum(end - position, paced))
-    moved = np.where(reading & (row >= 0), np.where(observed, paced, keeps_up), 0)
-    return (
-        positions.set_column(4, "position", pa.array(position + moved))
-        .set_column(5, "committed_at", pa.array(np.where(reading, at, positions["committed_at"].to_numpy()) - shift))
-        .set_column(6, "group_last_commit", pa.array(np.where(reading, at, last) - shift))
+    moves = np.where(reading & (row >= 0), np.where(observed, paced, keeps_up), 0)
+    return Moved(
+        position + moves,
+        np.where(reading, at, positions["committed_at"].to_numpy()) - shift,
+        np.where(reading, at, positions["group_last_commit"].to_numpy()) - shift,
     )
 
 
-def time_cuts_at(
-    snapshot: Snapshot, parts: Partitions, arrived: np.ndarray, at: int, real_time_cut: RealTimeCut
-) -> pa.Table:
+def positions_at(snapshot: Snapshot, arrived: np.ndarray, at: int, readings: Sequence[Reading]) -> pa.Table:
+    """The snapshot's positions at ``at`` (:func:`moved`)."""
+    positions = snapshot.tables["positions"]
+    if positions.num_rows == 0:
+        return positions
+    one = moved(snapshot, arrived[None, :], [at], readings)
+    return (
+        positions.set_column(4, "position", pa.array(one.position[0]))
+        .set_column(5, "committed_at", pa.array(one.committed_at[0]))
+        .set_column(6, "group_last_commit", pa.array(one.group_last_commit[0]))
+    )
+
+
+def time_cuts_at(snapshot: Snapshot, parts: Partitions, arrived: np.ndarray, at: int, records: RecordTimes) -> pa.Table:
     """The snapshot's kinds of time cut, each at ``at`` (:func:`cut_offsets`)."""
     cuts = snapshot.tables["time_cuts"]
-    offsets = cut_offsets(snapshot, parts, arrived[None, :], [at], real_time_cut)[0]
+    offsets = cut_offsets(snapshot, parts, arrived[None, :], [at], records)[0]
     return cuts.set_column(3, "offset", pa.array(offsets, pa.int64()))
 
 
 def cut_offsets(
-    snapshot: Snapshot, parts: Partitions, arrived: np.ndarray, instants: Sequence[int], real_time_cut: RealTimeCut,
+    snapshot: Snapshot, parts: Partitions, arrived: np.ndarray, instants: Sequence[int], records: RecordTimes,
     read: np.ndarray | None = None,
 ) -> np.ndarray:  # fmt: skip
     """Each of the snapshot's time cuts (columns, its ``time_cuts`` rows) at each of
@@ -593,23 +552,9 @@ def cut_offsets(
     # the first synthetic record stamped at or after θ
     offsets = parts.next_offset[row] + np.minimum(parts.stamped_before(row, theta, snapshot.now), arrived[:, row[0]])
     # A record of the snapshot's past the log start as recent as θ: looked for there
-    # (not otherwise, to save the reads), each segment once for its thresholds.
+    # (not otherwise, to save the reads).
     first = parts.real.first(row, theta)
-    k, i = np.nonzero((first < len(parts.real.row)) & (True if read is None else read[:, row[0]]))
-    if len(k) == 0:
-        return offsets
-    order = np.lexsort((theta[k, i], first[k, i], i))
-    k, i = k[order], i[order]
-    group = np.flatnonzero(np.diff(i, prepend=-1) | np.diff(first[k, i], prepend=-1))
-    log_start = partitions["log_start_offset"].to_numpy()
-    names, numbers = cuts["topic"].to_pylist(), cuts["partition"].to_pylist()
-    for lo, hi in zip(group.tolist(), [*group[1:].tolist(), len(k)]):
-        c, ks = int(i[lo]), k[lo:hi]
-        found = parts.real.cuts(
-            real_time_cut, names[c], numbers[c], int(log_start[row[0, c]]), int(first[ks[0], c]),
-            theta[ks, c].tolist(),
-        )  # fmt: skip
-        for at, cut in zip(ks.tolist(), found):
-            if cut is not None:
-                offsets[at, c] = cut
+    asked = (first < len(parts.real.row)) & (True if read is None else read[:, row[0]])
+    found = parts.real.cuts(records, row[asked], theta[asked], first[asked])
+    offsets[asked] = np.where(found == NO_RECORD, offsets[asked], found)
     return offsets

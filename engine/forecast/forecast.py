@@ -10,7 +10,6 @@ topic forecast.
 
 from __future__ import annotations
 
-import functools
 import math
 import threading
 from collections import deque
@@ -34,7 +33,7 @@ from engine.forecast.summary import summarize
 from engine.forecast.timeline import timeline
 from engine.policy.effective import EffectivePolicy, resolve
 from engine.prune.planner import Planner
-from engine.prune.record_times import FirstRecord, RecordTimes, first_record, time_cuts_in
+from engine.prune.record_times import FirstRecord, RecordTimes, first_record
 from engine.prune.snapshot import Snapshot, build_snapshot
 
 #: more instants than this is a typo (a step of 1s over a week), not a forecast
@@ -100,8 +99,6 @@ def forecast(
     the forecast there. ``tag`` names the jobs, for ``Planner.cancel``."""
     now = request.instants[0]
 
-    real_time_cut = functools.partial(time_cuts_in, records)
-
     # A what-if is planned with the saved policy too, in the same job: virtual
     # topics of both, told apart by a label. Only the topics it changes: the others
     # (forecast beside them, a disk budget being over all) are the same under both.
@@ -126,7 +123,7 @@ def forecast(
         reads = readings(snapshot.tables, observed, now, request.window_ms, request.stalled, never_committed)
         extension = extend(
             snapshot, at, rates, variant.segment_sizes, label=label,
-            readings=reads, real_time_cut=real_time_cut, prune_interval_ms=request.prune_interval_ms,
+            readings=reads, records=records, prune_interval_ms=request.prune_interval_ms,
         )  # fmt: skip
         return extension, snapshot, rates, reads
 
@@ -160,7 +157,7 @@ def forecast(
             reads = readings(tables_, observed, now, request.window_ms, request.stalled, never_committed)
             part = timeline(
                 planner, share.snapshot, share.rates, reads, share.segment_sizes, request.instants,
-                request.window_ms, prune_interval_ms=request.prune_interval_ms, real_time_cut=real_time_cut, tag=tag,
+                request.window_ms, prune_interval_ms=request.prune_interval_ms, records=records, tag=tag,
             )  # fmt: skip
             results.append([part if i == v else None for i in range(len(timelines))])
             if progress is not None:

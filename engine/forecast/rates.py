@@ -29,8 +29,8 @@ from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from engine.prune.by_partition import partition_rows
 from engine.prune.record_times import EARLIEST, FirstRecord
 from engine.store.batch import HEADER_SIZE, RECORD_OVERHEAD
 from engine.store.partition import MAX_BATCH_RECORDS, largest_record
@@ -101,27 +101,6 @@ def _reduced(records: int, per_ms: int, record_bytes: int, source: str, since: i
         return Rate(0, 1, record_bytes, source, since)
     common = math.gcd(records, per_ms)
     return Rate(records // common, per_ms // common, record_bytes, source, since)
-
-
-def partition_rows(table: pa.Table, partitions: pa.Table) -> np.ndarray:
-    """The row in ``partitions`` of each row of ``table`` (both with ``topic`` and
-    ``partition``); -1 where there is none."""
-    # One integer key per (topic, partition): the forecast asks this of millions of
-    # rows, and joining strings per row cost more than the rest of building them.
-    topics = pc.unique(partitions["topic"])
-    numbers = [partitions["partition"].to_numpy(), table["partition"].to_numpy()]
-    width = max((int(n.max()) + 1 for n in numbers if len(n)), default=1)
-
-    def keys(of: pa.Table, number: np.ndarray) -> np.ndarray:
-        topic = pc.index_in(of["topic"], value_set=topics).fill_null(-1).to_numpy()
-        return np.where(topic >= 0, topic * width + number, -1)
-
-    own, wanted = keys(partitions, numbers[0]), keys(table, numbers[1])
-    if len(own) == 0:
-        return np.full(len(wanted), -1, np.int64)
-    order = np.argsort(own, kind="stable")
-    at = np.minimum(np.searchsorted(own[order], wanted), len(own) - 1)
-    return np.where((own[order][at] == wanted) & (wanted >= 0), order[at], -1)
 
 
 #: how many mean gaps between batches a gap may be and the ingest still be steady:

@@ -20,8 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.forecast.extend import Partitions, RealTimeCut, cut_offsets
-from engine.forecast.rates import partition_rows
+from engine.forecast.extend import Partitions, cut_offsets
+from engine.prune.by_partition import partition_rows
+from engine.prune.record_times import RecordTimes
 from engine.prune.snapshot import Snapshot
 
 #: a partition without a cut of a kind: below every offset, so that a position lifted
@@ -30,7 +31,7 @@ NO_CUT = -1
 
 
 def record_cuts(
-    snapshot: Snapshot, parts: Partitions, arrived: np.ndarray, instants: Sequence[int], real_time_cut: RealTimeCut,
+    snapshot: Snapshot, parts: Partitions, arrived: np.ndarray, instants: Sequence[int], records: RecordTimes,
     read: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:  # fmt: skip
     """Per kind of the snapshot's time cuts, the cut of each partition (columns) at
@@ -44,7 +45,7 @@ def record_cuts(
     if not kinds:
         return by_kind
     rows = partition_rows(cuts, partitions)
-    offsets = cut_offsets(snapshot, parts, arrived, instants, real_time_cut, read)
+    offsets = cut_offsets(snapshot, parts, arrived, instants, records, read)
     for kind, cut in by_kind.items():
         # the cut rows of the kind (one per partition and kind)
         mine = np.flatnonzero(pc.equal(cuts["kind"], kind).to_numpy(zero_copy_only=False))

@@ -63,18 +63,19 @@ import pyarrow.compute as pc
 from engine.forecast import backlog, record_level
 from engine.forecast.extend import (
     Partitions,
-    RealTimeCut,
     Starts,
     grown,
     last_cycle,
     partitions_of,
     synthetic_starts,
 )
-from engine.forecast.rates import Rate, partition_rows
+from engine.forecast.rates import Rate
 from engine.forecast.reading import Reading, by_topic
 from engine.forecast.record_level import NO_CUT, record_cuts
 from engine.forecast.result import Breach, Forecast, PartitionPoint, Point, TopicForecast, many_points
+from engine.prune.by_partition import partition_rows
 from engine.prune.planner import Planner
+from engine.prune.record_times import RecordTimes
 from engine.prune.snapshot import Snapshot
 
 #: the suffix of the columns that hold the instant, of those of the cycle before each
@@ -407,7 +408,7 @@ def timeline(
     window_ms: int,
     *,
     prune_interval_ms: int,
-    real_time_cut: RealTimeCut,
+    records: RecordTimes,
     tag: str | None = None,
 ) -> Forecast:
     """The forecast of every topic of ``snapshot`` at ``instants`` (the first its
@@ -432,7 +433,7 @@ def timeline(
     # partitions with a quota only: the others' are not read.
     reading = np.concatenate([np.broadcast_to(mask, (count, len(mask))) for mask in read])
     every = [t for grid in grids for t in grid]
-    cuts = record_cuts(snapshot, laid.parts, np.concatenate(arrived), every, real_time_cut, reading)
+    cuts = record_cuts(snapshot, laid.parts, np.concatenate(arrived), every, records, reading)
     at, *earlier = (
         _grid(laid, reads, grid, got, {kind: cut[g * count : (g + 1) * count] for kind, cut in cuts.items()})
         for g, (grid, got) in enumerate(zip(grids, arrived))

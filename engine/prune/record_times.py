@@ -6,16 +6,21 @@ time (engine/catalog/lag.py) the record at its position; no Arrow here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from engine.catalog.catalog import Catalog
 from engine.datadir import DataDir
 from engine.store.segment import CorruptBatch, Segment, SegmentMissing, SegmentUnreadable
 
+if TYPE_CHECKING:  # numpy's, which a command that does not plan never loads
+    from engine.prune.time_cuts import RecordReads
+
 #: below every timestamp: the first record at or after an offset is the record there
 EARLIEST = -(2**63)
+#: where a segment holds no record asked for (:meth:`RecordTimes.first_offsets`)
+NO_RECORD = -1
 #: how many record timestamps :class:`RecordAges` keeps before starting afresh (positions
 #: move on, so the old ones are not asked again)
 AGES_KEPT = 100_000
@@ -37,10 +42,9 @@ class RecordTimes(Protocol):
         """The first record at or after ``start_offset`` in the segment at
         ``segment_base`` whose timestamp is >= ``theta``, or None."""
 
-    def first_at_or_after_each(
-        self, topic: str, partition: int, segment_base: int, start_offset: int, thetas: Sequence[int]
-    ) -> list[FirstRecord | None]:
-        """:meth:`first_at_or_after` for each of ``thetas``, the segment read once."""
+    def first_offsets(self, reads: RecordReads) -> Collection[int]:
+        """Per entry of ``reads``, the offset of the record :meth:`first_at_or_after`
+        finds; :data:`NO_RECORD` where there is none."""
 
 
 @dataclass(frozen=True)
@@ -52,20 +56,31 @@ class StoreRecordTimes:
     def first_at_or_after(
         self, topic: str, partition: int, segment_base: int, start_offset: int, theta: int
     ) -> FirstRecord | None:
-        return self.first_at_or_after_each(topic, partition, segment_base, start_offset, [theta])[0]
+        segment = self._open(topic, partition, segment_base)
+        found = None if segment is None else segment.first_at_or_after(start_offset, theta)
+        return None if found is None else FirstRecord(found.offset, found.timestamp)
 
-    def first_at_or_after_each(
-        self, topic: str, partition: int, segment_base: int, start_offset: int, thetas: Sequence[int]
-    ) -> list[FirstRecord | None]:
-        directory = self.data.partition_dir(topic, partition)
+    def first_offsets(self, reads: RecordReads) -> list[int]:
+        found = [NO_RECORD] * len(reads)
+        starts, thetas = reads.start_offset.tolist(), reads.theta.tolist()
+        for (topic, partition, segment_base), entries in reads.by_segment().items():
+            segment = self._open(topic, partition, segment_base)
+            if segment is None:
+                continue
+            for entry in entries:
+                record = segment.first_at_or_after(starts[entry], thetas[entry])
+                if record is not None:
+                    found[entry] = record.offset
+        return found
+
+    def _open(self, topic: str, partition: int, segment_base: int) -> Segment | None:
+        """The sealed segment, validated (every batch: once for all the reads of it);
+        None when it was pruned since the snapshot was read: the next segment decides."""
         try:
             # Sealed: nothing past the valid data is cut, and nothing is repaired here.
-            # Opening validates every batch: once for all the thresholds.
-            segment = Segment.open(directory, segment_base, sealed=True, repair=False)
+            return Segment.open(self.data.partition_dir(topic, partition), segment_base, sealed=True, repair=False)
         except SegmentMissing:
-            return [None] * len(thetas)  # pruned since the snapshot was read: the next segment decides
-        found = (segment.first_at_or_after(start_offset, theta) for theta in thetas)
-        return [None if record is None else FirstRecord(record.offset, record.timestamp) for record in found]
+            return None
 
 
 def time_cut(
@@ -90,16 +105,6 @@ def first_record(
         if found is not None:
             return found
     return None
-
-
-def time_cuts_in(
-    records: RecordTimes, topic: str, partition: int, segment_base: int, log_start: int, thetas: Sequence[int]
-) -> list[int | None]:
-    """Per θ of ``thetas``, the first offset at or after the log start, in the segment
-    at ``segment_base``, whose timestamp is >= θ; None where it holds none."""
-    start = max(segment_base, log_start)
-    found = records.first_at_or_after_each(topic, partition, segment_base, start, thetas)
-    return [None if record is None else record.offset for record in found]
 
 
 def record_at(catalog: Catalog, records: RecordTimes, topic: str, partition: int, offset: int) -> FirstRecord | None:

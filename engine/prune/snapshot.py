@@ -5,14 +5,15 @@ The snapshot is read in one SQLite read transaction, so topics, partitions, segm
 and positions are from the same instant even while producers and consumers write;
 its tables come into Arrow in bulk (engine/catalog/bulk_reads.py).
 Record-level time cuts (docs/RETENTION.md) need record timestamps, which the catalog
-does not hold: for each cut the catalog names the one segment that can contain it and
-the store finds the record there (:class:`RecordTimes`), like Kafka's offsetsForTimes.
+does not hold: for each cut the snapshot's segments name the one that can contain it
+and the store finds the record there (:class:`RecordTimes`), like Kafka's
+offsetsForTimes (engine/prune/time_cuts.py).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +25,9 @@ from engine.catalog.catalog import Catalog
 from engine.errors import InvalidPolicy
 from engine.policy.effective import EffectivePolicy, resolve
 from engine.prune import tables
-from engine.prune.record_times import RecordTimes
+from engine.prune.by_partition import partition_rows
+from engine.prune.record_times import NO_RECORD, RecordTimes
+from engine.prune.time_cuts import CutCandidates
 
 
 @dataclass(frozen=True)
@@ -140,63 +143,27 @@ def _time_cuts(
     partitions: pa.Table,
 ) -> pa.Table:
     """Per topic needing them, per partition of ``partitions`` (the snapshot's) and
-    kind: the record-level time cut (:func:`time_cut`), its candidate segments found
-    among the snapshot's ``segments``, round after round."""
+    kind: the record-level time cut (engine/prune/time_cuts.py), the end of the log
+    where no record is recent enough."""
     thresholds = {topic: _thresholds(policy, now, topic in subscribed) for topic, policy in policies.items()}
     wanted = [
-        (topic, partition, log_start, log_end, kind, theta)
-        for topic, partition, log_start, log_end in zip(*(partitions[c].to_pylist() for c in tables.PARTITIONS.names))
+        (row, kind, theta)
+        for row, topic in enumerate(partitions["topic"].to_pylist())
         for kind, theta in thresholds.get(topic, {}).items()
     ]
-    cuts: list[int | None] = [None] * len(wanted)
-    if wanted:
-        # Only the topics that need a cut: indexing every segment of a 1M catalog in
-        # Python would cost more than the cuts.
-        needing = pa.array(sorted({w[0] for w in wanted}), pa.string())
-        candidates = _CutCandidates(segments.filter(pc.is_in(segments["topic"], value_set=needing)))
-        for i, (topic, partition, log_start, log_end, _kind, theta) in enumerate(wanted):
-            cuts[i] = log_end  # no record at or after θ: the cut is the end
-            for base in candidates.of(topic, partition, log_start, theta):
-                found = records.first_at_or_after(topic, partition, base, max(base, log_start), theta)
-                if found is not None:
-                    cuts[i] = found.offset
-                    break
-                # its newer records lie below the log start: the next candidate decides
+    rows = np.array([w[0] for w in wanted], np.int64)
+    theta = np.array([w[2] for w in wanted], np.int64)
+    # Only the topics that need a cut are laid out.
+    needing = segments.filter(pc.is_in(segments["topic"], value_set=pc.unique(partitions["topic"].take(rows))))
+    candidates = CutCandidates.of(needing, partition_rows(needing, partitions), partitions)
+    cuts = candidates.cuts(records, rows, theta, candidates.first(rows, theta))
+    log_end = partitions["next_offset"].to_numpy()[rows]
     return pa.table(
         {
-            "topic": [w[0] for w in wanted],
-            "partition": pa.array([w[1] for w in wanted], pa.int32()),
-            "kind": [w[4] for w in wanted],
-            "offset": pa.array(cuts, pa.int64()),
+            "topic": partitions["topic"].take(rows),
+            "partition": partitions["partition"].take(rows),
+            "kind": pa.array([w[1] for w in wanted], pa.string()),
+            "offset": pa.array(np.where(cuts == NO_RECORD, log_end, cuts), pa.int64()),
         },
         schema=tables.TIME_CUTS,
     )
-
-
-class _CutCandidates:
-    """:meth:`Catalog.cut_candidates` over the snapshot's own segments (in offset
-    order per partition), so that the cuts come from the snapshot's instant."""
-
-    def __init__(self, segments: pa.Table) -> None:
-        self._base = segments["base_offset"].to_numpy()
-        self._next = segments["next_offset"].to_numpy()
-        self._max_ts = segments["max_timestamp"].to_numpy()
-        # Each partition's rows are consecutive: its range starts where the (topic,
-        # partition) pair changes, found by numpy (a Python pass over the rows took
-        # a quarter of a 1M-segment snapshot).
-        topic, partition = segments["topic"], segments["partition"].to_numpy()
-        rows = len(partition)
-        changed = pc.not_equal(topic[1:], topic[:-1]).to_numpy(zero_copy_only=False) | (partition[1:] != partition[:-1])
-        starts = np.flatnonzero(np.concatenate([[rows > 0], changed]))
-        ends = np.append(starts[1:], rows)
-        names = topic.take(pa.array(starts, pa.int64())).to_pylist()
-        self._rows: dict[tuple[str, int], tuple[int, int]] = dict(
-            zip(zip(names, partition[starts].tolist()), zip(starts.tolist(), ends.tolist()))
-        )
-
-    def of(self, topic: str, partition: int, log_start: int, theta: int) -> Iterator[int]:
-        """Base offsets of the partition's segments that may hold its first record
-        >= ``theta`` at or above ``log_start``, oldest first."""
-        start, end = self._rows.get((topic, partition), (0, 0))
-        rows = start + np.flatnonzero((self._next[start:end] > log_start) & (self._max_ts[start:end] >= theta))
-        return (int(b) for b in self._base[rows])

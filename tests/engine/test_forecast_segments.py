@@ -14,8 +14,9 @@ import numpy as np
 import pyarrow as pa
 
 from engine.forecast.extend import Partitions, partitions_of
-from engine.forecast.rates import Rate, partition_rows
+from engine.forecast.rates import Rate
 from engine.prune import tables
+from engine.prune.by_partition import partition_rows
 from engine.prune.snapshot import Snapshot
 from engine.store.batch import HEADER_SIZE
 from engine.store.partition import MAX_BATCH_RECORDS

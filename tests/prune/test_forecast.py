@@ -5,7 +5,6 @@ instant and planned there by :func:`reference.model.plan`."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import tempfile
 from dataclasses import dataclass
 from fractions import Fraction
@@ -25,7 +24,6 @@ from engine.forecast.reading import observed_reads, readings
 from engine.forecast.result import Point
 from engine.prune import tables
 from engine.prune.planner import Planner
-from engine.prune.record_times import time_cuts_in
 from engine.prune.session import SparkEngine
 from engine.prune.snapshot import Snapshot, build_snapshot
 from tests.reference import forecast as reference
@@ -190,7 +188,7 @@ def test_the_extended_snapshot_is_the_models_catalog_at_each_instant(
                 snapshot, instants, rates_for(snapshot, request, catalog, records, sizes), sizes,
                 readings=readings(snapshot.tables, observed, now, window, frozenset(), never_committed),
                 prune_interval_ms=interval,
-                real_time_cut=functools.partial(time_cuts_in, records),
+                records=records,
             )  # fmt: skip
         finally:
             catalog.close()

@@ -7,12 +7,15 @@ model can find record-level time cuts by scanning records itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
 
 from engine.catalog.catalog import Catalog, GroupKind
 from engine.policy.fields import exact_text
-from engine.prune.record_times import FirstRecord
+from engine.prune.record_times import NO_RECORD, FirstRecord
+from engine.prune.time_cuts import RecordReads
 from engine.store.segment import SegmentInfo
 
 # -- the in-memory catalog ----------------------------------------------------------
@@ -150,10 +153,15 @@ class FakeRecordTimes:
                 return FirstRecord(offset, ts)
         return None
 
-    def first_at_or_after_each(
-        self, topic: str, partition: int, segment_base: int, start_offset: int, thetas: Sequence[int]
-    ) -> list[FirstRecord | None]:
-        return [self.first_at_or_after(topic, partition, segment_base, start_offset, theta) for theta in thetas]
+    def first_offsets(self, reads: RecordReads) -> np.ndarray:
+        found = [
+            self.first_at_or_after(reads.topics[topic], partition, base, start, theta)
+            for topic, partition, base, start, theta in zip(
+                reads.topic.tolist(), reads.partition.tolist(), reads.segment_base.tolist(),
+                reads.start_offset.tolist(), reads.theta.tolist(),
+            )
+        ]  # fmt: skip
+        return np.array([NO_RECORD if record is None else record.offset for record in found], np.int64)
 
 
 # -- loading into a real catalog -------------------------------------------------------

@@ -1,4 +1,4 @@
-"""``partition_rows`` (engine/forecast/rates.py): the forecast finds the partition of
+"""``partition_rows`` (engine/prune/by_partition.py): the forecast finds the partition of
 millions of virtual rows with it, by one integer key per (topic, partition)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.forecast.rates import partition_rows
+from engine.prune.by_partition import partition_rows
 
 TOPICS = ["a", "b", "a/b", "a\x00b", "é"]
 pairs = st.tuples(st.sampled_from(TOPICS), st.integers(0, 40))
