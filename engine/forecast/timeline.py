@@ -29,6 +29,12 @@ of going has come. Per segment ``s`` of a partition, in offset order:
   ``max(k_sealed, k_allowed)`` below the log start; its reason is the plan's at
   that instant.
 
+How the rules combine into the bounds, the cut and the reason is not written here:
+the query is generated from the planner's own statement of it
+(engine/prune/plan/rules.py), read in instants where the planner reads offsets
+(``Holds``: either of two rules holds from the earlier instant, both from the
+later). What is the timeline's own is when each rule holds, above.
+
 What Spark computes is the running maxima, the instants and reasons, and the bytes
 and segments that go per partition, instant and reason; the rest is read here by
 running sums over the instants.
@@ -74,6 +80,7 @@ from engine.forecast.reading import Reading, by_topic
 from engine.forecast.record_level import NO_CUT, record_cuts
 from engine.forecast.result import Breach, Forecast, PartitionPoint, Point, TopicForecast, many_points
 from engine.prune.by_partition import partition_rows
+from engine.prune.plan.rules import BOUNDS, INSTANTS, bound, delete_reason, the_cut
 from engine.prune.planner import Planner
 from engine.prune.record_times import RecordTimes
 from engine.prune.snapshot import Snapshot
@@ -83,27 +90,37 @@ from engine.prune.snapshot import Snapshot
 BEFORE = "_before"
 
 
-def _gone(suffix: str) -> dict[str, str]:
-    """The running maxima, the rules of the cut and the instant a segment goes
-    (``gone``), over the rules' columns with ``suffix``, as SQL by name."""
+#: an instant past every forecast's: a rule that never holds in the query's own terms
+_NEVER = 1 << 62
 
-    def holds(by_time: str, by_size: str) -> str:
+
+def _gone(suffix: str) -> dict[str, str]:
+    """The running maxima, the bounds of the cut and the instant a segment goes
+    (``gone``), over the rules' columns with ``suffix``, as SQL by name: the
+    planner's statement of them (engine/prune/plan/rules.py) read as instants."""
+
+    def rules(names: tuple[str, ...]) -> str:
+        return INSTANTS.either(*(f"k_{name}{suffix}" for name in names))
+
+    def prefix(bound_name: str) -> str:
+        # first_not as an instant: the latest of the live segments' up to this one
+        by_segment, at_message = BOUNDS[bound_name]
         return (
-            f"max(CASE WHEN NOT live THEN 0 WHEN message THEN {by_size}{suffix}"
-            f" ELSE least({by_time}{suffix}, {by_size}{suffix}) END) OVER upto"
+            f"max(CASE WHEN NOT live THEN 0 WHEN message THEN {rules(at_message)}"
+            f" ELSE {rules(by_segment)} END) OVER upto"
         )
 
-    def ruled(by_time: str, running: str) -> str:
-        return f"CASE WHEN message THEN least({by_time}{suffix}, {running}{suffix}) ELSE {running}{suffix} END"
+    def ruled(by_record: str, running: str) -> str:
+        return bound(INSTANTS, f"{by_record}{suffix}", f"{running}{suffix}", f"{running}{suffix}")
 
-    by_target = f"greatest(m_target{suffix}, k_barrier{suffix})"
+    below_start = f"CASE WHEN live THEN {_NEVER} ELSE 0 END"
+    cut = the_cut(INSTANTS, below_start, f"m_hard{suffix}", f"m_target{suffix}", f"k_barrier{suffix}")
     return {
-        "run_target": holds("k_time", "k_size"),
-        "run_hard": holds("k_max_time", "k_max_size"),
+        "run_target": prefix("target"),
+        "run_hard": prefix("hard"),
         "m_target": ruled("k_time", "run_target"),
         "m_hard": ruled("k_max_time", "run_hard"),
-        "gone": f"greatest(k_sealed{suffix}, k_allowed{suffix},"
-        f" CASE WHEN live THEN least(m_hard{suffix}, {by_target}) ELSE 0 END)",
+        "gone": INSTANTS.both(f"k_sealed{suffix}", f"k_allowed{suffix}", cut),
     }
 
 
@@ -111,19 +128,20 @@ def _named(suffix: str, *names: str) -> str:
     return ", ".join(f"{_gone(suffix)[name]} AS {name}{suffix}" for name in names)
 
 
+#: the instant the target and the barrier have both passed a segment
+_BY_TARGET = INSTANTS.both("m_target", "k_barrier")
+#: the reason a segment goes, at the instant it goes
+_REASON = delete_reason("NOT live", "k_by_target <= gone", "k_time <= gone", "k_max_time <= gone", "'{}'".format)
+
 TIMELINE_QUERY = f"""WITH
 running AS (SELECT *, {_named("", "run_target", "run_hard")}, {_named(BEFORE, "run_target", "run_hard")}
   FROM {{rows}}
   WINDOW upto AS (PARTITION BY pid ORDER BY base_offset ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)),
 ruled AS (SELECT *, {_named("", "m_target", "m_hard")}, {_named(BEFORE, "m_target", "m_hard")} FROM running),
-gone AS (SELECT *, greatest(m_target, k_barrier) AS k_by_target, {_named("", "gone")}, {_named(BEFORE, "gone")}
+gone AS (SELECT *, {_BY_TARGET} AS k_by_target, {_named("", "gone")}, {_named(BEFORE, "gone")}
   FROM ruled),
 reasoned AS (SELECT pid, gone, gone{BEFORE}, next_offset, size_bytes,
-    CASE WHEN NOT live THEN 'DELETE_BELOW_LOG_START'
-      WHEN k_by_target <= gone AND k_time <= gone THEN 'DELETE_TIME'
-      WHEN k_by_target <= gone THEN 'DELETE_SIZE'
-      WHEN k_max_time <= gone THEN 'DELETE_MAX_TIME'
-      ELSE 'DELETE_MAX_SIZE' END AS reason,
+    {_REASON} AS reason,
     CASE WHEN live AND greatest(gone, k_max_time) < k_by_target THEN greatest(gone, k_max_time) END AS max_time_from,
     CASE WHEN live AND gone < least(k_by_target, k_max_time) THEN gone END AS max_size_from,
     CASE WHEN stopped AND live AND NOT message AND k_max_time < gone THEN k_max_time END AS kept_past_max_time_from

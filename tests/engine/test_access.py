@@ -102,9 +102,12 @@ ALLOWED: dict[str, set[str]] = {
     "engine/prune/bucketed.py": {"ddl(schema)", "_quoted([key])", "_quoted(order)", "int(buckets)"},
     # The forecast's timeline query, built once at import: the same rules over the
     # columns of the forecast's instants and (suffixed BEFORE, a literal) of the cycle
-    # before each; _named joins literals of the module. Its rows go as a DataFrame.
+    # before each; _named joins literals of the module, _BY_TARGET and _REASON are
+    # engine/prune/plan/rules.py's statements over literals. Its rows go as a DataFrame.
     "engine/forecast/timeline.py": {
         "BEFORE",
+        "_BY_TARGET",
+        "_REASON",
         "_named('', 'gone')",
         "_named('', 'm_target', 'm_hard')",
         "_named('', 'run_target', 'run_hard')",

@@ -40,7 +40,17 @@ from engine.prune.plan.layout import (
     code,
 )
 from engine.prune.plan.round_trips import sql_frame
-from engine.prune.plan.rules import SUFFIX_FROM, flag, marks, row_rules
+from engine.prune.plan.rules import (
+    BOUNDS,
+    OFFSETS,
+    SUFFIX_FROM,
+    bound,
+    delete_reason,
+    flag,
+    marks,
+    row_rules,
+    the_cut,
+)
 
 #: stands for "no limit" where a number is compared (the budget)
 UNLIMITED = 1 << 62
@@ -74,12 +84,12 @@ _SNAPSHOT_COLUMNS = [
 
 
 #: level one's prefixes: name -> the eligibility rules it is the ``first_not`` of
-#: (first_not's candidates; "Per partition, the cut", target and hard)
+#: (first_not's candidates; "Per partition, the cut", target and hard): each bound's
+#: at segment granularity, and at message granularity named by its rule
 _FIRST_NOT = {
-    "fn_target": ("e_time", "e_size"),
-    "fn_size": ("e_size",),
-    "fn_hard": ("e_max_time", "e_max_size"),
-    "fn_max_size": ("e_max_size",),
+    name: tuple(f"e_{rule}" for rule in rules)
+    for bound_name, (by_segment, at_message) in BOUNDS.items()
+    for name, rules in ((f"fn_{bound_name}", by_segment), (f"fn_{'_'.join(at_message)}", at_message))
 }
 #: what rows carry into level one (running sizes and ranks come with the rows)
 _RANKED = [*_SNAPSHOT_COLUMNS, "suffix_after", "rn"]
@@ -171,33 +181,29 @@ def _decide() -> str:
     # lowest position after eviction is the lowest after TTL, lifted to that floor.
     # barrier (size_evict_cut, pos_after_eviction), then the_cut's target and hard;
     # RETENTION.md "Per topic, before the cut" 3 and "Per partition, the cut".
+    target = bound(OFFSETS, record_cut("retention", "retention_time"), first_not("fn_size"), first_not("fn_target"))
+    hard = bound(OFFSETS, record_cut("max_time", "max_time"), first_not("fn_max_size"), first_not("fn_hard"))
     limits = f"""SELECT *,
     CASE WHEN behind.pos IS NOT NULL AND evicting THEN greatest(behind.pos, {size_floor}, {age_floor})
       ELSE behind.pos END AS barrier,
-    CASE WHEN message THEN greatest({record_cut("retention", "retention_time")}, {first_not("fn_size")})
-      ELSE {first_not("fn_target")} END AS target,
-    CASE WHEN message THEN greatest({record_cut("max_time", "max_time")}, {first_not("fn_max_size")})
-      ELSE {first_not("fn_hard")} END AS hard
+    {target} AS target,
+    {hard} AS hard
   FROM {_with_facts("level_one")}"""
     # the_cut: cut = min(T, max(H, hard, min(target, barrier)))
-    cuts = "SELECT *, least(T, greatest(H, hard, least(target, barrier))) AS cut FROM limits"
+    cuts = f"SELECT *, least(T, {the_cut(OFFSETS, 'H', 'hard', 'target', 'barrier')}) AS cut FROM limits"
     # plan_partition's wanted and deleted (within_budget); "Per partition, the cut"
     wanted = flag(f"{rules['is_sealed']} AND NOT hold AND next_offset <= cut")
     within_budget = flag(f"rn <= coalesce(max_deletes_per_cycle, {UNLIMITED})")
     chosen = f"SELECT *, {wanted} AS wanted, {wanted} AND {within_budget} AS deleted FROM cuts"
 
-    by_target = "next_offset <= least(target, barrier)"
+    by_target = f"next_offset <= {OFFSETS.both('target', 'barrier')}"
     time_rule = f"CASE WHEN message THEN {flag('next_offset <= tc_retention')} ELSE {rules['e_time']} END"
     max_time_rule = f"CASE WHEN message THEN {flag('next_offset <= tc_max_time')} ELSE {rules['e_max_time']} END"
     # delete_reason and keep_reason; "Decision and reason per segment"
-    delete_reason = f"""CASE WHEN next_offset <= H THEN {code("DELETE_BELOW_LOG_START")}
-      WHEN {by_target} AND {time_rule} THEN {code("DELETE_TIME")}
-      WHEN {by_target} THEN {code("DELETE_SIZE")}
-      WHEN {max_time_rule} THEN {code("DELETE_MAX_TIME")}
-      ELSE {code("DELETE_MAX_SIZE")} END"""
+    why_deleted = delete_reason("next_offset <= H", by_target, time_rule, max_time_rule, lambda r: str(code(r)))
     held_by_barrier = f"(next_offset <= target AND {flag('next_offset > barrier')})"
     eligible_itself = " OR ".join(rules[name] for name in ("e_time", "e_size", "e_max_time", "e_max_size"))
-    keep_reason = f"""CASE WHEN hold THEN {code("KEEP_HOLD")}
+    why_kept = f"""CASE WHEN hold THEN {code("KEEP_HOLD")}
       WHEN NOT {rules["is_sealed"]} THEN {code("KEEP_ACTIVE")}
       WHEN wanted THEN {code("KEEP_BUDGET")}
       WHEN {held_by_barrier} THEN {code("KEEP_BARRIER")}
@@ -212,7 +218,7 @@ def _decide() -> str:
     )
     decided = f"""SELECT {_names(_DECIDED_CARRIED)}, {rules["roll"]} AS roll, barrier, behind.gid AS barrier_group,
     cut, wanted, deleted, base_offset, next_offset, size_bytes,
-    CASE WHEN deleted THEN {delete_reason} ELSE {keep_reason} END AS reason_code,
+    CASE WHEN deleted THEN {why_deleted} ELSE {why_kept} END AS reason_code,
     {evicted} AS pos_new,
     NOT {rules["expired"]} AND {over_size} AS over_backlog_size,
     NOT {rules["expired"]} AND {over_age} AS over_backlog_age

@@ -9,10 +9,16 @@ the largest generated stage is a fifth smaller, and the columns those rules read
 through no window: a window copies every column of every row, and four fewer
 columns make level one a seventh cheaper (docs/SPARK_NOTES.md). The rules that
 decide a partition's cut and a segment's reason read window values and sit in
-:mod:`~engine.prune.plan.query`, in the step that computes them.
+:mod:`~engine.prune.plan.query`, in the step that computes them; how they combine
+(:data:`BOUNDS`, :func:`bound`, :func:`the_cut`, :func:`delete_reason`) is stated
+here once, for the planner and for the forecast's timeline
+(engine/forecast/timeline.py), each reading it in its own order (:class:`Holds`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from engine.prune.plan.layout import FLAG_BITS, GROUP_ROW, SEGMENT_ROW
 
@@ -74,3 +80,61 @@ def row_rules(before_flags: bool) -> dict[str, str]:
         "roll": flag("now - active_first_ts >= segment_roll"),  # idle_roll; "Per topic, before the cut" 4
         "live": flag(f"{rules['segment']} AND next_offset > H"),  # first_not's candidates
     }
+
+
+@dataclass(frozen=True)
+class Holds:
+    """Where a query says the rules of a cut hold, and so how it combines them. The
+    planner asks at one instant which offsets a rule reaches: a segment below the
+    offset goes, and either of two rules reaches the higher offset, both the lower
+    (:data:`OFFSETS`). The forecast's timeline asks of each segment from which instant
+    a rule holds: either holds from the earlier instant, both from the later
+    (:data:`INSTANTS`). Every rule only reaches further as time passes, so the two
+    readings of one formula agree (engine/forecast/extend.py argues it)."""
+
+    either_of: str
+    both_of: str
+
+    def either(self, *terms: str) -> str:
+        return terms[0] if len(terms) == 1 else f"{self.either_of}({', '.join(terms)})"
+
+    def both(self, *terms: str) -> str:
+        return terms[0] if len(terms) == 1 else f"{self.both_of}({', '.join(terms)})"
+
+
+OFFSETS = Holds(either_of="greatest", both_of="least")
+INSTANTS = Holds(either_of="least", both_of="greatest")
+
+#: the cut's two bounds (docs/RETENTION.md, "Per partition, the cut"), each reached by
+#: the prefix of live segments that any of its rules makes eligible: bound -> the
+#: rules at segment granularity, and at message granularity (where the time rule
+#: cuts at a record, :func:`bound`); ``time`` stands for ``e_time`` or its instant
+BOUNDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "target": (("time", "size"), ("size",)),
+    "hard": (("max_time", "max_size"), ("max_size",)),
+}
+
+
+def bound(holds: Holds, by_record: str, prefix_at_message: str, prefix: str) -> str:
+    """The target or the hard cut (``message``: the topic cuts at a record): there,
+    the record cut or the prefix by size, whichever reaches further."""
+    return f"CASE WHEN message THEN {holds.either(by_record, prefix_at_message)}\n      ELSE {prefix} END"
+
+
+def the_cut(holds: Holds, below_start: str, hard: str, target: str, barrier: str) -> str:
+    """the_cut: a segment goes below the log start, below the hard cut, or below the
+    target where the barrier has passed it (``max(H, hard, min(target, barrier))``)."""
+    return holds.either(below_start, hard, holds.both(target, barrier))
+
+
+def delete_reason(
+    below_start: str, by_target: str, by_time: str, by_max_time: str, reason: Callable[[str], str]
+) -> str:
+    """delete_reason ("Decision and reason per segment"), over where a deleted segment
+    is below the log start, below the target and barrier, and the time rule or the
+    hard time rule holds; ``reason`` writes a reason's name as the query holds it."""
+    return f"""CASE WHEN {below_start} THEN {reason("DELETE_BELOW_LOG_START")}
+      WHEN {by_target} AND {by_time} THEN {reason("DELETE_TIME")}
+      WHEN {by_target} THEN {reason("DELETE_SIZE")}
+      WHEN {by_max_time} THEN {reason("DELETE_MAX_TIME")}
+      ELSE {reason("DELETE_MAX_SIZE")} END"""
