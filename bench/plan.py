@@ -638,12 +638,12 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     result.update(
         snapshot_seconds=snap_s,
         time_cuts=snapshot.tables["time_cuts"].num_rows,
-        record_time_calls=records.calls,
+        record_reads=records.reads,
         rejected=len(snapshot.rejected),
     )
     print(
         f"snapshot:     {snap_s:6.2f} s  ({len(snapshot.rejected)} topics rejected; "
-        f"{result['time_cuts']:,} time cuts, {records.calls:,} RecordTimes calls)",
+        f"{result['time_cuts']:,} time cuts, {records.reads:,} record reads)",
         flush=True,
     )
     if data.segment_count <= BASELINE_SEGMENTS:

@@ -254,12 +254,12 @@ class LinearRecordTimes:
         # every segment's base, each partition's shifted above the one before
         self.width = int(data.base.max(initial=0)) + 1
         self.keys = (np.arange(data.partitions)[:, None] * self.width + data.base).ravel()
-        self.calls = 0
+        self.reads = 0
 
     def first_at_or_after(
         self, topic: str, partition: int, segment_base: int, start_offset: int, theta: int
     ) -> FirstRecord | None:
-        self.calls += 1
+        self.reads += 1
         t = self.topic_of.get(topic)
         if t is None or partition >= self.partition_grid.shape[1] or self.partition_grid[t, partition] < 0:
             return None
@@ -273,7 +273,7 @@ class LinearRecordTimes:
 
     def first_offsets(self, reads: RecordReads) -> np.ndarray:
         """Per read, as the store answers it: the segment found, the record by arithmetic."""
-        self.calls += len(reads)
+        self.reads += len(reads)
         found = np.full(len(reads), NO_RECORD, np.int64)
         topic = np.array([self.topic_of.get(name, -1) for name in reads.topics], np.int64)[reads.topic]
         grid = self.partition_grid

@@ -7,9 +7,13 @@ import os
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from engine.datadir import DataDir
 from engine.errors import InvalidInput
+from engine.prune.record_times import NO_RECORD, StoreRecordTimes
+from engine.prune.time_cuts import RecordReads
 from engine.store.batch import HEADER_SIZE, RECORD_OVERHEAD, NewRecord, encode_batch, read_header, scan
 from engine.store.partition import (
     MAX_BATCH_RECORDS,
@@ -314,3 +318,39 @@ def test_an_io_error_while_reading_a_batch_is_one_store_error(part: Path, monkey
         segment.first_at_or_after(0, 0)
     with pytest.raises(SegmentUnreadable, match="EIO"):
         Segment.open(part, int(logs[1].stem), sealed=True, repair=False)
+
+
+def test_the_store_answers_many_time_reads_opening_each_segment_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``StoreRecordTimes.first_offsets`` (the time cuts' batch, engine/prune/time_cuts.py):
+    each read is the first record at or after its start stamped θ or later in its
+    segment; a segment is opened (and validated) once for all its reads; a segment
+    pruned since the snapshot holds none, and the next candidate decides."""
+    data = DataDir(tmp_path)
+    directory = data.partition_dir("t", 0)
+    create_partition(directory)
+    # two segments of five records, stamped 100, 110, ... 190
+    append(
+        directory,
+        [NewRecord(b"v", None, 100 + 10 * i) for i in range(10)],
+        segment_size=5 * (RECORD_OVERHEAD + 1) + HEADER_SIZE,
+    )
+    bases = [info.base_offset for info in segment_infos(directory)]
+    assert bases == [0, 5]
+    opened: list[int] = []
+    real_open = Segment.open
+
+    def counted(directory: Path, base_offset: int, **kwargs: bool) -> Segment:
+        opened.append(base_offset)
+        return real_open(directory, base_offset, **kwargs)
+
+    monkeypatch.setattr(Segment, "open", staticmethod(counted))
+    reads = RecordReads(
+        ["t"],
+        *(np.array(column) for column in ([0] * 5, [0] * 5, [0, 0, 5, 0, 5], [0, 3, 5, 0, 5], [0, 115, 160, 200, 999])),
+    )
+    assert list(StoreRecordTimes(data).first_offsets(reads)) == [0, 3, 6, NO_RECORD, NO_RECORD]
+    assert sorted(opened) == [0, 5]
+    (directory / f"{0:020d}.log").unlink()  # pruned since the snapshot
+    assert list(StoreRecordTimes(data).first_offsets(reads)) == [NO_RECORD, NO_RECORD, 6, NO_RECORD, NO_RECORD]
