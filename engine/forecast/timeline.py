@@ -33,7 +33,10 @@ How the rules combine into the bounds, the cut and the reason is not written her
 the query is generated from the planner's own statement of it
 (engine/prune/plan/rules.py), read in instants where the planner reads offsets
 (``Holds``: either of two rules holds from the earlier instant, both from the
-later). What is the timeline's own is when each rule holds, above.
+later). The eligibility rules' limits and measures are that module's too
+(``ELIGIBILITY``), solved here for the first instant. What is the timeline's own is
+how the other parts move with time: the roll, the barrier, the budget and the log
+start inside a segment.
 
 What Spark computes is the running maxima, the instants and reasons, and the bytes
 and segments that go per partition, instant and reason; the rest is read here by
@@ -80,7 +83,7 @@ from engine.forecast.reading import Reading, by_topic
 from engine.forecast.record_level import NO_CUT, record_cuts
 from engine.forecast.result import Breach, Forecast, PartitionPoint, Point, TopicForecast, many_points
 from engine.prune.by_partition import partition_rows
-from engine.prune.plan.rules import BOUNDS, INSTANTS, bound, delete_reason, the_cut
+from engine.prune.plan.rules import BOUNDS, ELIGIBILITY, INSTANTS, Bound, Eligibility, bound, delete_reason, the_cut
 from engine.prune.planner import Planner
 from engine.prune.record_times import RecordTimes
 from engine.prune.snapshot import Snapshot
@@ -102,24 +105,23 @@ def _gone(suffix: str) -> dict[str, str]:
     def rules(names: tuple[str, ...]) -> str:
         return INSTANTS.either(*(f"k_{name}{suffix}" for name in names))
 
-    def prefix(bound_name: str) -> str:
+    def prefix(of: Bound) -> str:
         # first_not as an instant: the latest of the live segments' up to this one
-        by_segment, at_message = BOUNDS[bound_name]
         return (
-            f"max(CASE WHEN NOT live THEN 0 WHEN message THEN {rules(at_message)}"
-            f" ELSE {rules(by_segment)} END) OVER upto"
+            f"max(CASE WHEN NOT live THEN 0 WHEN message THEN {rules(of.at_message)}"
+            f" ELSE {rules(of.by_segment)} END) OVER upto"
         )
 
-    def ruled(by_record: str, running: str) -> str:
-        return bound(INSTANTS, f"{by_record}{suffix}", f"{running}{suffix}", f"{running}{suffix}")
+    def ruled(name: str, of: Bound) -> str:
+        # the running maximum is the prefix at either granularity: both arguments
+        running = f"run_{name}{suffix}"
+        return bound(INSTANTS, f"k_{of.by_record}{suffix}", running, running)
 
     below_start = f"CASE WHEN live THEN {_NEVER} ELSE 0 END"
     cut = the_cut(INSTANTS, below_start, f"m_hard{suffix}", f"m_target{suffix}", f"k_barrier{suffix}")
     return {
-        "run_target": prefix("target"),
-        "run_hard": prefix("hard"),
-        "m_target": ruled("k_time", "run_target"),
-        "m_hard": ruled("k_max_time", "run_hard"),
+        **{f"run_{name}": prefix(of) for name, of in BOUNDS.items()},
+        **{f"m_{name}": ruled(name, of) for name, of in BOUNDS.items()},
         "gone": INSTANTS.both(f"k_sealed{suffix}", f"k_allowed{suffix}", cut),
     }
 
@@ -300,7 +302,7 @@ def _layout(
 
 
 #: the rules of the timeline's docstring whose instants the Spark job reads, per segment
-_RULES = ("k_sealed", "k_time", "k_size", "k_max_time", "k_max_size", "k_barrier", "k_allowed")
+_RULES = ("k_sealed", *(f"k_{name}" for name in ELIGIBILITY), "k_barrier", "k_allowed")
 
 
 @dataclass(frozen=True)
@@ -345,21 +347,22 @@ def _grid(
     by_roll = np.where((parts.roll[row] >= 0) & columns["first_valid"], rolled, count)
     k_sealed = np.minimum(_first_above(arrived, row, columns["sealed_after"]), by_roll)
 
-    def by_time(name: str, kind: str) -> np.ndarray:
-        """Segment granularity: sealed and its newest record past the limit; message:
-        the record cut (kind ``kind``) past it, sealed or not."""
-        value, valid = limit(name)
+    def eligible(rule: Eligibility) -> np.ndarray:
+        """The first instant ``rule`` holds (engine/prune/plan/rules.py's measures,
+        solved for the instant), sealed: ``age``, the instant past the newest record
+        plus the limit; ``after`` and ``from``, the partition's bytes past those
+        through the segment, or before it, plus the limit. At message granularity an
+        ``age`` rule is its record cut passing the segment, sealed or not."""
+        value, valid = limit(rule.limit)
+        if rule.measure != "age":
+            above = laid.through - 1 if rule.measure == "after" else laid.through - size
+            return np.where(valid, np.maximum(_first_above(bytes_at, row, above + value), k_sealed), count)
         due = np.searchsorted(np.asarray(instants), columns["newest"] + value + 1, side="left")
         by_segment = np.where(valid & columns["newest_valid"], np.maximum(due, k_sealed), count)
-        if kind not in cuts:
+        if rule.record_cut not in cuts:
             return by_segment
-        return np.where(
-            laid.message, np.where(valid, _first_above(cuts[kind], row, next_offset - 1), count), by_segment
-        )
-
-    def by_size(name: str, above: np.ndarray) -> np.ndarray:
-        value, valid = limit(name)
-        return np.where(valid, np.maximum(_first_above(bytes_at, row, above + value), k_sealed), count)
+        by_record = np.where(valid, _first_above(cuts[rule.record_cut], row, next_offset - 1), count)
+        return np.where(laid.message, by_record, by_segment)
 
     def cut(kind: str) -> np.ndarray:
         return cuts.get(kind, np.full(arrived.shape, NO_CUT, np.int64))
@@ -372,10 +375,7 @@ def _grid(
     cycles = 1 + (np.asarray(instants) - now) // parts.prune_interval_ms
     rules = {
         "k_sealed": k_sealed,
-        "k_time": by_time("retention_time", "retention"),
-        "k_size": by_size("retention_size", laid.through - 1),
-        "k_max_time": by_time("max_time", "max_time"),
-        "k_max_size": by_size("max_partition_size", laid.through - size),
+        **{f"k_{name}": eligible(rule) for name, rule in ELIGIBILITY.items()},
         "k_barrier": _first_above(barrier, row, next_offset - 1),
         "k_allowed": _allowed(policy, laid.rank, cycles),
     }

@@ -42,6 +42,8 @@ from engine.prune.plan.layout import (
 from engine.prune.plan.round_trips import sql_frame
 from engine.prune.plan.rules import (
     BOUNDS,
+    ELIGIBILITY,
+    INSTANTS,
     OFFSETS,
     SUFFIX_FROM,
     bound,
@@ -88,9 +90,14 @@ _SNAPSHOT_COLUMNS = [
 #: at segment granularity, and at message granularity named by its rule
 _FIRST_NOT = {
     name: tuple(f"e_{rule}" for rule in rules)
-    for bound_name, (by_segment, at_message) in BOUNDS.items()
-    for name, rules in ((f"fn_{bound_name}", by_segment), (f"fn_{'_'.join(at_message)}", at_message))
+    for bound_name, bound_rules in BOUNDS.items()
+    for name, rules in (
+        (f"fn_{bound_name}", bound_rules.by_segment),
+        (f"fn_{'_'.join(bound_rules.at_message)}", bound_rules.at_message),
+    )
 }
+#: the instants from which each age rule holds of a segment (eligible_at's candidates)
+_AGE_RULES_FROM = [f"max_timestamp + {rule.limit} + 1" for rule in ELIGIBILITY.values() if rule.measure == "age"]
 #: what rows carry into level one (running sizes and ranks come with the rows)
 _RANKED = [*_SNAPSHOT_COLUMNS, "suffix_after", "rn"]
 #: what rows carry through level one: what ``flags`` stands for stays behind
@@ -131,10 +138,8 @@ def _level_one() -> str:
         [
             _names([*_RANKED, "active_first_ts"]),
             f"{flags} AS flags",
-            # eligible_at; "Decision and reason per segment"
-            f"CASE WHEN {rules['is_sealed']}"
-            " THEN least(max_timestamp + retention_time + 1, max_timestamp + max_time + 1) END"
-            " AS eligible_at",
+            # eligible_at; "Decision and reason per segment": the first instant an age rule holds
+            f"CASE WHEN {rules['is_sealed']} THEN {INSTANTS.either(*_AGE_RULES_FROM)} END AS eligible_at",
             f"{holding} AS holding",
             *(f"{outside(eligibility)} AS {name}" for name, eligibility in _FIRST_NOT.items()),
             f"{fits_quota} AS fits_quota",
@@ -169,8 +174,8 @@ def _decide() -> str:
     def first_not(name: str) -> str:
         return f"greatest(H, coalesce({name}, T))"
 
-    def record_cut(kind: str, limit: str) -> str:
-        return f"CASE WHEN {limit} IS NOT NULL THEN tc_{kind} ELSE H END"
+    def record_cut(rule: str) -> str:
+        return f"CASE WHEN {ELIGIBILITY[rule].limit} IS NOT NULL THEN tc_{ELIGIBILITY[rule].record_cut} ELSE H END"
 
     size_evict_cut = "coalesce(fits_quota, T)"
     size_floor = f"CASE WHEN backlog_size IS NOT NULL THEN {size_evict_cut} END"
@@ -181,8 +186,10 @@ def _decide() -> str:
     # lowest position after eviction is the lowest after TTL, lifted to that floor.
     # barrier (size_evict_cut, pos_after_eviction), then the_cut's target and hard;
     # RETENTION.md "Per topic, before the cut" 3 and "Per partition, the cut".
-    target = bound(OFFSETS, record_cut("retention", "retention_time"), first_not("fn_size"), first_not("fn_target"))
-    hard = bound(OFFSETS, record_cut("max_time", "max_time"), first_not("fn_max_size"), first_not("fn_hard"))
+    target, hard = (
+        bound(OFFSETS, record_cut(b.by_record), first_not(f"fn_{'_'.join(b.at_message)}"), first_not(f"fn_{name}"))
+        for name, b in BOUNDS.items()
+    )
     limits = f"""SELECT *,
     CASE WHEN behind.pos IS NOT NULL AND evicting THEN greatest(behind.pos, {size_floor}, {age_floor})
       ELSE behind.pos END AS barrier,

@@ -9,21 +9,56 @@ the largest generated stage is a fifth smaller, and the columns those rules read
 through no window: a window copies every column of every row, and four fewer
 columns make level one a seventh cheaper (docs/SPARK_NOTES.md). The rules that
 decide a partition's cut and a segment's reason read window values and sit in
-:mod:`~engine.prune.plan.query`, in the step that computes them; how they combine
-(:data:`BOUNDS`, :func:`bound`, :func:`the_cut`, :func:`delete_reason`) is stated
-here once, for the planner and for the forecast's timeline
-(engine/forecast/timeline.py), each reading it in its own order (:class:`Holds`).
+:mod:`~engine.prune.plan.query`, in the step that computes them.
+
+Stated here once for the planner and for the forecast's timeline
+(engine/forecast/timeline.py): which limit each eligibility rule reads and how it
+measures it (:data:`ELIGIBILITY`), and how the rules combine into the cut
+(:data:`BOUNDS`, :func:`bound`, :func:`the_cut`, :func:`delete_reason`). The planner
+asks whether each holds at its instant; the timeline asks from which instant it
+holds, and reads the combination in its own order (:class:`Holds`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from engine.prune.plan.layout import FLAG_BITS, GROUP_ROW, SEGMENT_ROW
 
 #: the bytes of a segment and the partition's later ones
 SUFFIX_FROM = "(suffix_after + size_bytes)"
+
+
+@dataclass(frozen=True)
+class Eligibility:
+    """An eligibility rule (docs/RETENTION.md, "Per partition, the cut", eligibility
+    table): a sealed segment is eligible once ``measure`` passes the topic's
+    ``limit``: the time since its newest record (``age``, more than the limit), or
+    the partition's bytes after it (``after``, at least the limit) or from it on
+    (``from``, more than the limit). At message granularity an ``age`` rule cuts at a
+    record instead: the time cut of kind ``record_cut`` (tables.TIME_CUT_LIMITS)."""
+
+    limit: str
+    measure: Literal["age", "after", "from"]
+    record_cut: str | None = None
+
+
+#: the eligibility rules by name: ``e_time`` in the planner, ``k_time`` in the timeline
+ELIGIBILITY = {
+    "time": Eligibility("retention_time", "age", "retention"),
+    "size": Eligibility("retention_size", "after"),
+    "max_time": Eligibility("max_time", "age", "max_time"),
+    "max_size": Eligibility("max_partition_size", "from"),
+}
+
+#: each measure past its limit at the planning instant, over the snapshot's columns
+_PASSED_AT_NOW = {
+    "age": "max_timestamp < now - {limit}",
+    "after": "suffix_after >= {limit}",
+    "from": SUFFIX_FROM + " > {limit}",
+}
 
 
 def flag(condition: str) -> str:
@@ -44,10 +79,10 @@ def marks() -> dict[str, str]:
         # is_group_expired; "Per topic, before the cut" 1
         "expired": flag("now - group_last_commit > subscription_expiry"),
         # e_time, e_size, e_max_time, e_max_size; "Per partition, the cut", eligibility table
-        "e_time": flag(f"{sealed} AND max_timestamp < now - retention_time"),
-        "e_size": flag(f"{sealed} AND suffix_after >= retention_size"),
-        "e_max_time": flag(f"{sealed} AND max_timestamp < now - max_time"),
-        "e_max_size": flag(f"{sealed} AND {SUFFIX_FROM} > max_partition_size"),
+        **{
+            f"e_{name}": flag(f"{sealed} AND {_PASSED_AT_NOW[rule.measure].format(limit=rule.limit)}")
+            for name, rule in ELIGIBILITY.items()
+        },
         # keep_reason's KEEP_FUTURE_TIMESTAMP; "Decision and reason per segment"
         "future": flag("retention_time IS NOT NULL AND max_timestamp > now"),
     }
@@ -105,13 +140,23 @@ class Holds:
 OFFSETS = Holds(either_of="greatest", both_of="least")
 INSTANTS = Holds(either_of="least", both_of="greatest")
 
-#: the cut's two bounds (docs/RETENTION.md, "Per partition, the cut"), each reached by
-#: the prefix of live segments that any of its rules makes eligible: bound -> the
-#: rules at segment granularity, and at message granularity (where the time rule
-#: cuts at a record, :func:`bound`); ``time`` stands for ``e_time`` or its instant
-BOUNDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "target": (("time", "size"), ("size",)),
-    "hard": (("max_time", "max_size"), ("max_size",)),
+
+@dataclass(frozen=True)
+class Bound:
+    """One of the cut's two bounds (docs/RETENTION.md, "Per partition, the cut"):
+    reached by the prefix of live segments that any of its rules makes eligible
+    (``by_segment``, names of :data:`ELIGIBILITY`); at message granularity by the
+    prefix of ``at_message`` or by the record cut of ``by_record``, whichever reaches
+    further (:func:`bound`)."""
+
+    by_segment: tuple[str, ...]
+    at_message: tuple[str, ...]
+    by_record: str
+
+
+BOUNDS = {
+    "target": Bound(("time", "size"), ("size",), "time"),
+    "hard": Bound(("max_time", "max_size"), ("max_size",), "max_time"),
 }
 
 
