@@ -28,7 +28,7 @@ from engine.errors import EbbError
 from engine.prune.cycle_result import CycleResult
 from engine.prune.executor import hold_prune_lock
 from engine.prune.record_times import StoreRecordTimes
-from engine.prune.session import SparkEngine, spark_engine_for
+from engine.prune.session import SparkEngine, spark_engine_for, without_token
 from engine.prune.spark_settings import LOG_NAME
 from engine.store.lock import LockTimeout
 
@@ -229,7 +229,7 @@ class ConsoleHost:
         reader = self._reader
         interval = reader.config.prune_interval_ms if reader is not None else 60_000
         return EngineStatus(
-            master=spark.description if spark else (self._spark_remote or self._spark_master or "local[*]"),
+            master=spark.description if spark else self._flags_description(),
             # Until the worker has built the engine, an enabled one is starting.
             session=spark.state if spark else ("starting" if self.engine_enabled else "off"),
             error=spark.error if spark else None,
@@ -240,6 +240,13 @@ class ConsoleHost:
             last_report=scheduler.last_result if scheduler else None,
             log_file=spark.log_file if spark else self.root / "logs" / LOG_NAME,
         )
+
+    def _flags_description(self) -> str:
+        """Where plans will run before the engine is built, as the flags say (a
+        Connect URL's token hidden, as SparkEngine.description hides it)."""
+        if self._spark_remote is not None:
+            return without_token(self._spark_remote)
+        return self._spark_master or "local[*]"
 
     def _pruner(self, broker: Broker) -> Pruner:
         from engine.prune.pruner import Pruner

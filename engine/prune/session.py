@@ -73,6 +73,12 @@ _SERVICE_RETRY_SECONDS = 30.0
 _local_owner_lock = threading.Lock()
 _local_owner: SparkEngine | None = None
 
+
+def without_token(url: str) -> str:
+    """A Spark Connect URL as an operator sees it: its token hidden."""
+    return _TOKEN_PARAMETER.sub(";token=<hidden>", url)
+
+
 # Python-side loggers of pyspark and py4j that would write to stderr: pyspark's query
 # context loggers come with their own stderr handler and log every failed query.
 _PYTHON_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger", "pyspark.sql.connect.logging", "py4j")
@@ -198,7 +204,7 @@ class SparkEngine:
         if self._service is not None:
             return f"service ({self._service.master})"  # reads "Spark service (local[*])"
         if self._remote is not None:
-            return _TOKEN_PARAMETER.sub(";token=<hidden>", self._remote)
+            return without_token(self._remote)
         return self._master
 
     @property

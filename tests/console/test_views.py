@@ -251,6 +251,17 @@ def test_export_writes_csv_and_json_without_overwriting(history: Path) -> None:
     assert [row["id"] for row in json.loads(first[1].read_text())] == [a.id for a in actions]
 
 
+def test_a_connect_token_is_never_shown_even_before_the_engine_is_built(history: Path) -> None:
+    """Before the engine exists, the header names where plans will run from the flags:
+    a Connect URL's token is hidden there as the engine hides it."""
+    host = ConsoleHost(history, engine=False, clock=lambda: NOW, spark_remote="sc://spark:15002/;token=s3cret;x=1")
+    try:
+        master = host.engine_status().master
+    finally:
+        host.close()
+    assert master == "sc://spark:15002/;token=<hidden>;x=1"
+
+
 def test_engine_model(history: Path) -> None:
     host = ConsoleHost(history, engine=False, clock=lambda: NOW)
     try:
