@@ -2,11 +2,13 @@
 each instant, the barrier the protecting ones hold, how far eviction lifts it, and
 who is over a backlog quota (docs/RETENTION.md, "Per topic, before the cut", 1 to 3).
 
-Each is read as the plan of the virtual topic at that instant reads it
-(engine/forecast/extend.py), and each only moves up as time passes: a position, the
-log end, the bytes on disk and every time cut. So the barrier, lifted or not, stays
-one series per partition the timeline can search for the first instant it passes
-a segment.
+Each is the planner's own rule (engine/prune/plan/rules.py: ``pos_ttl``, ``expired``,
+``holding``, ``BARRIER``, ``over_quotas``), evaluated over the columns of the virtual
+topic at every instant (engine/forecast/extend.py); what is this module's is those
+columns: where the subscribers stand, where each quota ends. Each only moves up as
+time passes: a position, the log end, the bytes on disk and every time cut. So the
+barrier, lifted or not, stays one series per partition the timeline can search for
+the first instant it passes a segment.
 """
 
 from __future__ import annotations
@@ -20,23 +22,37 @@ import pyarrow.compute as pc
 
 from engine.forecast.extend import moved
 from engine.forecast.reading import Reading
+from engine.forecast.record_level import NO_CUT
+from engine.forecast.vectorised import Nullable, Value, holds, values
 from engine.prune.by_partition import Runs, partition_rows
+from engine.prune.plan.layout import GROUP_ROW
+from engine.prune.plan.rules import BARRIER, over_quotas, row_rules
 from engine.prune.snapshot import Snapshot
 
 _NO_POSITION = np.iinfo(np.int64).max
 
 
+#: the planner's rules of a group row (engine/prune/plan/rules.py), asked at every
+#: instant of the subscribers' own columns
+_RULES = row_rules(before_flags=True)
+_OVER_QUOTAS = over_quotas(_RULES)
+
+
 @dataclass(frozen=True)
 class Subscribers:
-    """The snapshot's subscribers on its partitions (columns: ``rows`` of its
-    positions) at each instant (rows): position after ``message_ttl`` (``pos_ttl``)
-    and whether the group has not expired by then."""
+    """The snapshot's subscribers on its partitions (``rows`` of its positions) at
+    each instant: the planner's columns of their group rows (``columns``, each a
+    column per subscriber or a grid of instants (rows) by subscribers (columns)),
+    and from its rules their position after ``message_ttl`` (``position``), whether
+    they have not expired (``live``) and whether they hold the barrier
+    (``holding``)."""
 
     rows: np.ndarray
     partition: np.ndarray  # the row of its partition
-    protect: np.ndarray  # its topic protects what its subscribers have not read
+    columns: dict[str, Value]
     position: np.ndarray
     live: np.ndarray
+    holding: np.ndarray
 
 
 def subscribers(
@@ -46,35 +62,44 @@ def subscribers(
     ``message_ttl`` cut of each partition then, record_level.py's), their commits
     shifted back to now, as the plan of the virtual topic at the instant reads them:
     at least the snapshot's log start, which the virtual topics keep."""
-    positions, partitions = snapshot.tables["positions"], snapshot.tables["partitions"]
-    topics = snapshot.tables["topics"]
+    positions, partitions, topics = (snapshot.tables[name] for name in ("positions", "partitions", "topics"))
     row = partition_rows(positions, partitions)
     policy = topics.take(pc.index_in(positions["topic"], value_set=topics["topic"]))
     subscriber = pc.equal(positions["kind"], "subscriber").to_numpy(zero_copy_only=False)
     rows = np.flatnonzero(subscriber & (row >= 0))
     partition, taken = row[rows], pa.array(rows)
-    expiry = policy["subscription_expiry"].take(taken)
-    log_start = partitions["log_start_offset"].to_numpy()[partition]
     at = moved(snapshot, arrived, instants, reads)
-    since_commit = snapshot.now - at.group_last_commit[:, rows]
-    live = ~(expiry.is_valid().to_numpy(zero_copy_only=False) & (since_commit > expiry.fill_null(0).to_numpy()))
-    position = np.maximum(at.position[:, rows], np.maximum(log_start, ttl[:, partition]))
-    protect = pc.equal(policy["consumption"].take(taken), "protect").fill_null(False)
-    return Subscribers(rows, partition, protect.to_numpy(zero_copy_only=False), position, live)
+    columns: dict[str, Value] = {
+        "row": GROUP_ROW,
+        "kind": "subscriber",
+        "now": snapshot.now,
+        "group_last_commit": at.group_last_commit[:, rows],
+        "position": at.position[:, rows],
+        "H": partitions["log_start_offset"].to_numpy()[partition],
+        "tc_ttl": Nullable(ttl[:, partition], ttl[:, partition] != NO_CUT),
+        "protect": pc.equal(policy["consumption"].take(taken), "protect").to_numpy(zero_copy_only=False),
+        **{name: Nullable.of_arrow(policy[name].take(taken)) for name in ("subscription_expiry", "message_ttl")},
+    }
+    position = values(_RULES["pos_ttl"], columns, null=NO_CUT)
+    return Subscribers(
+        rows, partition, columns, position, ~holds(_RULES["expired"], columns), holds(_RULES["holding"], columns)
+    )
 
 
 @dataclass(frozen=True)
 class QuotaCuts:
-    """Per partition (columns) at each instant (rows), where each backlog quota
-    ends: a subscriber below it is over the quota (docs/RETENTION.md,
-    ``size_evict_cut`` and ``time_cut(now - backlog_age)``); and per partition
-    whether its topic sets each quota and evicts."""
+    """Per partition at each instant, what the planner reads of the backlog quotas
+    (``columns``: ``fits_quota``, the log end ``T`` and ``tc_backlog_age``, each a grid
+    of instants (rows) by partitions (columns); the quotas and ``evicting``, a column
+    per partition); and per partition whether its topic sets each quota."""
 
-    size: np.ndarray
-    age: np.ndarray
+    columns: dict[str, Nullable]
     size_set: np.ndarray
     age_set: np.ndarray
-    evicting: np.ndarray
+
+    def at(self, partition: np.ndarray) -> dict[str, Nullable]:
+        """The columns of the partitions of rows ``partition``."""
+        return {name: value[..., partition] for name, value in self.columns.items()}
 
 
 @dataclass(frozen=True)
@@ -99,38 +124,37 @@ def quota_cuts(
     """The quota cuts at each instant (``bytes_at``, ``log_end``: the partitions' then;
     ``age_cut``: the ``backlog_age`` record cut, record_level.py's).
 
-    ``size_evict_cut`` is the smallest base of a segment there whose bytes and the
-    later ones' fit the quota, else the log end: the first segment with at least
-    ``bytes_at - backlog_size`` before it. A segment past the log end has not begun
-    by then: the log end is the cut."""
+    ``fits_quota`` is the smallest base of a segment there whose bytes and the later
+    ones' fit the quota: the first segment with at least ``bytes_at - backlog_size``
+    before it. A segment past the log end has not begun by then: none fits."""
     quota = topics["backlog_size"]
-    size_set = quota.is_valid().to_numpy(zero_copy_only=False)[partition_topic]
-    age_set = topics["backlog_age"].is_valid().to_numpy(zero_copy_only=False)[partition_topic]
-    evicting = pc.equal(topics["backlog_policy"], "consumer_backlog_eviction").fill_null(False)
     wanted = bytes_at - quota.fill_null(0).to_numpy()[partition_topic]
     partition = np.broadcast_to(np.arange(bytes_at.shape[1]), bytes_at.shape)
     first = segments.before.first_at_least(partition, wanted)
-    there = first < len(segments.row)
-    base = np.append(segments.base_offset, 0)[np.where(there, first, len(segments.row))]
-    size = np.where(there, np.minimum(base, log_end), log_end)
-    return QuotaCuts(size, age_cut, size_set, age_set, evicting.to_numpy(zero_copy_only=False)[partition_topic])
+    base = np.append(segments.base_offset, 0)[first]
+    evicting = pc.equal(topics["backlog_policy"], "consumer_backlog_eviction").fill_null(False)
+    columns = {
+        "fits_quota": Nullable(base, (first < len(segments.row)) & (base < log_end)),
+        "T": Nullable.of(log_end),
+        "tc_backlog_age": Nullable(age_cut, age_cut != NO_CUT),
+        "backlog_size": Nullable.of_arrow(quota)[partition_topic],
+        "backlog_age": Nullable.of_arrow(topics["backlog_age"])[partition_topic],
+        "evicting": Nullable.of(evicting.to_numpy(zero_copy_only=False)[partition_topic]),
+    }
+    return QuotaCuts(columns, columns["backlog_size"].valid, columns["backlog_age"].valid)
 
 
 def barriers(subs: Subscribers, cuts: QuotaCuts, beyond: np.ndarray) -> np.ndarray:
     """Per instant (rows) and partition (columns), the barrier of the virtual topic
-    at that instant: the lowest position of a protecting subscriber not expired by
-    then, lifted by eviction to each quota's cut; ``beyond`` (past every offset of
-    the partition) where there is none, and none after: an expired group never holds
-    again. No barrier is one that passes every segment."""
-    lowest = np.full(cuts.size.shape, _NO_POSITION)
-    holding = subs.live & subs.protect
+    at that instant: the planner's (rules.BARRIER) over the lowest position of a
+    subscriber holding it then; ``beyond`` (past every offset of the partition)
+    where none does, and none after: an expired group never holds again. No barrier
+    is one that passes every segment."""
+    lowest = np.full(cuts.columns["T"].values.shape, _NO_POSITION)
     for k, row in enumerate(lowest):
-        np.minimum.at(row, subs.partition[holding[k]], subs.position[k, holding[k]])
-    evicted = np.maximum(
-        lowest, np.maximum(np.where(cuts.size_set, cuts.size, lowest), np.where(cuts.age_set, cuts.age, lowest))
-    )
-    barrier = np.where(cuts.evicting, evicted, lowest)
-    return np.where(lowest == _NO_POSITION, beyond, barrier)
+        np.minimum.at(row, subs.partition[subs.holding[k]], subs.position[k, subs.holding[k]])
+    behind = Nullable(lowest, lowest != _NO_POSITION)
+    return np.where(behind.valid, values(BARRIER, {**cuts.columns, "behind.pos": behind}, null=0), beyond)
 
 
 @dataclass(frozen=True)
@@ -143,10 +167,8 @@ class Verdicts:
 
 
 def verdicts(subs: Subscribers, cuts: QuotaCuts, floor: np.ndarray) -> Verdicts:
-    """Who is over a quota at each instant, before eviction, with each position at
-    least its partition's ``floor`` then (the log start the cycle before the instant
-    left: engine/forecast/quotas.py says why)."""
-    position = np.maximum(subs.position, floor[:, subs.partition])
-    size = subs.live & cuts.size_set[subs.partition] & (position < cuts.size[:, subs.partition])
-    age = subs.live & cuts.age_set[subs.partition] & (position < cuts.age[:, subs.partition])
-    return Verdicts(size, age)
+    """Who is over a quota at each instant, before eviction, by the planner's rules
+    (rules.over_quotas), with the log start its partition's ``floor`` then (the log
+    start the cycle before the instant left: engine/forecast/quotas.py says why)."""
+    columns = {**subs.columns, **cuts.at(subs.partition), "H": floor[:, subs.partition]}
+    return Verdicts(*(holds(_OVER_QUOTAS[name], columns) for name in ("over_backlog_size", "over_backlog_age")))

@@ -49,11 +49,17 @@ import pyarrow.compute as pc
 
 from engine.forecast.rates import Rate
 from engine.forecast.reading import READING, Reading
+from engine.forecast.thresholds import threshold
+from engine.forecast.vectorised import values
 from engine.prune import tables
 from engine.prune.by_partition import partition_rows
+from engine.prune.plan.rules import ROLL
 from engine.prune.record_times import NO_RECORD, RecordTimes
 from engine.prune.snapshot import Snapshot
 from engine.prune.time_cuts import CutCandidates
+
+#: the instant the roll holds from, solved from the planner's rule
+_ROLL_DUE = threshold(ROLL, "now")
 
 
 @dataclass(frozen=True)
@@ -151,11 +157,12 @@ class Partitions:
         return self.arrived(rows, self.rolling_cycle(rows, first, now) - now)
 
     def rolling_cycle(self, rows: np.ndarray, first: np.ndarray, now: int) -> np.ndarray:
-        """The first cycle (one now, one every prune interval) that finds a segment of
-        partition ``rows`` whose first record is stamped ``first`` ``segment_roll``
-        old, and so seals it."""
-        due = first + np.maximum(self.roll[rows], 0) - now
-        return now + np.maximum(0, -(-due // self.prune_interval_ms)) * self.prune_interval_ms
+        """The first cycle (one now, one every prune interval) at which the planner's
+        roll (rules.ROLL) holds of a segment of partition ``rows`` whose first record
+        is stamped ``first``, and so seals it."""
+        roll = np.maximum(self.roll[rows], 0)
+        due = values(_ROLL_DUE, {"active_first_ts": first, "segment_roll": roll}, null=now)
+        return now + np.maximum(0, -(-(due - now) // self.prune_interval_ms)) * self.prune_interval_ms
 
     def segment_records(self, rows: np.ndarray, start: np.ndarray, now: int) -> np.ndarray:
         """The records a segment whose first record is synthetic record ``start`` of

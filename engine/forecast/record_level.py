@@ -7,8 +7,9 @@ max(tc_m, first_not(e_max_size))``, and the new log start is the cut itself, hel
 back to the first segment the deletion budget kept. Every part of it only moves up
 as time passes, so a segment is still deleted at the first instant its ``next`` is
 at most the cut (the timeline's instants, from the per-instant record cuts here);
-what needs more is the log start, a record offset per (partition, instant),
-computed here from the same cuts.
+what needs more is the log start, a record offset per (partition, instant): the
+planner's own bounds, cut and new log start (engine/prune/plan/rules.py's
+``OFFSET_BOUNDS``, ``CUT``, ``NEW_LOG_START``) evaluated over every instant at once.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.forecast.extend import Partitions, cut_offsets
+from engine.forecast.vectorised import NULL, Nullable, Value, values
 from engine.prune.by_partition import partition_rows
+from engine.prune.plan.rules import CUT, ELIGIBILITY, NEW_LOG_START, OFFSET_BOUNDS
 from engine.prune.record_times import RecordTimes
 from engine.prune.snapshot import Snapshot
 
@@ -83,13 +86,33 @@ def log_starts(
     (extend.py)."""
     count = log_end.shape[0]
     message = np.array([g == "message" for g in topics["granularity"].to_pylist()])[partition_topic]
-    target = np.maximum(_cut(cuts, "retention", log_start), _first_not(segments, segments.k_size, log_start, count))
-    hard = np.maximum(_cut(cuts, "max_time", log_start), _first_not(segments, segments.k_max_size, log_start, count))
-    cut = np.minimum(log_end, np.maximum(log_start, np.maximum(hard, np.minimum(target, barrier))))
-    held = np.minimum(cut, _kept_by_budget(topics, partition_topic, segments, cut, cycles))
     hold = topics["hold"].to_numpy(zero_copy_only=False)[partition_topic]
-    starts = np.where(hold, log_start, np.maximum(log_start, held))
-    return np.where(message, starts, -1)
+    columns: dict[str, Value] = {
+        "message": True,
+        "hold": hold,
+        "H": log_start,
+        "T": log_end,
+        "barrier": barrier,
+        "fn_size": _first_not(segments, segments.k_size, log_start, count),
+        "fn_max_size": _first_not(segments, segments.k_max_size, log_start, count),
+        **dict.fromkeys(_AT_SEGMENT_ONLY, NULL),
+        **{f"tc_{kind}": Nullable(cut, cut != NO_CUT) for kind, cut in cuts.items()},
+        **{f"tc_{kind}": NULL for kind in _RECORD_CUTS if kind not in cuts},
+        **{limit: Nullable.of_arrow(topics[limit])[partition_topic] for limit in _LIMITS},
+    }
+    for name, rule in OFFSET_BOUNDS.items():
+        columns[name] = values(rule, columns, null=NO_CUT)
+    columns["cut"] = cut = values(CUT, columns, null=NO_CUT)
+    columns["first_kept_by_budget"] = _kept_by_budget(topics, partition_topic, segments, cut, cycles)
+    return np.where(message, values(NEW_LOG_START, columns, null=NO_CUT), -1)
+
+
+#: what the planner's bounds and new log start read of segment granularity only: not
+#: read where ``message`` holds
+_AT_SEGMENT_ONLY = ("fn_target", "fn_hard", "last_deleted_next")
+#: the record cuts and limits of the time rules (rules.ELIGIBILITY)
+_RECORD_CUTS = [rule.record_cut for rule in ELIGIBILITY.values() if rule.record_cut]
+_LIMITS = [rule.limit for rule in ELIGIBILITY.values() if rule.record_cut]
 
 
 def past_max_time(
@@ -109,14 +132,6 @@ def past_max_time(
     return np.where(past.any(axis=0), past.argmax(axis=0), count)
 
 
-def _cut(cuts: dict[str, np.ndarray], kind: str, log_start: np.ndarray) -> np.ndarray:
-    """A record cut of ``kind``, the log start where the partition has none (its
-    limit infinite, RETENTION.md)."""
-    if kind not in cuts:
-        return np.broadcast_to(log_start, (1, len(log_start)))
-    return np.where(cuts[kind] == NO_CUT, log_start, cuts[kind])
-
-
 def _first_not(segments: Segments, holds_from: np.ndarray, log_start: np.ndarray, count: int) -> np.ndarray:
     """``first_not(P)`` at each instant (rows) per partition (columns), for the rule
     ``P`` that holds of each segment from ``holds_from``: the next offset of the last
@@ -133,13 +148,13 @@ def _first_not(segments: Segments, holds_from: np.ndarray, log_start: np.ndarray
 
 def _kept_by_budget(
     topics: pa.Table, partition_topic: np.ndarray, segments: Segments, cut: np.ndarray, cycles: np.ndarray
-) -> np.ndarray:
+) -> Nullable:
     """Per instant (rows) and partition (columns), the base of the first segment the
     deletion budget keeps though wanted (sealed, at most the cut): the one ranked
     after the ``max_deletes_per_cycle`` once per cycle run by then, where it is
-    wanted; int64 max where none is."""
+    wanted; null where none is."""
     count, width = cut.shape
-    kept = np.full((count, width), np.iinfo(np.int64).max)
+    kept = np.full((count, width), _NONE_KEPT)
     per_cycle = topics["max_deletes_per_cycle"]
     limited = per_cycle.is_valid().to_numpy(zero_copy_only=False)[partition_topic]
     n = per_cycle.fill_null(0).to_numpy()[partition_topic]
@@ -151,4 +166,7 @@ def _kept_by_budget(
         s = index[there]
         wanted = (segments.k_sealed[s] <= k) & (segments.next_offset[s] <= cut[k, there])
         kept[k, np.flatnonzero(there)[wanted]] = segments.base_offset[s][wanted]
-    return kept
+    return Nullable(kept, kept != _NONE_KEPT)
+
+
+_NONE_KEPT = np.iinfo(np.int64).max

@@ -29,14 +29,16 @@ of going has come. Per segment ``s`` of a partition, in offset order:
   ``max(k_sealed, k_allowed)`` below the log start; its reason is the plan's at
   that instant.
 
-How the rules combine into the bounds, the cut and the reason is not written here:
-the query is generated from the planner's own statement of it
-(engine/prune/plan/rules.py), read in instants where the planner reads offsets
+No rule is written here: each is the planner's own expression
+(engine/prune/plan/rules.py). The eligibility measures and the roll are solved for
+the first instant they hold (engine/forecast/thresholds.py); the budget is asked at
+the instants a search tries (``_allowed``); the barrier, the quotas and the log start
+inside a segment are evaluated at every instant (backlog.py, record_level.py). How
+the rules combine into the bounds, the cut and the reason is generated into the
+query from the same statement, read in instants where the planner reads offsets
 (``Holds``: either of two rules holds from the earlier instant, both from the
-later). The eligibility rules' limits and measures are that module's too
-(``ELIGIBILITY``), solved here for the first instant. What is the timeline's own is
-how the other parts move with time: the roll, the barrier, the budget and the log
-start inside a segment.
+later). What is the timeline's own is how the rules' inputs move with time: records
+arrive, segments fill and roll, subscribers read on, cycles run.
 
 What Spark computes is the running maxima, the instants and reasons, and the bytes
 and segments that go per partition, instant and reason; the rest is read here by
@@ -61,7 +63,7 @@ reference model, and to each other, breaches included.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,8 +84,25 @@ from engine.forecast.rates import Rate
 from engine.forecast.reading import Reading, by_topic
 from engine.forecast.record_level import NO_CUT, record_cuts
 from engine.forecast.result import Breach, Forecast, PartitionPoint, Point, TopicForecast, many_points
+from engine.forecast.thresholds import threshold
+from engine.forecast.vectorised import Nullable, Value, evaluate, first_holding, holds
 from engine.prune.by_partition import partition_rows
-from engine.prune.plan.rules import BOUNDS, ELIGIBILITY, INSTANTS, Bound, Eligibility, bound, delete_reason, the_cut
+from engine.prune.plan.expr import Expr, case, col, lit, names
+from engine.prune.plan.rules import (
+    BOUNDS,
+    ELIGIBILITY,
+    INSTANTS,
+    NOT_HELD,
+    PASSED,
+    ROLL,
+    WITHIN_BUDGET,
+    Bound,
+    Eligibility,
+    bound,
+    delete_reason,
+    passed_by_record,
+    the_cut,
+)
 from engine.prune.planner import Planner
 from engine.prune.record_times import RecordTimes
 from engine.prune.snapshot import Snapshot
@@ -102,27 +121,26 @@ def _gone(suffix: str) -> dict[str, str]:
     (``gone``), over the rules' columns with ``suffix``, as SQL by name: the
     planner's statement of them (engine/prune/plan/rules.py) read as instants."""
 
-    def rules(names: tuple[str, ...]) -> str:
-        return INSTANTS.either(*(f"k_{name}{suffix}" for name in names))
+    def rules(names: tuple[str, ...]) -> Expr:
+        return INSTANTS.either(*(col(f"k_{name}{suffix}") for name in names))
 
     def prefix(of: Bound) -> str:
         # first_not as an instant: the latest of the live segments' up to this one
-        return (
-            f"max(CASE WHEN NOT live THEN 0 WHEN message THEN {rules(of.at_message)}"
-            f" ELSE {rules(of.by_segment)} END) OVER upto"
-        )
+        latest = case((~col("live"), 0), (col("message"), rules(of.at_message)), otherwise=rules(of.by_segment))
+        return f"max({latest}) OVER upto"
 
-    def ruled(name: str, of: Bound) -> str:
+    def ruled(name: str, of: Bound) -> Expr:
         # the running maximum is the prefix at either granularity: both arguments
-        running = f"run_{name}{suffix}"
-        return bound(INSTANTS, f"k_{of.by_record}{suffix}", running, running)
+        running = col(f"run_{name}{suffix}")
+        return bound(INSTANTS, col(f"k_{of.by_record}{suffix}"), running, running)
 
-    below_start = f"CASE WHEN live THEN {_NEVER} ELSE 0 END"
-    cut = the_cut(INSTANTS, below_start, f"m_hard{suffix}", f"m_target{suffix}", f"k_barrier{suffix}")
+    below_start = case((col("live"), _NEVER), otherwise=0)
+    at = {name: col(f"{name}{suffix}") for name in ("m_hard", "m_target", "k_barrier", "k_sealed", "k_allowed")}
+    cut = the_cut(INSTANTS, below_start, at["m_hard"], at["m_target"], at["k_barrier"])
     return {
         **{f"run_{name}": prefix(of) for name, of in BOUNDS.items()},
-        **{f"m_{name}": ruled(name, of) for name, of in BOUNDS.items()},
-        "gone": INSTANTS.both(f"k_sealed{suffix}", f"k_allowed{suffix}", cut),
+        **{f"m_{name}": str(ruled(name, of)) for name, of in BOUNDS.items()},
+        "gone": str(INSTANTS.both(at["k_sealed"], at["k_allowed"], cut)),
     }
 
 
@@ -131,9 +149,11 @@ def _named(suffix: str, *names: str) -> str:
 
 
 #: the instant the target and the barrier have both passed a segment
-_BY_TARGET = INSTANTS.both("m_target", "k_barrier")
+_BY_TARGET = INSTANTS.both(col("m_target"), col("k_barrier"))
 #: the reason a segment goes, at the instant it goes
-_REASON = delete_reason("NOT live", "k_by_target <= gone", "k_time <= gone", "k_max_time <= gone", "'{}'".format)
+_REASON = delete_reason(
+    ~col("live"), col("k_by_target") <= col("gone"), col("k_time") <= col("gone"), col("k_max_time") <= col("gone"), lit
+)
 
 TIMELINE_QUERY = f"""WITH
 running AS (SELECT *, {_named("", "run_target", "run_hard")}, {_named(BEFORE, "run_target", "run_hard")}
@@ -230,20 +250,29 @@ def _rolled(
     if len(starts.of):
         first = np.where(last >= 0, parts.timestamp(rows, starts.start[np.maximum(last, 0)], snapshot.now), first)
     roll = parts.roll[rows]
-    return has_one & (roll >= 0) & (first + roll <= at)
+    columns: dict[str, Value] = {
+        "now": at,
+        "active_first_ts": Nullable(first, has_one),
+        "segment_roll": Nullable(roll, roll >= 0),
+    }
+    return holds(ROLL, columns)
 
 
 def _allowed(policy: pa.Table, rank: np.ndarray, cycles: np.ndarray) -> np.ndarray:
     """Per segment (``policy``: its topic's, a row each), the first instant from which
-    the cycles may delete it: never under a hold; with ``max_deletes_per_cycle`` N,
-    once the ``cycles`` run by each instant may delete its ``rank`` (extend.py's
-    ``_topics_at``: N once per cycle)."""
-    hold = policy["hold"].to_numpy(zero_copy_only=False)
-    per_cycle = policy["max_deletes_per_cycle"]
-    limited = per_cycle.is_valid().to_numpy(zero_copy_only=False)
-    n = per_cycle.fill_null(0).to_numpy()
-    by_budget = np.where(n > 0, np.searchsorted(cycles, -(-rank // np.maximum(n, 1)), side="left"), len(cycles))
-    return np.where(hold, len(cycles), np.where(limited, by_budget, 0))
+    the cycles may delete it by the planner's budget (rules.NOT_HELD and
+    WITHIN_BUDGET). Its ``rank`` in the partition is the planner's ``rn`` at the
+    first cycle; the cycles delete a partition's first segments, so by the c-th
+    cycle (``cycles``: run by each instant) those ranked before it have gone
+    ``max_deletes_per_cycle`` N at a time: its ``rn`` is then ``rank - N(c - 1)``
+    (extend.py's ``_topics_at``: N once per cycle)."""
+    hold, per_cycle = policy["hold"].to_numpy(zero_copy_only=False), Nullable.of_arrow(policy["max_deletes_per_cycle"])
+
+    def at(rows: np.ndarray, instant: np.ndarray) -> dict[str, Value]:
+        n = per_cycle[rows]
+        return {"hold": hold[rows], "max_deletes_per_cycle": n, "rn": rank[rows] - n.values * (cycles[instant] - 1)}
+
+    return first_holding(NOT_HELD & WITHIN_BUDGET, at, len(rank), end=len(cycles))
 
 
 @dataclass(frozen=True)
@@ -336,33 +365,46 @@ def _grid(
     row, next_offset, size = columns["row"], columns["next_offset"], columns["size_bytes"]
     log_start = snapshot.tables["partitions"]["log_start_offset"].to_numpy()
 
-    def limit(name: str) -> tuple[np.ndarray, np.ndarray]:
-        """The policy's ``name`` per segment, and where it is set."""
-        column = policy[name]
-        return column.fill_null(0).to_numpy(), column.is_valid().to_numpy(zero_copy_only=False)
-
     # sealed once a record after it arrives, or by the first cycle that finds it
     # segment_roll old (before the instant: the instant's own cycle rolls after it plans)
     rolled = np.searchsorted(np.asarray(instants), parts.rolling_cycle(row, columns["first"], now), side="right")
     by_roll = np.where((parts.roll[row] >= 0) & columns["first_valid"], rolled, count)
     k_sealed = np.minimum(_first_above(arrived, row, columns["sealed_after"]), by_roll)
+    moments = np.asarray(instants)
+
+    def reached(series: np.ndarray, base: np.ndarray | int = 0) -> Callable[[np.ndarray], np.ndarray]:
+        return lambda least: _first_above(series, row, base + least - 1)
+
+    # the first instant each quantity rising with time reaches a threshold, per segment
+    reaching: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+        "now": lambda due: np.searchsorted(moments, due, side="left"),
+        "suffix_after": reached(bytes_at, laid.through),
+        **{f"tc_{kind}": reached(cut) for kind, cut in cuts.items()},
+    }
+    segment: dict[str, Value] = {
+        "max_timestamp": Nullable(columns["newest"], columns["newest_valid"]),
+        "size_bytes": size,
+        "next_offset": next_offset,
+    }
+
+    def first_passed(rule: Expr, limit: str) -> np.ndarray:
+        """The first instant ``rule`` holds of each segment, by its threshold in the
+        one rising quantity it reads (thresholds.py)."""
+        (rising,) = names(rule) & reaching.keys()
+        due = evaluate(
+            threshold(rule, rising), {**segment, "next_offset": next_offset, limit: Nullable.of_arrow(policy[limit])}
+        )
+        return np.where(due.valid, reaching[rising](due.values), count)
 
     def eligible(rule: Eligibility) -> np.ndarray:
-        """The first instant ``rule`` holds (engine/prune/plan/rules.py's measures,
-        solved for the instant), sealed: ``age``, the instant past the newest record
-        plus the limit; ``after`` and ``from``, the partition's bytes past those
-        through the segment, or before it, plus the limit. At message granularity an
-        ``age`` rule is its record cut passing the segment, sealed or not."""
-        value, valid = limit(rule.limit)
-        if rule.measure != "age":
-            above = laid.through - 1 if rule.measure == "after" else laid.through - size
-            return np.where(valid, np.maximum(_first_above(bytes_at, row, above + value), k_sealed), count)
-        due = np.searchsorted(np.asarray(instants), columns["newest"] + value + 1, side="left")
-        by_segment = np.where(valid & columns["newest_valid"], np.maximum(due, k_sealed), count)
+        """The first instant ``rule`` holds of a segment: the planner's test of its
+        measure (rules.PASSED), once it is sealed. At message granularity an ``age``
+        rule is its record cut passing the segment (rules.passed_by_record), sealed
+        or not."""
+        by_segment = np.maximum(first_passed(PASSED[rule.measure](col(rule.limit)), rule.limit), k_sealed)
         if rule.record_cut not in cuts:
             return by_segment
-        by_record = np.where(valid, _first_above(cuts[rule.record_cut], row, next_offset - 1), count)
-        return np.where(laid.message, by_record, by_segment)
+        return np.where(laid.message, first_passed(passed_by_record(rule), rule.limit), by_segment)
 
     def cut(kind: str) -> np.ndarray:
         return cuts.get(kind, np.full(arrived.shape, NO_CUT, np.int64))

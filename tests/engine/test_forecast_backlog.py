@@ -12,6 +12,9 @@ import numpy as np
 import pyarrow as pa
 
 from engine.forecast.backlog import QuotaCuts, SizedSegments, Subscribers, quota_cuts, verdicts
+from engine.forecast.vectorised import NULL, Nullable, Value, values
+from engine.prune.plan.layout import GROUP_ROW
+from engine.prune.plan.rules import SIZE_EVICT_CUT
 
 #: two partitions: 0 holds a sealed segment [0, 10) of 1000 bytes, then [10, 30) of
 #: 2000 bytes (still taking records), then [30, 40) by the horizon; 1 holds none
@@ -32,7 +35,8 @@ def _size_cuts(quota: int, bytes_at: list[list[int]], log_end: list[list[int]]) 
     cuts = quota_cuts(
         topics, np.array([0, 0]), SEGMENTS, np.array(bytes_at), np.array(log_end), np.full((len(bytes_at), 2), -1)
     )
-    return cuts.size.tolist()
+    # where the size quota ends, as the planner reads it of the timeline's columns
+    return values(SIZE_EVICT_CUT, cuts.columns, null=-1).tolist()
 
 
 def test_a_segment_that_fits_the_quota_with_the_later_ones_is_where_the_quota_ends() -> None:
@@ -52,13 +56,26 @@ def test_a_quota_every_segment_fits_ends_at_the_first_segment() -> None:
 
 
 def _verdicts(position: int, live: bool, floor: int) -> tuple[bool, bool]:
-    """One subscriber on partition 0, whose size quota ends at 20 and age quota at 15."""
+    """One subscriber on partition 0, whose size quota ends at 20 and age quota at 15;
+    not ``live``: its last commit is older than its expiry."""
+    columns: dict[str, Value] = {
+        "row": GROUP_ROW, "kind": "subscriber", "now": 1000, "group_last_commit": np.array([[1000 if live else 0]]),
+        "subscription_expiry": Nullable.of(np.array([500])), "position": np.array([[position]]),
+        "H": np.array([0]), "tc_ttl": NULL, "message_ttl": NULL, "protect": np.array([True]),
+    }  # fmt: skip
     subs = Subscribers(
-        rows=np.array([0]), partition=np.array([0]), protect=np.array([True]),
-        position=np.array([[position]]), live=np.array([[live]]),
+        rows=np.array([0]), partition=np.array([0]), columns=columns, position=np.array([[position]]),
+        live=np.array([[live]]), holding=np.array([[live]]),
     )  # fmt: skip
-    set_ = np.array([True])
-    cuts = QuotaCuts(np.array([[20]]), np.array([[15]]), set_, set_, np.array([False]))
+    quota = Nullable.of(np.array([1]))
+    cuts = QuotaCuts(
+        {
+            "fits_quota": Nullable.of(np.array([[20]])), "T": Nullable.of(np.array([[40]])),
+            "tc_backlog_age": Nullable.of(np.array([[15]])), "backlog_size": quota, "backlog_age": quota,
+            "evicting": Nullable.of(np.array([False])),
+        },
+        quota.valid, quota.valid,
+    )  # fmt: skip
     found = verdicts(subs, cuts, np.array([[floor]]))
     return bool(found.size[0, 0]), bool(found.age[0, 0])
 

@@ -5,9 +5,11 @@
   defined once for the side that packs and the side that unpacks;
 - :mod:`~engine.prune.plan.inputs`: the snapshot as the rows and facts Spark reads,
   written as a bucketed table's files or sent as Arrow;
+- :mod:`~engine.prune.plan.expr`: expressions that render as Spark SQL and that the
+  forecast evaluates over numpy arrays (engine/forecast/vectorised.py);
 - :mod:`~engine.prune.plan.rules` and :mod:`~engine.prune.plan.query`: the rules
-  as SQL fragments, each next to its function in ``tests/reference/model.py``, and
-  the one query built from them;
+  as expressions, each next to its function in ``tests/reference/model.py``, and
+  the one query rendered from them;
 - :mod:`~engine.prune.plan.output`: the planning frame split into the plan tables.
 
 :mod:`engine.prune.planner` (``Planner``, ``Plan``) runs them in that order.

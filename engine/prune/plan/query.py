@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.prune import bucketed
+from engine.prune.plan.expr import any_of, case, col, flag, least, lit
 from engine.prune.plan.layout import (
     FACT_FIELDS,
     FLAG_BITS,
@@ -41,21 +42,23 @@ from engine.prune.plan.layout import (
 )
 from engine.prune.plan.round_trips import sql_frame
 from engine.prune.plan.rules import (
-    BOUNDS,
+    BARRIER,
+    CUT,
     ELIGIBILITY,
-    INSTANTS,
+    FIRST_NOT,
+    NEW_LOG_START,
+    NOT_HELD,
+    OFFSET_BOUNDS,
     OFFSETS,
     SUFFIX_FROM,
-    bound,
+    WITHIN_BUDGET,
     delete_reason,
-    flag,
     marks,
+    over_quotas,
+    passed_by_record,
+    position_after_eviction,
     row_rules,
-    the_cut,
 )
-
-#: stands for "no limit" where a number is compared (the budget)
-UNLIMITED = 1 << 62
 
 
 def _names(columns: list[str]) -> str:
@@ -85,19 +88,8 @@ _SNAPSHOT_COLUMNS = [
 ]  # fmt: skip
 
 
-#: level one's prefixes: name -> the eligibility rules it is the ``first_not`` of
-#: (first_not's candidates; "Per partition, the cut", target and hard): each bound's
-#: at segment granularity, and at message granularity named by its rule
-_FIRST_NOT = {
-    name: tuple(f"e_{rule}" for rule in rules)
-    for bound_name, bound_rules in BOUNDS.items()
-    for name, rules in (
-        (f"fn_{bound_name}", bound_rules.by_segment),
-        (f"fn_{'_'.join(bound_rules.at_message)}", bound_rules.at_message),
-    )
-}
 #: the instants from which each age rule holds of a segment (eligible_at's candidates)
-_AGE_RULES_FROM = [f"max_timestamp + {rule.limit} + 1" for rule in ELIGIBILITY.values() if rule.measure == "age"]
+_AGE_RULES_FROM = [col("max_timestamp") + col(rule.limit) + 1 for rule in ELIGIBILITY.values() if rule.measure == "age"]
 #: what rows carry into level one (running sizes and ranks come with the rows)
 _RANKED = [*_SNAPSHOT_COLUMNS, "suffix_after", "rn"]
 #: what rows carry through level one: what ``flags`` stands for stays behind
@@ -126,26 +118,26 @@ def _level_one() -> str:
     rules = row_rules(before_flags=True)
 
     def outside(eligibility: tuple[str, ...]) -> str:
-        eligible = " OR ".join(rules[name] for name in eligibility)
-        return f"CASE WHEN {rules['live']} AND NOT ({eligible}) THEN base_offset END"
+        eligible = any_of(*(rules[name] for name in eligibility))
+        return str(case((rules["live"] & ~eligible, col("base_offset"))))
 
     # barrier's candidate, lowest first; "Per partition, the cut", Barrier
     holding = f"CASE WHEN {rules['holding']} THEN named_struct('pos', {rules['pos_ttl']}, 'gid', gid) END"
     # size_evict_cut's candidates; "Per topic, before the cut" 3
-    fits_quota = f"CASE WHEN {rules['segment']} AND {SUFFIX_FROM} <= backlog_size THEN base_offset END"
+    fits_quota = case((rules["segment"] & (SUFFIX_FROM <= col("backlog_size")), col("base_offset")))
     flags = " + ".join(f"CASE WHEN {rules[name]} THEN {bit} ELSE 0 END" for name, bit in FLAG_BITS.items())
     inputs = ", ".join(
         [
             _names([*_RANKED, "active_first_ts"]),
             f"{flags} AS flags",
             # eligible_at; "Decision and reason per segment": the first instant an age rule holds
-            f"CASE WHEN {rules['is_sealed']} THEN {INSTANTS.either(*_AGE_RULES_FROM)} END AS eligible_at",
+            f"{case((rules['is_sealed'], least(*_AGE_RULES_FROM)))} AS eligible_at",
             f"{holding} AS holding",
-            *(f"{outside(eligibility)} AS {name}" for name, eligibility in _FIRST_NOT.items()),
+            *(f"{outside(eligibility)} AS {name}" for name, eligibility in FIRST_NOT.items()),
             f"{fits_quota} AS fits_quota",
         ]
     )
-    minima = ", ".join(f"min({name}) OVER whole AS {name}" for name in (*_FIRST_NOT, "fits_quota"))
+    minima = ", ".join(f"min({name}) OVER whole AS {name}" for name in (*FIRST_NOT, "fits_quota"))
     return f"""SELECT {_names(_LEVEL_ONE_CARRIED)},
     min(holding) OVER whole AS behind,
     max(active_first_ts) OVER whole AS active_first_ts,
@@ -169,47 +161,28 @@ def _decide() -> str:
     Three projections, each naming what the next reads; Spark merges them into one
     operator."""
     rules = row_rules(before_flags=False)
-    subscriber, pos_ttl = rules["subscriber"], rules["pos_ttl"]
-
-    def first_not(name: str) -> str:
-        return f"greatest(H, coalesce({name}, T))"
-
-    def record_cut(rule: str) -> str:
-        return f"CASE WHEN {ELIGIBILITY[rule].limit} IS NOT NULL THEN tc_{ELIGIBILITY[rule].record_cut} ELSE H END"
-
-    size_evict_cut = "coalesce(fits_quota, T)"
-    size_floor = f"CASE WHEN backlog_size IS NOT NULL THEN {size_evict_cut} END"
-    age_floor = "CASE WHEN backlog_age IS NOT NULL THEN tc_backlog_age END"
-    over_size = flag(f"{subscriber} AND backlog_size IS NOT NULL AND {pos_ttl} < {size_evict_cut}")
-    over_age = flag(f"{subscriber} AND {pos_ttl} < tc_backlog_age")
-    # Eviction lifts every subscriber of the partition to the same floor, so the
-    # lowest position after eviction is the lowest after TTL, lifted to that floor.
     # barrier (size_evict_cut, pos_after_eviction), then the_cut's target and hard;
     # RETENTION.md "Per topic, before the cut" 3 and "Per partition, the cut".
-    target, hard = (
-        bound(OFFSETS, record_cut(b.by_record), first_not(f"fn_{'_'.join(b.at_message)}"), first_not(f"fn_{name}"))
-        for name, b in BOUNDS.items()
-    )
     limits = f"""SELECT *,
-    CASE WHEN behind.pos IS NOT NULL AND evicting THEN greatest(behind.pos, {size_floor}, {age_floor})
-      ELSE behind.pos END AS barrier,
-    {target} AS target,
-    {hard} AS hard
+    {BARRIER} AS barrier,
+    {OFFSET_BOUNDS["target"]} AS target,
+    {OFFSET_BOUNDS["hard"]} AS hard
   FROM {_with_facts("level_one")}"""
-    # the_cut: cut = min(T, max(H, hard, min(target, barrier)))
-    cuts = f"SELECT *, least(T, {the_cut(OFFSETS, 'H', 'hard', 'target', 'barrier')}) AS cut FROM limits"
+    cuts = f"SELECT *, {CUT} AS cut FROM limits"
     # plan_partition's wanted and deleted (within_budget); "Per partition, the cut"
-    wanted = flag(f"{rules['is_sealed']} AND NOT hold AND next_offset <= cut")
-    within_budget = flag(f"rn <= coalesce(max_deletes_per_cycle, {UNLIMITED})")
-    chosen = f"SELECT *, {wanted} AS wanted, {wanted} AND {within_budget} AS deleted FROM cuts"
+    wanted = flag(rules["is_sealed"] & NOT_HELD & (col("next_offset") <= col("cut")))
+    chosen = f"SELECT *, {wanted} AS wanted, {wanted & WITHIN_BUDGET} AS deleted FROM cuts"
 
-    by_target = f"next_offset <= {OFFSETS.both('target', 'barrier')}"
-    time_rule = f"CASE WHEN message THEN {flag('next_offset <= tc_retention')} ELSE {rules['e_time']} END"
-    max_time_rule = f"CASE WHEN message THEN {flag('next_offset <= tc_max_time')} ELSE {rules['e_max_time']} END"
+    next_offset = col("next_offset")
+    by_target = next_offset <= OFFSETS.both(col("target"), col("barrier"))
+    time_rule, max_time_rule = (
+        case((col("message"), passed_by_record(ELIGIBILITY[name])), otherwise=rules[f"e_{name}"])
+        for name in ("time", "max_time")
+    )
     # delete_reason and keep_reason; "Decision and reason per segment"
-    why_deleted = delete_reason("next_offset <= H", by_target, time_rule, max_time_rule, lambda r: str(code(r)))
-    held_by_barrier = f"(next_offset <= target AND {flag('next_offset > barrier')})"
-    eligible_itself = " OR ".join(rules[name] for name in ("e_time", "e_size", "e_max_time", "e_max_size"))
+    why_deleted = delete_reason(next_offset <= col("H"), by_target, time_rule, max_time_rule, lambda r: lit(code(r)))
+    held_by_barrier = (next_offset <= col("target")) & flag(next_offset > col("barrier"))
+    eligible_itself = any_of(*(rules[name] for name in ("e_time", "e_size", "e_max_time", "e_max_size")))
     why_kept = f"""CASE WHEN hold THEN {code("KEEP_HOLD")}
       WHEN NOT {rules["is_sealed"]} THEN {code("KEEP_ACTIVE")}
       WHEN wanted THEN {code("KEEP_BUDGET")}
@@ -220,15 +193,12 @@ def _decide() -> str:
       WHEN retention_size IS NOT NULL THEN {code("KEEP_SIZE_TARGET")}
       ELSE {code("KEEP_NO_LIMIT")} END"""
     # pos_after_eviction and backlog's over_size and over_age; "Per topic, before the cut" 3
-    evicted = (
-        f"CASE WHEN {subscriber} AND evicting THEN greatest({pos_ttl}, {size_floor}, {age_floor}) ELSE {pos_ttl} END"
-    )
+    quotas = ",\n    ".join(f"{rule} AS {name}" for name, rule in over_quotas(rules).items())
     decided = f"""SELECT {_names(_DECIDED_CARRIED)}, {rules["roll"]} AS roll, barrier, behind.gid AS barrier_group,
     cut, wanted, deleted, base_offset, next_offset, size_bytes,
     CASE WHEN deleted THEN {why_deleted} ELSE {why_kept} END AS reason_code,
-    {evicted} AS pos_new,
-    NOT {rules["expired"]} AND {over_size} AS over_backlog_size,
-    NOT {rules["expired"]} AND {over_age} AS over_backlog_age
+    {position_after_eviction(rules)} AS pos_new,
+    {quotas}
   FROM chosen"""
     return f"limits AS ({limits}),\ncuts AS ({cuts}),\nchosen AS ({chosen}),\ndecided AS ({decided})"
 
@@ -250,18 +220,14 @@ def _output() -> str:
     eligibility time; the packed numbers of partition and group rows: the new log
     start H' and each group's final position and what moved it."""
     rules = row_rules(before_flags=False)
-    # new_log_start; "Per partition, the cut", New log start
-    new_start = """CASE WHEN hold THEN H
-      WHEN message THEN greatest(H, least(cut, first_kept_by_budget))
-      ELSE greatest(H, coalesce(last_deleted_next, H)) END"""
-    live = f"NOT {rules['expired']}"
-    final = f"""SELECT *, {new_start} AS new_log_start_offset FROM {_with_facts("level_two")}"""
+    live = ~rules["expired"]
+    final = f"""SELECT *, {NEW_LOG_START} AS new_log_start_offset FROM {_with_facts("level_two")}"""
     new_position = f"CASE WHEN {live} THEN greatest(pos_new, new_log_start_offset) ELSE `position` END"
     numbers = {
         **{name: f"`{name}`" for name in (*PARTITION_NUMBERS.names, "gid", "position", *_QUOTAS)},
-        "subscriber": rules["subscriber"],
+        "subscriber": str(rules["subscriber"]),
         "new_position": new_position,
-        "expired": rules["expired"],
+        "expired": str(rules["expired"]),
         "ttl_skipped": f"CASE WHEN {live} THEN {rules['pos_ttl']} - {rules['pos_eff']} ELSE 0 END",
         "evicted_skipped": f"CASE WHEN {live} THEN pos_new - {rules['pos_ttl']} ELSE 0 END",
         "moved_skipped": f"CASE WHEN {live} THEN {new_position} - pos_new ELSE 0 END",

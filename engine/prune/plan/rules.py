@@ -1,4 +1,4 @@
-"""The row-level retention rules as SQL expressions, by name.
+"""The retention rules, each stated once as an expression (:mod:`~engine.prune.plan.expr`).
 
 Each rule names its function in ``tests/reference/model.py`` and its section of
 docs/RETENTION.md. A rule of :data:`~engine.prune.plan.layout.FLAG_BITS` is evaluated
@@ -8,15 +8,16 @@ the largest generated stage is a fifth smaller, and the columns those rules read
 (the row kind, timestamps, sizes after, the group's kind and last commit) go
 through no window: a window copies every column of every row, and four fewer
 columns make level one a seventh cheaper (docs/SPARK_NOTES.md). The rules that
-decide a partition's cut and a segment's reason read window values and sit in
-:mod:`~engine.prune.plan.query`, in the step that computes them.
+read window values (the barrier, the bounds, the cut, the new log start) are
+evaluated by :mod:`~engine.prune.plan.query` in the step that computes them.
 
-Stated here once for the planner and for the forecast's timeline
-(engine/forecast/timeline.py): which limit each eligibility rule reads and how it
-measures it (:data:`ELIGIBILITY`), and how the rules combine into the cut
-(:data:`BOUNDS`, :func:`bound`, :func:`the_cut`, :func:`delete_reason`). The planner
-asks whether each holds at its instant; the timeline asks from which instant it
-holds, and reads the combination in its own order (:class:`Holds`).
+One statement for the planner and for the forecast (engine/forecast/): the planner
+renders each rule into its query and asks it at its instant; the forecast evaluates
+the same expression over numpy arrays at every instant (the barrier, eviction, the
+quotas, the roll, the new log start), solves it for the first instant it holds (the
+eligibility measures, the roll's cycle: engine/forecast/thresholds.py) or searches
+for that instant (the budget), and renders how the rules combine into the cut in
+instants for its own query (:class:`Holds`).
 """
 
 from __future__ import annotations
@@ -25,10 +26,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from engine.prune.plan.expr import Expr, Sql, case, coalesce, col, flag, greatest, least
 from engine.prune.plan.layout import FLAG_BITS, GROUP_ROW, SEGMENT_ROW
 
+#: stands for "no limit" where a number is compared (the budget)
+UNLIMITED = 1 << 62
+
+H, T, NOW = col("H"), col("T"), col("now")
 #: the bytes of a segment and the partition's later ones
-SUFFIX_FROM = "(suffix_after + size_bytes)"
+SUFFIX_FROM = col("suffix_after") + col("size_bytes")
 
 
 @dataclass(frozen=True)
@@ -53,68 +59,132 @@ ELIGIBILITY = {
     "max_size": Eligibility("max_partition_size", "from"),
 }
 
-#: each measure past its limit at the planning instant, over the snapshot's columns
-_PASSED_AT_NOW = {
-    "age": "max_timestamp < now - {limit}",
-    "after": "suffix_after >= {limit}",
-    "from": SUFFIX_FROM + " > {limit}",
+#: each measure past its limit at the instant ``now``, over a segment's columns
+PASSED: dict[str, Callable[[Expr], Expr]] = {
+    "age": lambda limit: col("max_timestamp") < NOW - limit,
+    "after": lambda limit: col("suffix_after") >= limit,
+    "from": lambda limit: SUFFIX_FROM > limit,
 }
 
 
-def flag(condition: str) -> str:
-    """A rule with an infinite limit compares with null: never true."""
-    return f"coalesce({condition}, false)"
+def passed_by_record(rule: Eligibility) -> Expr:
+    """An ``age`` rule at message granularity: its record cut has passed the segment."""
+    return flag(col("next_offset") <= col(f"tc_{rule.record_cut}"))
 
 
-def marks() -> dict[str, str]:
+def marks() -> dict[str, Expr]:
     """The rules of :data:`~engine.prune.plan.layout.FLAG_BITS` over the snapshot's
     columns and the facts."""
-    segment = f"(`row` = {SEGMENT_ROW})"
-    sealed = flag(f"{segment} AND sealed")
+    segment = col("row").eq(SEGMENT_ROW)
+    sealed = flag(segment & col("sealed"))
     return {
         "segment": segment,
-        "group": f"(`row` = {GROUP_ROW})",
+        "group": col("row").eq(GROUP_ROW),
         "is_sealed": sealed,
-        "subscriber": flag(f"`row` = {GROUP_ROW} AND kind = 'subscriber'"),  # GroupState.is_subscriber
+        "subscriber": flag(col("row").eq(GROUP_ROW) & col("kind").eq("subscriber")),  # GroupState.is_subscriber
         # is_group_expired; "Per topic, before the cut" 1
-        "expired": flag("now - group_last_commit > subscription_expiry"),
+        "expired": flag(NOW - col("group_last_commit") > col("subscription_expiry")),
         # e_time, e_size, e_max_time, e_max_size; "Per partition, the cut", eligibility table
-        **{
-            f"e_{name}": flag(f"{sealed} AND {_PASSED_AT_NOW[rule.measure].format(limit=rule.limit)}")
-            for name, rule in ELIGIBILITY.items()
-        },
+        **{f"e_{name}": flag(sealed & PASSED[rule.measure](col(rule.limit))) for name, rule in ELIGIBILITY.items()},
         # keep_reason's KEEP_FUTURE_TIMESTAMP; "Decision and reason per segment"
-        "future": flag("retention_time IS NOT NULL AND max_timestamp > now"),
+        "future": flag(col("retention_time").is_not_null() & (col("max_timestamp") > NOW)),
     }
 
 
-def marked() -> dict[str, str]:
+def marked() -> dict[str, Expr]:
     """The rules of :func:`marks` as bits of ``flags``."""
-    return {name: f"((flags & {bit}) <> 0)" for name, bit in FLAG_BITS.items()}
+    return {name: Sql(f"((flags & {bit}) <> 0)") for name, bit in FLAG_BITS.items()}
 
 
-def row_rules(before_flags: bool) -> dict[str, str]:
+def row_rules(before_flags: bool) -> dict[str, Expr]:
     """The row-level rules of docs/RETENTION.md by name: those of :func:`marks`
     (evaluated ``before_flags``, or else tested as bits of ``flags``), and the
     others.
 
     They read snapshot columns, per-partition facts and window values of earlier
     levels by name: each step evaluates the ones it needs on its own rows rather
-    than carrying their results (or the facts) through the windows."""
+    than carrying their results (or the facts) through the windows. The forecast
+    evaluates them ``before_flags`` over its own columns at each instant
+    (engine/forecast/backlog.py)."""
     rules = marks() if before_flags else marked()
     subscriber, expired = rules["subscriber"], rules["expired"]
-    pos_eff = "greatest(`position`, H)"
+    pos_eff = greatest(col("position"), H)
     return {
         **rules,
         "pos_eff": pos_eff,  # pos_eff; "Inputs"
         # pos_after_ttl; "Per topic, before the cut" 2
-        "pos_ttl": f"(CASE WHEN {subscriber} AND message_ttl IS NOT NULL"
-        f" THEN greatest({pos_eff}, tc_ttl) ELSE {pos_eff} END)",
+        "pos_ttl": case(
+            (subscriber & col("message_ttl").is_not_null(), greatest(pos_eff, col("tc_ttl"))), otherwise=pos_eff
+        ),
         # barrier's candidates; "Per partition, the cut", Barrier
-        "holding": f"({subscriber} AND NOT {expired} AND protect)",
-        "roll": flag("now - active_first_ts >= segment_roll"),  # idle_roll; "Per topic, before the cut" 4
-        "live": flag(f"{rules['segment']} AND next_offset > H"),  # first_not's candidates
+        "holding": subscriber & ~expired & col("protect"),
+        "roll": ROLL,
+        "live": flag(rules["segment"] & (col("next_offset") > H)),  # first_not's candidates
     }
+
+
+#: idle_roll ("Per topic, before the cut" 4): the active segment's first record is
+#: ``segment_roll`` old
+ROLL = flag(NOW - col("active_first_ts") >= col("segment_roll"))
+
+
+def first_not(name: str) -> Expr:
+    """first_not: the base of the first live segment outside a prefix (``name``, its
+    window minimum), the log end if none, at least the log start."""
+    return greatest(H, coalesce(col(name), T))
+
+
+#: size_evict_cut ("Per topic, before the cut" 3): the first segment whose bytes and
+#: the later ones' fit the backlog size quota (``fits_quota``), else the log end
+SIZE_EVICT_CUT = coalesce(col("fits_quota"), T)
+#: where eviction lifts a subscriber to for each backlog quota (null: not set)
+_FLOORS = (
+    case((col("backlog_size").is_not_null(), SIZE_EVICT_CUT)),
+    case((col("backlog_age").is_not_null(), col("tc_backlog_age"))),
+)
+
+
+def evicted(position: Expr) -> Expr:
+    """pos_after_eviction: ``position`` lifted to each backlog quota's cut."""
+    return greatest(position, *_FLOORS)
+
+
+#: barrier ("Per partition, the cut", Barrier): the lowest protecting position after
+#: TTL (``behind.pos``, null: none), lifted as eviction lifts every subscriber
+BARRIER = case(
+    (col("behind.pos").is_not_null() & col("evicting"), evicted(col("behind.pos"))), otherwise=col("behind.pos")
+)
+
+
+def over_quotas(rules: dict[str, Expr]) -> dict[str, Expr]:
+    """backlog's over_size and over_age ("Per topic, before the cut" 3): a live
+    subscriber below each quota's cut, before eviction; over ``rules``
+    (:func:`row_rules`)."""
+    subscriber, pos_ttl, live = rules["subscriber"], rules["pos_ttl"], ~rules["expired"]
+    return {
+        "over_backlog_size": live & flag(subscriber & col("backlog_size").is_not_null() & (pos_ttl < SIZE_EVICT_CUT)),
+        "over_backlog_age": live & flag(subscriber & (pos_ttl < col("tc_backlog_age"))),
+    }
+
+
+def position_after_eviction(rules: dict[str, Expr]) -> Expr:
+    """pos_after_eviction of a group row, over ``rules`` (:func:`row_rules`)."""
+    return case((rules["subscriber"] & col("evicting"), evicted(rules["pos_ttl"])), otherwise=rules["pos_ttl"])
+
+
+#: plan_partition's budget: a cycle deletes no segment under a hold, and no more than
+#: ``max_deletes_per_cycle`` (``rn``: the segment's rank in its partition)
+NOT_HELD = ~col("hold")
+WITHIN_BUDGET = flag(col("rn") <= coalesce(col("max_deletes_per_cycle"), UNLIMITED))
+
+#: new_log_start ("Per partition, the cut", New log start): past the last segment
+#: deleted; at message granularity the cut, held back to the first segment the
+#: budget kept (``first_kept_by_budget``)
+NEW_LOG_START = case(
+    (col("hold"), H),
+    (col("message"), greatest(H, least(col("cut"), col("first_kept_by_budget")))),
+    otherwise=greatest(H, coalesce(col("last_deleted_next"), H)),
+)
 
 
 @dataclass(frozen=True)
@@ -127,18 +197,12 @@ class Holds:
     (:data:`INSTANTS`). Every rule only reaches further as time passes, so the two
     readings of one formula agree (engine/forecast/extend.py argues it)."""
 
-    either_of: str
-    both_of: str
-
-    def either(self, *terms: str) -> str:
-        return terms[0] if len(terms) == 1 else f"{self.either_of}({', '.join(terms)})"
-
-    def both(self, *terms: str) -> str:
-        return terms[0] if len(terms) == 1 else f"{self.both_of}({', '.join(terms)})"
+    either: Callable[..., Expr]
+    both: Callable[..., Expr]
 
 
-OFFSETS = Holds(either_of="greatest", both_of="least")
-INSTANTS = Holds(either_of="least", both_of="greatest")
+OFFSETS = Holds(either=greatest, both=least)
+INSTANTS = Holds(either=least, both=greatest)
 
 
 @dataclass(frozen=True)
@@ -160,26 +224,56 @@ BOUNDS = {
 }
 
 
-def bound(holds: Holds, by_record: str, prefix_at_message: str, prefix: str) -> str:
+def bound(holds: Holds, by_record: Expr, prefix_at_message: Expr, prefix: Expr) -> Expr:
     """The target or the hard cut (``message``: the topic cuts at a record): there,
     the record cut or the prefix by size, whichever reaches further."""
-    return f"CASE WHEN message THEN {holds.either(by_record, prefix_at_message)}\n      ELSE {prefix} END"
+    return case((col("message"), holds.either(by_record, prefix_at_message)), otherwise=prefix)
 
 
-def the_cut(holds: Holds, below_start: str, hard: str, target: str, barrier: str) -> str:
+def the_cut(holds: Holds, below_start: Expr, hard: Expr, target: Expr, barrier: Expr) -> Expr:
     """the_cut: a segment goes below the log start, below the hard cut, or below the
     target where the barrier has passed it (``max(H, hard, min(target, barrier))``)."""
     return holds.either(below_start, hard, holds.both(target, barrier))
 
 
+def _record_cut(rule: str) -> Expr:
+    """A time rule's record cut (``tc_…``), the log start where its limit is infinite."""
+    limit = ELIGIBILITY[rule]
+    return case((col(limit.limit).is_not_null(), col(f"tc_{limit.record_cut}")), otherwise=H)
+
+
+#: level one's prefixes: name -> the eligibility rules it is the ``first_not`` of
+#: (first_not's candidates; "Per partition, the cut", target and hard): each bound's
+#: at segment granularity, and at message granularity named by its rule
+FIRST_NOT = {
+    name: tuple(f"e_{rule}" for rule in rules)
+    for bound_name, bound_rules in BOUNDS.items()
+    for name, rules in (
+        (f"fn_{bound_name}", bound_rules.by_segment),
+        (f"fn_{'_'.join(bound_rules.at_message)}", bound_rules.at_message),
+    )
+}
+
+#: the target and the hard cut in offsets, over level one's prefixes (:data:`FIRST_NOT`)
+#: and the record cuts
+OFFSET_BOUNDS = {
+    name: bound(OFFSETS, _record_cut(b.by_record), first_not(f"fn_{'_'.join(b.at_message)}"), first_not(f"fn_{name}"))
+    for name, b in BOUNDS.items()
+}
+#: the_cut in offsets: ``min(T, max(H, hard, min(target, barrier)))``
+CUT = least(T, the_cut(OFFSETS, H, col("hard"), col("target"), col("barrier")))
+
+
 def delete_reason(
-    below_start: str, by_target: str, by_time: str, by_max_time: str, reason: Callable[[str], str]
-) -> str:
+    below_start: Expr, by_target: Expr, by_time: Expr, by_max_time: Expr, reason: Callable[[str], Expr]
+) -> Expr:
     """delete_reason ("Decision and reason per segment"), over where a deleted segment
     is below the log start, below the target and barrier, and the time rule or the
     hard time rule holds; ``reason`` writes a reason's name as the query holds it."""
-    return f"""CASE WHEN {below_start} THEN {reason("DELETE_BELOW_LOG_START")}
-      WHEN {by_target} AND {by_time} THEN {reason("DELETE_TIME")}
-      WHEN {by_target} THEN {reason("DELETE_SIZE")}
-      WHEN {by_max_time} THEN {reason("DELETE_MAX_TIME")}
-      ELSE {reason("DELETE_MAX_SIZE")} END"""
+    return case(
+        (below_start, reason("DELETE_BELOW_LOG_START")),
+        (by_target & by_time, reason("DELETE_TIME")),
+        (by_target, reason("DELETE_SIZE")),
+        (by_max_time, reason("DELETE_MAX_TIME")),
+        otherwise=reason("DELETE_MAX_SIZE"),
+    )

@@ -10,7 +10,7 @@ WITH packed AS
    FROM {facts}), rows AS
   (SELECT `pid`, `row`, `base_offset`, `next_offset`, `size_bytes`, `max_timestamp`, `sealed`, `gid`, `kind`,
           `position`, `group_last_commit`, `suffix_after`, `rn`,
-          CASE WHEN (`row` = 1)
+          CASE WHEN `row` = 1
                    AND NOT sealed
                    AND size_bytes > 0 THEN first_timestamp
           END AS active_first_ts
@@ -22,9 +22,9 @@ WITH packed AS
    FROM
      (SELECT `pid`, `row`, `base_offset`, `next_offset`, `size_bytes`, `max_timestamp`, `sealed`, `gid`, `kind`,
              `position`, `group_last_commit`, `suffix_after`, `rn`, `active_first_ts`,
-             CASE WHEN (`row` = 1) THEN 1 ELSE 0
-             END + CASE WHEN (`row` = 2) THEN 2 ELSE 0
-                   END + CASE WHEN coalesce((`row` = 1)
+             CASE WHEN `row` = 1 THEN 1 ELSE 0
+             END + CASE WHEN `row` = 2 THEN 2 ELSE 0
+                   END + CASE WHEN coalesce(`row` = 1
                                             AND sealed, false) THEN 4 ELSE 0
                          END + CASE WHEN coalesce(`row` = 2
                                                   AND kind = 'subscriber', false) THEN 8 ELSE 0
@@ -32,28 +32,28 @@ WITH packed AS
                                          WHEN coalesce(now - group_last_commit > subscription_expiry,
                                                 false) THEN 16 ELSE 0
                                      END + CASE
-                                               WHEN coalesce(coalesce((`row` = 1)
+                                               WHEN coalesce(coalesce(`row` = 1
                                                                       AND sealed,
                                                                false)
                                                              AND max_timestamp < now - retention_time,
                                                       false) THEN 32 ELSE 0
                                            END + CASE
-                                                     WHEN coalesce(coalesce((`row` = 1)
+                                                     WHEN coalesce(coalesce(`row` = 1
                                                                             AND sealed,
                                                                      false)
                                                                    AND suffix_after >= retention_size,
                                                             false) THEN 64 ELSE 0
                                                  END + CASE
-                                                           WHEN coalesce(coalesce((`row` = 1)
+                                                           WHEN coalesce(coalesce(`row` = 1
                                                                                   AND sealed,
                                                                            false)
                                                                          AND max_timestamp < now - max_time,
                                                                   false) THEN 128 ELSE 0
                                                        END + CASE
-                                                                 WHEN coalesce(coalesce((`row` = 1)
+                                                                 WHEN coalesce(coalesce(`row` = 1
                                                                                         AND sealed,
                                                                                  false)
-                                                                               AND (suffix_after + size_bytes) > max_partition_size,
+                                                                               AND suffix_after + size_bytes > max_partition_size,
                                                                         false) THEN 256 ELSE 0
                                                              END + CASE
                                                                        WHEN coalesce(retention_time IS NOT NULL
@@ -61,87 +61,88 @@ WITH packed AS
                                                                               false) THEN 512 ELSE 0
                                                                    END AS flags,
                                                                    CASE
-                                                                       WHEN coalesce((`row` = 1)
+                                                                       WHEN coalesce(`row` = 1
                                                                                      AND sealed,
                                                                               false) THEN least(max_timestamp + retention_time + 1,
 
                                                                                             max_timestamp + max_time + 1)
                                                                    END AS eligible_at,
                                                                    CASE
-                                                                       WHEN (coalesce(`row` = 2
-                                                                                      AND kind = 'subscriber',
-                                                                               false)
-                                                                             AND NOT coalesce(now - group_last_commit > subscription_expiry,
-                                                                                       false)
-                                                                             AND protect) THEN named_struct('pos', (CASE
-                                                                                                                        WHEN coalesce(`row` = 2
-                                                                                                                                      AND kind = 'subscriber',
+                                                                       WHEN coalesce(`row` = 2
+                                                                                     AND kind = 'subscriber',
+                                                                              false)
+                                                                            AND NOT coalesce(now - group_last_commit > subscription_expiry,
+                                                                                      false)
+                                                                            AND protect THEN named_struct('pos',
 
-                                                                                                                               false)
-                                                                                                                             AND message_ttl IS NOT NULL THEN greatest(greatest(`position`,
+                                                                                               CASE
+                                                                                                   WHEN coalesce(`row` = 2
+                                                                                                                 AND kind = 'subscriber',
 
-                                                                                                                                                                         H),
+                                                                                                          false)
+                                                                                                        AND message_ttl IS NOT NULL THEN greatest(greatest(`position`,
 
-                                                                                                                                                                tc_ttl)
-                                                                                                                        ELSE greatest(`position`,
+                                                                                                                                                    H),
 
-                                                                                                                               H)
-                                                                                                                    END), 'gid',
-                                                                                                     gid)
+                                                                                                                                           tc_ttl)
+                                                                                                   ELSE greatest(`position`,
+
+                                                                                                          H)
+                                                                                               END, 'gid', gid)
                                                                    END AS holding,
                                                                    CASE
-                                                                       WHEN coalesce((`row` = 1)
+                                                                       WHEN coalesce(`row` = 1
                                                                                      AND next_offset > H,
                                                                               false)
-                                                                            AND NOT (coalesce(coalesce((`row` = 1)
+                                                                            AND NOT (coalesce(coalesce(`row` = 1
                                                                                                        AND sealed,
                                                                                                 false)
                                                                                               AND max_timestamp < now - retention_time,
                                                                                        false)
-                                                                                     OR coalesce(coalesce((`row` = 1)
+                                                                                     OR coalesce(coalesce(`row` = 1
                                                                                                           AND sealed,
                                                                                                    false)
                                                                                                  AND suffix_after >= retention_size,
                                                                                           false)) THEN base_offset
                                                                    END AS fn_target,
                                                                    CASE
-                                                                       WHEN coalesce((`row` = 1)
+                                                                       WHEN coalesce(`row` = 1
                                                                                      AND next_offset > H,
                                                                               false)
-                                                                            AND NOT (coalesce(coalesce((`row` = 1)
-                                                                                                       AND sealed,
-                                                                                                false)
-                                                                                              AND suffix_after >= retention_size,
-                                                                                       false)) THEN base_offset
+                                                                            AND NOT coalesce(coalesce(`row` = 1
+                                                                                                      AND sealed,
+                                                                                               false)
+                                                                                             AND suffix_after >= retention_size,
+                                                                                      false) THEN base_offset
                                                                    END AS fn_size,
                                                                    CASE
-                                                                       WHEN coalesce((`row` = 1)
+                                                                       WHEN coalesce(`row` = 1
                                                                                      AND next_offset > H,
                                                                               false)
-                                                                            AND NOT (coalesce(coalesce((`row` = 1)
+                                                                            AND NOT (coalesce(coalesce(`row` = 1
                                                                                                        AND sealed,
                                                                                                 false)
                                                                                               AND max_timestamp < now - max_time,
                                                                                        false)
-                                                                                     OR coalesce(coalesce((`row` = 1)
+                                                                                     OR coalesce(coalesce(`row` = 1
                                                                                                           AND sealed,
                                                                                                    false)
-                                                                                                 AND (suffix_after + size_bytes) > max_partition_size,
+                                                                                                 AND suffix_after + size_bytes > max_partition_size,
                                                                                           false)) THEN base_offset
                                                                    END AS fn_hard,
                                                                    CASE
-                                                                       WHEN coalesce((`row` = 1)
+                                                                       WHEN coalesce(`row` = 1
                                                                                      AND next_offset > H,
                                                                               false)
-                                                                            AND NOT (coalesce(coalesce((`row` = 1)
-                                                                                                       AND sealed,
-                                                                                                false)
-                                                                                              AND (suffix_after + size_bytes) > max_partition_size,
-                                                                                       false)) THEN base_offset
+                                                                            AND NOT coalesce(coalesce(`row` = 1
+                                                                                                      AND sealed,
+                                                                                               false)
+                                                                                             AND suffix_after + size_bytes > max_partition_size,
+                                                                                      false) THEN base_offset
                                                                    END AS fn_max_size,
                                                                    CASE
-                                                                       WHEN (`row` = 1)
-                                                                            AND (suffix_after + size_bytes) <= backlog_size THEN base_offset
+                                                                       WHEN `row` = 1
+                                                                            AND suffix_after + size_bytes <= backlog_size THEN base_offset
                                                                    END AS fits_quota
       FROM
         (SELECT /*+ BROADCAST(f) */ s.*, CAST(f.facts[0] AS BIGINT) AS `now`, CAST(f.facts[1] AS BIGINT) AS `H`,
@@ -228,9 +229,8 @@ WITH packed AS
                                                                  false) ELSE ((flags & 128) <> 0)
                                          END THEN 3 ELSE 4
                                 END
-              ELSE CASE WHEN hold THEN 5 WHEN NOT ((flags & 4) <> 0) THEN 6 WHEN wanted THEN 7
-                       WHEN (next_offset <= target
-                             AND coalesce(next_offset > barrier, false)) THEN 8
+              ELSE CASE WHEN hold THEN 5 WHEN NOT ((flags & 4) <> 0) THEN 6 WHEN wanted THEN 7 WHEN next_offset <= target
+                            AND coalesce(next_offset > barrier, false) THEN 8
                        WHEN ((flags & 32) <> 0)
                             OR ((flags & 64) <> 0)
                             OR ((flags & 128) <> 0)
@@ -239,44 +239,45 @@ WITH packed AS
           END AS reason_code,
           CASE
               WHEN ((flags & 8) <> 0)
-                   AND evicting THEN greatest((CASE
-                                                   WHEN ((flags & 8) <> 0)
-                                                        AND message_ttl IS NOT NULL THEN greatest(greatest(`position`,
-                                                                                                    H),
-                                                                                           tc_ttl) ELSE greatest(`position`,
+                   AND evicting THEN greatest(CASE
+                                                  WHEN ((flags & 8) <> 0)
+                                                       AND message_ttl IS NOT NULL THEN greatest(greatest(`position`,
+                                                                                                   H),
+                                                                                          tc_ttl) ELSE greatest(`position`,
 
-                                                                                                          H)
-                                               END), CASE
-                                                         WHEN backlog_size IS NOT NULL THEN coalesce(fits_quota,
-                                                                                              T)
-                                                     END,
-                                       CASE WHEN backlog_age IS NOT NULL THEN tc_backlog_age
-                                       END)
-              ELSE (CASE
+                                                                                                         H)
+                                              END,
+
+                                       CASE
+                                           WHEN backlog_size IS NOT NULL THEN coalesce(fits_quota,
+                                                                                T)
+                                       END, CASE WHEN backlog_age IS NOT NULL THEN tc_backlog_age
+                                            END)
+              ELSE CASE
+                       WHEN ((flags & 8) <> 0)
+                            AND message_ttl IS NOT NULL THEN greatest(greatest(`position`,
+                                                                        H),
+                                                               tc_ttl) ELSE greatest(`position`,
+                                                                              H)
+                   END
+          END AS pos_new, NOT ((flags & 16) <> 0)
+   AND coalesce(((flags & 8) <> 0)
+                AND backlog_size IS NOT NULL
+                AND CASE
                         WHEN ((flags & 8) <> 0)
                              AND message_ttl IS NOT NULL THEN greatest(greatest(`position`,
                                                                          H),
                                                                 tc_ttl) ELSE greatest(`position`,
                                                                                H)
-                    END)
-          END AS pos_new, NOT ((flags & 16) <> 0)
+                    END < coalesce(fits_quota, T), false) AS over_backlog_size, NOT ((flags & 16) <> 0)
    AND coalesce(((flags & 8) <> 0)
-                AND backlog_size IS NOT NULL
-                AND (CASE
-                         WHEN ((flags & 8) <> 0)
-                              AND message_ttl IS NOT NULL THEN greatest(greatest(`position`,
-                                                                          H),
-                                                                 tc_ttl) ELSE greatest(`position`,
-                                                                                H)
-                     END) < coalesce(fits_quota, T), false) AS over_backlog_size, NOT ((flags & 16) <> 0)
-   AND coalesce(((flags & 8) <> 0)
-                AND (CASE
-                         WHEN ((flags & 8) <> 0)
-                              AND message_ttl IS NOT NULL THEN greatest(greatest(`position`,
-                                                                          H),
-                                                                 tc_ttl) ELSE greatest(`position`,
-                                                                                H)
-                     END) < tc_backlog_age, false) AS over_backlog_age
+                AND CASE
+                        WHEN ((flags & 8) <> 0)
+                             AND message_ttl IS NOT NULL THEN greatest(greatest(`position`,
+                                                                         H),
+                                                                tc_ttl) ELSE greatest(`position`,
+                                                                               H)
+                    END < tc_backlog_age, false) AS over_backlog_age
    FROM chosen),
                  level_two AS
   (SELECT *, max(CASE WHEN deleted THEN next_offset
@@ -327,30 +328,30 @@ SELECT CAST(CASE WHEN ((flags & 1) <> 0) THEN 1 WHEN ((flags & 2) <> 0) THEN 2 E
                                                                                        new_log_start_offset) ELSE `position`
                                                END AS BIGINT), CAST(((flags & 16) <> 0) AS BIGINT),
                                           CAST(CASE
-                                                   WHEN NOT ((flags & 16) <> 0) THEN (CASE
-                                                                                          WHEN ((flags & 8) <> 0)
-                                                                                               AND message_ttl IS NOT NULL THEN greatest(greatest(`position`,
+                                                   WHEN NOT ((flags & 16) <> 0) THEN CASE
+                                                                                         WHEN ((flags & 8) <> 0)
+                                                                                              AND message_ttl IS NOT NULL THEN greatest(greatest(`position`,
 
-                                                                                                                                           H),
+                                                                                                                                          H),
 
-                                                                                                                                  tc_ttl)
-                                                                                          ELSE greatest(`position`,
-                                                                                                 H)
-                                                                                      END) - greatest(`position`,
-                                                                                               H) ELSE 0
+                                                                                                                                 tc_ttl)
+                                                                                         ELSE greatest(`position`,
+                                                                                                H)
+                                                                                     END - greatest(`position`,
+                                                                                             H) ELSE 0
                                                END AS BIGINT),
                                           CAST(CASE
-                                                   WHEN NOT ((flags & 16) <> 0) THEN pos_new - (CASE
-                                                                                                    WHEN ((flags & 8) <> 0)
-                                                                                                         AND message_ttl IS NOT NULL THEN greatest(greatest(`position`,
+                                                   WHEN NOT ((flags & 16) <> 0) THEN pos_new - CASE
+                                                                                                   WHEN ((flags & 8) <> 0)
+                                                                                                        AND message_ttl IS NOT NULL THEN greatest(greatest(`position`,
 
-                                                                                                                                                     H),
+                                                                                                                                                    H),
 
-                                                                                                                                            tc_ttl)
-                                                                                                    ELSE greatest(`position`,
+                                                                                                                                           tc_ttl)
+                                                                                                   ELSE greatest(`position`,
 
-                                                                                                           H)
-                                                                                                END) ELSE 0
+                                                                                                          H)
+                                                                                               END ELSE 0
                                                END AS BIGINT),
                                           CAST(CASE
                                                    WHEN NOT ((flags & 16) <> 0) THEN CASE
