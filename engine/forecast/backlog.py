@@ -23,10 +23,12 @@ import pyarrow.compute as pc
 from engine.forecast.extend import moved
 from engine.forecast.reading import Reading
 from engine.forecast.record_level import NO_CUT
-from engine.forecast.vectorised import Nullable, Value, holds, values
+from engine.forecast.thresholds import threshold
+from engine.forecast.vectorised import Nullable, Value, evaluate, holds, values
 from engine.prune.by_partition import Runs, partition_rows
+from engine.prune.plan.expr import col, substituted
 from engine.prune.plan.layout import GROUP_ROW
-from engine.prune.plan.rules import BARRIER, over_quotas, row_rules
+from engine.prune.plan.rules import BARRIER, FITS_QUOTA, over_quotas, row_rules
 from engine.prune.snapshot import Snapshot
 
 _NO_POSITION = np.iinfo(np.int64).max
@@ -36,6 +38,9 @@ _NO_POSITION = np.iinfo(np.int64).max
 #: instant of the subscribers' own columns
 _RULES = row_rules(before_flags=True)
 _OVER_QUOTAS = over_quotas(_RULES)
+#: the bytes before a segment from which it fits the backlog size quota, the
+#: partition's bytes then being ``bytes_at``: the planner's rule, solved
+_FITS_FROM = threshold(substituted(FITS_QUOTA, {"bytes_from": col("bytes_at") - col("before")}), "before")
 
 
 @dataclass(frozen=True)
@@ -124,13 +129,13 @@ def quota_cuts(
     """The quota cuts at each instant (``bytes_at``, ``log_end``: the partitions' then;
     ``age_cut``: the ``backlog_age`` record cut, record_level.py's).
 
-    ``fits_quota`` is the smallest base of a segment there whose bytes and the later
-    ones' fit the quota: the first segment with at least ``bytes_at - backlog_size``
-    before it. A segment past the log end has not begun by then: none fits."""
+    ``fits_quota`` is the smallest base of a segment there that fits the quota
+    (rules.FITS_QUOTA): the first with enough bytes before it (:data:`_FITS_FROM`). A
+    segment past the log end has not begun by then: none fits."""
     quota = topics["backlog_size"]
-    wanted = bytes_at - quota.fill_null(0).to_numpy()[partition_topic]
+    least = evaluate(_FITS_FROM, {"bytes_at": bytes_at, "backlog_size": Nullable.of_arrow(quota)[partition_topic]})
     partition = np.broadcast_to(np.arange(bytes_at.shape[1]), bytes_at.shape)
-    first = segments.before.first_at_least(partition, wanted)
+    first = np.where(least.valid, segments.before.first_at_least(partition, least.values), len(segments.row))
     base = np.append(segments.base_offset, 0)[first]
     evicting = pc.equal(topics["backlog_policy"], "consumer_backlog_eviction").fill_null(False)
     columns = {

@@ -22,9 +22,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.forecast.extend import Partitions, cut_offsets
-from engine.forecast.vectorised import NULL, Nullable, Value, values
+from engine.forecast.vectorised import NULL, Nullable, Value, holds, values
 from engine.prune.by_partition import partition_rows
-from engine.prune.plan.rules import CUT, ELIGIBILITY, NEW_LOG_START, OFFSET_BOUNDS
+from engine.prune.plan.expr import col
+from engine.prune.plan.rules import (
+    CUT,
+    ELIGIBILITY,
+    INSTANTS,
+    NEW_LOG_START,
+    OFFSET_BOUNDS,
+    PREFIXES,
+    PREFIXES_AT_MESSAGE,
+    wanted,
+)
 from engine.prune.record_times import RecordTimes
 from engine.prune.snapshot import Snapshot
 
@@ -60,17 +70,16 @@ def record_cuts(
 class Segments:
     """The segments of the timeline's message-granularity partitions, in (partition,
     offset) order: their partition's row, offsets, whether they are past the
-    snapshot's log start, and the first instant each is
-    sealed and each size rule holds (the timeline's ``k_sealed``, ``k_size``,
-    ``k_max_size``)."""
+    snapshot's log start, the first instant each is sealed (the timeline's
+    ``k_sealed``) and each eligibility rule holds of it (``holds_from``: the
+    timeline's ``k_time``, ``k_size``, ... by those names)."""
 
     row: np.ndarray
     base_offset: np.ndarray
     next_offset: np.ndarray
     live: np.ndarray
     k_sealed: np.ndarray
-    k_size: np.ndarray
-    k_max_size: np.ndarray
+    holds_from: dict[str, np.ndarray]
 
 
 def log_starts(
@@ -93,8 +102,10 @@ def log_starts(
         "H": log_start,
         "T": log_end,
         "barrier": barrier,
-        "fn_size": _first_not(segments, segments.k_size, log_start, count),
-        "fn_max_size": _first_not(segments, segments.k_max_size, log_start, count),
+        **{
+            name: _first_not(segments, _either(rules, segments, count), log_start, count)
+            for name, rules in PREFIXES_AT_MESSAGE.items()
+        },
         **dict.fromkeys(_AT_SEGMENT_ONLY, NULL),
         **{f"tc_{kind}": Nullable(cut, cut != NO_CUT) for kind, cut in cuts.items()},
         **{f"tc_{kind}": NULL for kind in _RECORD_CUTS if kind not in cuts},
@@ -103,13 +114,22 @@ def log_starts(
     for name, rule in OFFSET_BOUNDS.items():
         columns[name] = values(rule, columns, null=NO_CUT)
     columns["cut"] = cut = values(CUT, columns, null=NO_CUT)
-    columns["first_kept_by_budget"] = _kept_by_budget(topics, partition_topic, segments, cut, cycles)
+    columns["first_kept_by_budget"] = _kept_by_budget(topics, partition_topic, segments, cut, cycles, hold)
     return np.where(message, values(NEW_LOG_START, columns, null=NO_CUT), -1)
 
 
 #: what the planner's bounds and new log start read of segment granularity only: not
 #: read where ``message`` holds
-_AT_SEGMENT_ONLY = ("fn_target", "fn_hard", "last_deleted_next")
+_AT_SEGMENT_ONLY = (*PREFIXES, "last_deleted_next")
+
+
+def _either(rules: tuple[str, ...], segments: Segments, count: int) -> np.ndarray:
+    """The first instant any of ``rules`` holds of each segment, as the planner's
+    prefixes combine them (rules.INSTANTS)."""
+    holds_from = {f"k_{name}": instant for name, instant in segments.holds_from.items()}
+    return values(INSTANTS.either(*(col(f"k_{rule}") for rule in rules)), holds_from, null=count)
+
+
 #: the record cuts and limits of the time rules (rules.ELIGIBILITY)
 _RECORD_CUTS = [rule.record_cut for rule in ELIGIBILITY.values() if rule.record_cut]
 _LIMITS = [rule.limit for rule in ELIGIBILITY.values() if rule.record_cut]
@@ -147,10 +167,11 @@ def _first_not(segments: Segments, holds_from: np.ndarray, log_start: np.ndarray
 
 
 def _kept_by_budget(
-    topics: pa.Table, partition_topic: np.ndarray, segments: Segments, cut: np.ndarray, cycles: np.ndarray
-) -> Nullable:
+    topics: pa.Table, partition_topic: np.ndarray, segments: Segments, cut: np.ndarray, cycles: np.ndarray,
+    hold: np.ndarray,
+) -> Nullable:  # fmt: skip
     """Per instant (rows) and partition (columns), the base of the first segment the
-    deletion budget keeps though wanted (sealed, at most the cut): the one ranked
+    deletion budget keeps though wanted (the planner's rules.wanted): the one ranked
     after the ``max_deletes_per_cycle`` once per cycle run by then, where it is
     wanted; null where none is."""
     count, width = cut.shape
@@ -164,9 +185,15 @@ def _kept_by_budget(
         index = first + n * cycles[k]
         there = limited & (index < end)
         s = index[there]
-        wanted = (segments.k_sealed[s] <= k) & (segments.next_offset[s] <= cut[k, there])
-        kept[k, np.flatnonzero(there)[wanted]] = segments.base_offset[s][wanted]
+        columns = {
+            "is_sealed": segments.k_sealed[s] <= k, "hold": hold[there], "next_offset": segments.next_offset[s],
+            "cut": cut[k, there],
+        }  # fmt: skip
+        chosen = holds(_WANTED, columns)
+        kept[k, np.flatnonzero(there)[chosen]] = segments.base_offset[s][chosen]
     return Nullable(kept, kept != _NONE_KEPT)
 
 
 _NONE_KEPT = np.iinfo(np.int64).max
+#: a segment the cycle would delete but for the budget, sealed at the instant (``is_sealed``)
+_WANTED = wanted(col("is_sealed"))

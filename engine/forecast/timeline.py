@@ -424,7 +424,7 @@ def _grid(
     at_message = np.flatnonzero(laid.message)
     of_message = record_level.Segments(
         row[at_message], columns["base_offset"][at_message], next_offset[at_message], laid.live[at_message],
-        *(rules[name][at_message] for name in ("k_sealed", "k_size", "k_max_size")),
+        rules["k_sealed"][at_message], {name: rules[f"k_{name}"][at_message] for name in ELIGIBILITY},
     )  # fmt: skip
     record_starts = record_level.log_starts(
         topics, laid.partition_topic, of_message, cuts, log_end, barrier, cycles, log_start

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.forecast.vectorised import Nullable, Value, evaluate, first_holding, holds, values
-from engine.prune.plan.expr import Expr, Sql, case, coalesce, col, flag, greatest, least, lit
+from engine.prune.plan.expr import Expr, Sql, case, coalesce, col, flag, greatest, least, lit, names, substituted
 from engine.prune.plan.round_trips import sql_frame
 from engine.prune.session import SparkEngine
 
@@ -165,3 +165,11 @@ def test_first_holding_finds_the_first_index_a_monotone_rule_holds(
     if end is not None:
         expected = [end if e is not None and e >= end else e for e in expected]
     assert found.tolist() == expected
+
+
+def test_a_column_is_substituted_wherever_it_is_read() -> None:
+    a, b = col("a"), col("b")
+    rule = case((a.is_null(), greatest(a, b)), otherwise=~(a < b))
+    replaced = substituted(rule, {"a": col("x") - col("y")})
+    assert str(replaced) == "CASE WHEN (x - y) IS NULL THEN greatest(x - y, b) ELSE NOT (x - y < b) END"
+    assert names(replaced) == {"x", "y", "b"}

@@ -17,7 +17,7 @@ Python operators build the tree (``col("a") <= col("b")``, ``&``, ``|``, ``~``);
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal as TypingLiteral
 
@@ -216,6 +216,24 @@ def names(expr: Expr) -> set[str]:
     """The columns ``expr`` reads."""
     found = {expr.name} if isinstance(expr, Column) else set()
     return found.union(*(names(child) for child in expr.children))
+
+
+def substituted(expr: Expr, by: Mapping[str, Expr]) -> Expr:
+    """``expr`` with the columns named in ``by`` replaced by their expressions."""
+    if isinstance(expr, Column):
+        return by.get(expr.name, expr)
+    if isinstance(expr, Binary):
+        return Binary(expr.op, substituted(expr.left, by), substituted(expr.right, by))
+    if isinstance(expr, Not):
+        return Not(substituted(expr.operand, by))
+    if isinstance(expr, IsNull):
+        return IsNull(substituted(expr.operand, by), expr.negated)
+    if isinstance(expr, Call):
+        return Call(expr.function, tuple(substituted(argument, by) for argument in expr.arguments))
+    if isinstance(expr, Case):
+        whens = tuple((substituted(condition, by), substituted(value, by)) for condition, value in expr.whens)
+        return Case(whens, None if expr.otherwise is None else substituted(expr.otherwise, by))
+    return expr
 
 
 def _operand(expr: Expr, binding: int) -> str:

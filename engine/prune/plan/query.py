@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.prune import bucketed
-from engine.prune.plan.expr import any_of, case, col, flag, least, lit
+from engine.prune.plan.expr import any_of, case, col, flag, least, lit, substituted
 from engine.prune.plan.layout import (
     FACT_FIELDS,
     FLAG_BITS,
@@ -46,8 +46,8 @@ from engine.prune.plan.rules import (
     CUT,
     ELIGIBILITY,
     FIRST_NOT,
+    FITS_QUOTA,
     NEW_LOG_START,
-    NOT_HELD,
     OFFSET_BOUNDS,
     OFFSETS,
     SUFFIX_FROM,
@@ -58,6 +58,7 @@ from engine.prune.plan.rules import (
     passed_by_record,
     position_after_eviction,
     row_rules,
+    wanted,
 )
 
 
@@ -124,7 +125,7 @@ def _level_one() -> str:
     # barrier's candidate, lowest first; "Per partition, the cut", Barrier
     holding = f"CASE WHEN {rules['holding']} THEN named_struct('pos', {rules['pos_ttl']}, 'gid', gid) END"
     # size_evict_cut's candidates; "Per topic, before the cut" 3
-    fits_quota = case((rules["segment"] & (SUFFIX_FROM <= col("backlog_size")), col("base_offset")))
+    fits_quota = case((rules["segment"] & substituted(FITS_QUOTA, {"bytes_from": SUFFIX_FROM}), col("base_offset")))
     flags = " + ".join(f"CASE WHEN {rules[name]} THEN {bit} ELSE 0 END" for name, bit in FLAG_BITS.items())
     inputs = ", ".join(
         [
@@ -170,8 +171,8 @@ def _decide() -> str:
   FROM {_with_facts("level_one")}"""
     cuts = f"SELECT *, {CUT} AS cut FROM limits"
     # plan_partition's wanted and deleted (within_budget); "Per partition, the cut"
-    wanted = flag(rules["is_sealed"] & NOT_HELD & (col("next_offset") <= col("cut")))
-    chosen = f"SELECT *, {wanted} AS wanted, {wanted & WITHIN_BUDGET} AS deleted FROM cuts"
+    wanted_here = wanted(rules["is_sealed"])
+    chosen = f"SELECT *, {wanted_here} AS wanted, {wanted_here & WITHIN_BUDGET} AS deleted FROM cuts"
 
     next_offset = col("next_offset")
     by_target = next_offset <= OFFSETS.both(col("target"), col("barrier"))

@@ -72,6 +72,11 @@ def passed_by_record(rule: Eligibility) -> Expr:
     return flag(col("next_offset") <= col(f"tc_{rule.record_cut}"))
 
 
+#: idle_roll ("Per topic, before the cut" 4): the active segment's first record is
+#: ``segment_roll`` old
+ROLL = flag(NOW - col("active_first_ts") >= col("segment_roll"))
+
+
 def marks() -> dict[str, Expr]:
     """The rules of :data:`~engine.prune.plan.layout.FLAG_BITS` over the snapshot's
     columns and the facts."""
@@ -123,19 +128,17 @@ def row_rules(before_flags: bool) -> dict[str, Expr]:
     }
 
 
-#: idle_roll ("Per topic, before the cut" 4): the active segment's first record is
-#: ``segment_roll`` old
-ROLL = flag(NOW - col("active_first_ts") >= col("segment_roll"))
-
-
-def first_not(name: str) -> Expr:
+def _first_not(name: str) -> Expr:
     """first_not: the base of the first live segment outside a prefix (``name``, its
     window minimum), the log end if none, at least the log start."""
     return greatest(H, coalesce(col(name), T))
 
 
-#: size_evict_cut ("Per topic, before the cut" 3): the first segment whose bytes and
-#: the later ones' fit the backlog size quota (``fits_quota``), else the log end
+#: a segment whose bytes and the later ones' (``bytes_from``: :data:`SUFFIX_FROM` in a
+#: plan) fit the backlog size quota
+FITS_QUOTA = col("bytes_from") <= col("backlog_size")
+#: size_evict_cut ("Per topic, before the cut" 3): the first segment that fits the
+#: quota (``fits_quota``: the least base of those of :data:`FITS_QUOTA`), else the log end
 SIZE_EVICT_CUT = coalesce(col("fits_quota"), T)
 #: where eviction lifts a subscriber to for each backlog quota (null: not set)
 _FLOORS = (
@@ -176,6 +179,13 @@ def position_after_eviction(rules: dict[str, Expr]) -> Expr:
 #: ``max_deletes_per_cycle`` (``rn``: the segment's rank in its partition)
 NOT_HELD = ~col("hold")
 WITHIN_BUDGET = flag(col("rn") <= coalesce(col("max_deletes_per_cycle"), UNLIMITED))
+
+
+def wanted(is_sealed: Expr) -> Expr:
+    """plan_partition's wanted: a sealed segment (``is_sealed``: the rule, or its flag)
+    at most the cut, and no hold; the budget decides which of them go."""
+    return flag(is_sealed & NOT_HELD & (col("next_offset") <= col("cut")))
+
 
 #: new_log_start ("Per partition, the cut", New log start): past the last segment
 #: deleted; at message granularity the cut, held back to the first segment the
@@ -242,22 +252,23 @@ def _record_cut(rule: str) -> Expr:
     return case((col(limit.limit).is_not_null(), col(f"tc_{limit.record_cut}")), otherwise=H)
 
 
-#: level one's prefixes: name -> the eligibility rules it is the ``first_not`` of
-#: (first_not's candidates; "Per partition, the cut", target and hard): each bound's
-#: at segment granularity, and at message granularity named by its rule
+#: level one's prefixes (first_not's candidates; "Per partition, the cut", target and
+#: hard): name -> the rules of :data:`ELIGIBILITY` that make a segment part of it:
+#: each bound's at segment granularity, named by the bound, and at message
+#: granularity, named by its rules
+PREFIXES = {f"fn_{name}": b.by_segment for name, b in BOUNDS.items()}
+PREFIXES_AT_MESSAGE = {f"fn_{'_'.join(b.at_message)}": b.at_message for b in BOUNDS.values()}
+#: the prefixes by the flags of their rules, each bound's two together
 FIRST_NOT = {
     name: tuple(f"e_{rule}" for rule in rules)
-    for bound_name, bound_rules in BOUNDS.items()
-    for name, rules in (
-        (f"fn_{bound_name}", bound_rules.by_segment),
-        (f"fn_{'_'.join(bound_rules.at_message)}", bound_rules.at_message),
-    )
+    for both in zip(PREFIXES.items(), PREFIXES_AT_MESSAGE.items())
+    for name, rules in both
 }
 
 #: the target and the hard cut in offsets, over level one's prefixes (:data:`FIRST_NOT`)
 #: and the record cuts
 OFFSET_BOUNDS = {
-    name: bound(OFFSETS, _record_cut(b.by_record), first_not(f"fn_{'_'.join(b.at_message)}"), first_not(f"fn_{name}"))
+    name: bound(OFFSETS, _record_cut(b.by_record), _first_not(f"fn_{'_'.join(b.at_message)}"), _first_not(f"fn_{name}"))
     for name, b in BOUNDS.items()
 }
 #: the_cut in offsets: ``min(T, max(H, hard, min(target, barrier)))``
