@@ -48,15 +48,13 @@ class Subscribers:
     """The snapshot's subscribers on its partitions (``rows`` of its positions) at
     each instant: the planner's columns of their group rows (``columns``, each a
     column per subscriber or a grid of instants (rows) by subscribers (columns)),
-    and from its rules their position after ``message_ttl`` (``position``), whether
-    they have not expired (``live``) and whether they hold the barrier
-    (``holding``)."""
+    and from its rules their position after ``message_ttl`` (``position``) and
+    whether they hold the barrier (``holding``)."""
 
     rows: np.ndarray
     partition: np.ndarray  # the row of its partition
     columns: dict[str, Value]
     position: np.ndarray
-    live: np.ndarray
     holding: np.ndarray
 
 
@@ -86,9 +84,7 @@ def subscribers(
         **{name: Nullable.of_arrow(policy[name].take(taken)) for name in ("subscription_expiry", "message_ttl")},
     }
     position = values(_RULES["pos_ttl"], columns, null=NO_CUT)
-    return Subscribers(
-        rows, partition, columns, position, ~holds(_RULES["expired"], columns), holds(_RULES["holding"], columns)
-    )
+    return Subscribers(rows, partition, columns, position, holds(_RULES["holding"], columns))
 
 
 @dataclass(frozen=True)
@@ -96,11 +92,14 @@ class QuotaCuts:
     """Per partition at each instant, what the planner reads of the backlog quotas
     (``columns``: ``fits_quota``, the log end ``T`` and ``tc_backlog_age``, each a grid
     of instants (rows) by partitions (columns); the quotas and ``evicting``, a column
-    per partition); and per partition whether its topic sets each quota."""
+    per partition)."""
 
     columns: dict[str, Nullable]
-    size_set: np.ndarray
-    age_set: np.ndarray
+
+    @property
+    def set(self) -> np.ndarray:
+        """Per partition, whether its topic sets a backlog quota."""
+        return self.columns["backlog_size"].valid | self.columns["backlog_age"].valid
 
     def at(self, partition: np.ndarray) -> dict[str, Nullable]:
         """The columns of the partitions of rows ``partition``."""
@@ -132,8 +131,8 @@ def quota_cuts(
     ``fits_quota`` is the smallest base of a segment there that fits the quota
     (rules.FITS_QUOTA): the first with enough bytes before it (:data:`_FITS_FROM`). A
     segment past the log end has not begun by then: none fits."""
-    quota = topics["backlog_size"]
-    least = evaluate(_FITS_FROM, {"bytes_at": bytes_at, "backlog_size": Nullable.of_arrow(quota)[partition_topic]})
+    quota = Nullable.of_arrow(topics["backlog_size"])[partition_topic]
+    least = evaluate(_FITS_FROM, {"bytes_at": bytes_at, "backlog_size": quota})
     partition = np.broadcast_to(np.arange(bytes_at.shape[1]), bytes_at.shape)
     first = np.where(least.valid, segments.before.first_at_least(partition, least.values), len(segments.row))
     base = np.append(segments.base_offset, 0)[first]
@@ -142,11 +141,11 @@ def quota_cuts(
         "fits_quota": Nullable(base, (first < len(segments.row)) & (base < log_end)),
         "T": Nullable.of(log_end),
         "tc_backlog_age": Nullable(age_cut, age_cut != NO_CUT),
-        "backlog_size": Nullable.of_arrow(quota)[partition_topic],
+        "backlog_size": quota,
         "backlog_age": Nullable.of_arrow(topics["backlog_age"])[partition_topic],
         "evicting": Nullable.of(evicting.to_numpy(zero_copy_only=False)[partition_topic]),
     }
-    return QuotaCuts(columns, columns["backlog_size"].valid, columns["backlog_age"].valid)
+    return QuotaCuts(columns)
 
 
 def barriers(subs: Subscribers, cuts: QuotaCuts, beyond: np.ndarray) -> np.ndarray:

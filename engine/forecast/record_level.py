@@ -126,8 +126,7 @@ _AT_SEGMENT_ONLY = (*PREFIXES, "last_deleted_next")
 def _either(rules: tuple[str, ...], segments: Segments, count: int) -> np.ndarray:
     """The first instant any of ``rules`` holds of each segment, as the planner's
     prefixes combine them (rules.INSTANTS)."""
-    holds_from = {f"k_{name}": instant for name, instant in segments.holds_from.items()}
-    return values(INSTANTS.either(*(col(f"k_{rule}") for rule in rules)), holds_from, null=count)
+    return values(INSTANTS.either(*(col(rule) for rule in rules)), segments.holds_from, null=count)
 
 
 #: the record cuts and limits of the time rules (rules.ELIGIBILITY)

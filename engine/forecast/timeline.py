@@ -367,10 +367,10 @@ def _grid(
 
     # sealed once a record after it arrives, or by the first cycle that finds it
     # segment_roll old (before the instant: the instant's own cycle rolls after it plans)
-    rolled = np.searchsorted(np.asarray(instants), parts.rolling_cycle(row, columns["first"], now), side="right")
+    moments = np.asarray(instants)
+    rolled = np.searchsorted(moments, parts.rolling_cycle(row, columns["first"], now), side="right")
     by_roll = np.where((parts.roll[row] >= 0) & columns["first_valid"], rolled, count)
     k_sealed = np.minimum(_first_above(arrived, row, columns["sealed_after"]), by_roll)
-    moments = np.asarray(instants)
 
     def reached(series: np.ndarray, base: np.ndarray | int = 0) -> Callable[[np.ndarray], np.ndarray]:
         return lambda least: _first_above(series, row, base + least - 1)
@@ -391,9 +391,7 @@ def _grid(
         """The first instant ``rule`` holds of each segment, by its threshold in the
         one rising quantity it reads (thresholds.py)."""
         (rising,) = names(rule) & reaching.keys()
-        due = evaluate(
-            threshold(rule, rising), {**segment, "next_offset": next_offset, limit: Nullable.of_arrow(policy[limit])}
-        )
+        due = evaluate(threshold(rule, rising), {**segment, limit: Nullable.of_arrow(policy[limit])})
         return np.where(due.valid, reaching[rising](due.values), count)
 
     def eligible(rule: Eligibility) -> np.ndarray:
@@ -441,7 +439,7 @@ def _rows(laid: _Layout, at: _Grid, before: _Grid | None, count: int) -> pa.Tabl
     if before is None:
         earlier = dict.fromkeys(_RULES, np.full(len(row), count))
     else:
-        quota = (before.quota_cuts.size_set | before.quota_cuts.age_set)[row]
+        quota = before.quota_cuts.set[row]
         earlier = {name: np.where(quota, ruled, count) for name, ruled in before.rules.items()}
     return pa.table(
         {

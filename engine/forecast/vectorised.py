@@ -136,31 +136,23 @@ def _call(function: str, arguments: list[Nullable]) -> Nullable:
 
 
 def first_holding(
-    rule: Expr, columns_at: Callable[[np.ndarray, np.ndarray], Columns], size: int, end: int | None = None
+    rule: Expr, columns_at: Callable[[np.ndarray, np.ndarray], Columns], size: int, end: int
 ) -> np.ndarray:
     """Per row of ``size``, the first index from 0 at which ``rule`` holds over
     ``columns_at(rows, at)`` (the columns of ``rows`` at index ``at``, one per row),
     for a rule that holds from some index on, as every retention rule does as time
-    passes; ``end`` where it does not before ``end`` (``None``: it does at some index).
+    passes; ``end`` where it does not before ``end``.
 
     A binary search over every row at once, after one look at index 0 that settles
-    the rows whose rule holds already; without an ``end``, galloping first to an
-    index where it holds."""
+    the rows whose rule holds already."""
 
     def holds_at(rows: np.ndarray, at: np.ndarray) -> np.ndarray:
         return np.broadcast_to(holds(rule, columns_at(rows, at)), rows.shape)
 
     first = np.zeros(size, np.int64)
     rows = np.flatnonzero(~holds_at(np.arange(size), first))
-    low = np.full(len(rows), 1 if end is None else min(1, end), np.int64)
-    if end is None:
-        high = low.copy()
-        pending = ~holds_at(rows, high)
-        while pending.any():
-            high = np.where(pending, high * 2, high)
-            pending &= ~holds_at(rows, high)
-    else:
-        high = np.full(len(rows), end, np.int64)
+    low = np.full(len(rows), min(1, end), np.int64)
+    high = np.full(len(rows), end, np.int64)
     while len(searching := np.flatnonzero(low < high)):
         middle = (low[searching] + high[searching]) // 2
         found = holds_at(rows[searching], middle)

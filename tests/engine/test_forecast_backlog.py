@@ -65,7 +65,7 @@ def _verdicts(position: int, live: bool, floor: int) -> tuple[bool, bool]:
     }  # fmt: skip
     subs = Subscribers(
         rows=np.array([0]), partition=np.array([0]), columns=columns, position=np.array([[position]]),
-        live=np.array([[live]]), holding=np.array([[live]]),
+        holding=np.array([[live]]),
     )  # fmt: skip
     quota = Nullable.of(np.array([1]))
     cuts = QuotaCuts(
@@ -73,8 +73,7 @@ def _verdicts(position: int, live: bool, floor: int) -> tuple[bool, bool]:
             "fits_quota": Nullable.of(np.array([[20]])), "T": Nullable.of(np.array([[40]])),
             "tc_backlog_age": Nullable.of(np.array([[15]])), "backlog_size": quota, "backlog_age": quota,
             "evicting": Nullable.of(np.array([False])),
-        },
-        quota.valid, quota.valid,
+        }
     )  # fmt: skip
     found = verdicts(subs, cuts, np.array([[floor]]))
     return bool(found.size[0, 0]), bool(found.age[0, 0])
